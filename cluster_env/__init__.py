@@ -1,0 +1,22 @@
+"""cluster_env: a PettingZoo environment of a heterogeneous GPU cluster driven by real traces.
+
+Quick start::
+
+    import cluster_env
+    env = cluster_env.parallel_env("philly-v0", split="test")
+    obs, infos = env.reset(seed=0)
+
+The environment's card is the docstring of ``cluster_env.envs.cluster_parallel``.
+"""
+from cluster_env.core.metrics import METRIC_KEYS
+from cluster_env.errors import ClusterEnvError, DataError, InvalidActionError, UnknownGPUTypeError
+from cluster_env.registration import ENV_ID, env, make, parallel_env, registered_ids
+from cluster_env.scenarios import get_scenario, list_scenarios, register_scenario
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ENV_ID", "METRIC_KEYS", "ClusterEnvError", "DataError", "InvalidActionError", "UnknownGPUTypeError",
+    "env", "get_scenario", "list_scenarios", "make", "parallel_env", "register_scenario", "registered_ids",
+    "__version__",
+]

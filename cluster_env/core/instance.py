@@ -1,0 +1,144 @@
+"""Problem instances: the cluster (machines) and the workload (jobs) of one episode.
+
+Instances are plain, immutable data. Generators and loaders (``cluster_env.loaders``,
+``cluster_env.scenarios``) build them; the simulator (``cluster_env.core.simulator``) consumes
+them. Keeping them apart from the dynamics lets a user build an instance from any source.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+
+@dataclass
+class LoadReport:
+    """What a loader read, kept and filtered (nothing is dropped silently)."""
+
+    source: str                                   # file name or generator description
+    rows_read: int = 0                            # data rows seen (header excluded)
+    rows_kept: int = 0                            # rows that became jobs / machines
+    filtered: dict[str, int] = field(default_factory=dict)  # reason -> number of rows
+    notes: list[str] = field(default_factory=list)          # documented transformations applied
+
+    def drop(self, reason: str, n: int = 1) -> None:
+        if n:
+            self.filtered[reason] = self.filtered.get(reason, 0) + int(n)
+
+    def summary(self) -> str:
+        parts = [f"{self.source}: read {self.rows_read} rows, kept {self.rows_kept}"]
+        for reason, n in sorted(self.filtered.items()):
+            parts.append(f"  filtered {n}: {reason}")
+        for note in self.notes:
+            parts.append(f"  note: {note}")
+        return "\n".join(parts)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A set of machines, each with one GPU type and a number of GPUs."""
+
+    name: str
+    machine_names: tuple[str, ...]                # (M,)
+    gpu_type_names: tuple[str, ...]               # (T,) distinct canonical GPU type names, sorted
+    machine_type: np.ndarray                      # (M,) int64 index into gpu_type_names
+    machine_gpus: np.ndarray                      # (M,) int64 GPUs on the machine, >= 1
+
+    def __post_init__(self) -> None:
+        m = len(self.machine_names)
+        if self.machine_type.shape != (m,) or self.machine_gpus.shape != (m,):
+            raise ValueError(f"cluster {self.name!r}: machine arrays must have shape ({m},)")
+        if m == 0:
+            raise ValueError(f"cluster {self.name!r} has no machine")
+        if np.any(self.machine_gpus < 1):
+            raise ValueError(f"cluster {self.name!r}: every machine needs at least one GPU")
+
+    @property
+    def num_machines(self) -> int:
+        return len(self.machine_names)
+
+    @property
+    def total_gpus(self) -> int:
+        return int(self.machine_gpus.sum())
+
+    def gpus_of_type(self) -> dict[str, int]:
+        """GPU count per GPU type name."""
+        out = {}
+        for t, name in enumerate(self.gpu_type_names):
+            out[name] = int(self.machine_gpus[self.machine_type == t].sum())
+        return out
+
+    @staticmethod
+    def from_machines(name: str, machines: list[tuple[str, str, int]]) -> "Cluster":
+        """Build from ``(machine_name, canonical_gpu_type, gpus)`` triples."""
+        type_names = tuple(sorted({t for _, t, _ in machines}))
+        index = {t: i for i, t in enumerate(type_names)}
+        return Cluster(
+            name=name,
+            machine_names=tuple(m for m, _, _ in machines),
+            gpu_type_names=type_names,
+            machine_type=np.array([index[t] for _, t, _ in machines], dtype=np.int64),
+            machine_gpus=np.array([g for _, _, g in machines], dtype=np.int64),
+        )
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Jobs of one episode, sorted by submit time (ties keep input order).
+
+    ``duration`` is the job's amount of work: its runtime in seconds on the scenario's reference
+    GPU type when placed consolidated and alone, with no fluctuation.
+    """
+
+    name: str
+    job_ids: tuple[str, ...]                      # (N,)
+    submit: np.ndarray                            # (N,) float64 seconds, non-decreasing, >= 0
+    duration: np.ndarray                          # (N,) float64 seconds of work, > 0
+    gpus: np.ndarray                              # (N,) int64 GPUs requested, >= 1
+    job_type: np.ndarray                          # (N,) int64 index into world.throughputs.JOB_TYPES
+    tenant: np.ndarray                            # (N,) int64 tenant index, >= 0
+    allowed_gpu_types: Optional[tuple[Optional[frozenset[str]], ...]] = None  # (N,) None = any type
+    source_row: Optional[np.ndarray] = None       # (N,) int64 1-based data row in the source file
+    report: Optional[LoadReport] = None
+
+    def __post_init__(self) -> None:
+        n = len(self.job_ids)
+        for name in ("submit", "duration", "gpus", "job_type", "tenant"):
+            arr = getattr(self, name)
+            if arr.shape != (n,):
+                raise ValueError(f"workload {self.name!r}: {name} must have shape ({n},), got {arr.shape}")
+        if n and np.any(np.diff(self.submit) < 0):
+            raise ValueError(f"workload {self.name!r}: submit times must be sorted")
+        if self.allowed_gpu_types is not None and len(self.allowed_gpu_types) != n:
+            raise ValueError(f"workload {self.name!r}: allowed_gpu_types must have {n} entries")
+
+    @property
+    def num_jobs(self) -> int:
+        return len(self.job_ids)
+
+    @property
+    def num_tenants(self) -> int:
+        return int(self.tenant.max()) + 1 if len(self.tenant) else 0
+
+    def subset(self, index: np.ndarray, name: Optional[str] = None, rebase: bool = True) -> "Workload":
+        """Jobs at ``index`` (sorted positions), optionally rebased so the first submits at 0."""
+        index = np.asarray(index, dtype=np.int64)
+        submit = self.submit[index].astype(np.float64)
+        if rebase and len(submit):
+            submit = submit - submit[0]
+        allowed = None
+        if self.allowed_gpu_types is not None:
+            allowed = tuple(self.allowed_gpu_types[i] for i in index)
+        return Workload(
+            name=name or self.name,
+            job_ids=tuple(self.job_ids[i] for i in index),
+            submit=submit,
+            duration=self.duration[index].astype(np.float64),
+            gpus=self.gpus[index].astype(np.int64),
+            job_type=self.job_type[index].astype(np.int64),
+            tenant=self.tenant[index].astype(np.int64),
+            allowed_gpu_types=allowed,
+            source_row=None if self.source_row is None else self.source_row[index],
+            report=self.report,
+        )

@@ -1,0 +1,76 @@
+"""Episode metrics: the one implementation every part of the project uses.
+
+Keys (DESIGN section 7; times in seconds, fee in US dollars):
+
+=================  =============================================================================
+``jobs_finished``  jobs that completed
+``avg_jct``        mean job completion time (finish - submit) over finished jobs
+``p50_jct``        median JCT; ``p95_jct`` and ``p99_jct`` the 95th and 99th percentiles
+``avg_queue_delay`` mean of (first start - submit) over jobs that started
+``avg_slowdown``   mean of JCT / ideal runtime; the ideal runtime is the job's work divided by its
+                   nominal speed on the fastest GPU type it may use, consolidated and alone
+``makespan``       last finish - first submit
+``gpu_utilization`` GPU-seconds held by jobs / (cluster GPUs x makespan), in [0, 1]
+``total_fee``      sum over held GPUs of the GPU type's price per GPU-hour x hours held
+``energy_kwh``     busy power x held GPU time + idle power x idle GPU time, over the makespan
+``preemptions``    number of preemptions
+``fairness``       Jain's index of the tenants' mean slowdowns, in (0, 1]
+``jobs_per_hour``  finished jobs / makespan in hours
+=================  =============================================================================
+"""
+from __future__ import annotations
+
+import numpy as np
+
+METRIC_KEYS = (
+    "jobs_finished", "avg_jct", "p50_jct", "p95_jct", "p99_jct", "avg_queue_delay",
+    "avg_slowdown", "makespan", "gpu_utilization", "total_fee", "energy_kwh", "preemptions",
+    "fairness", "jobs_per_hour",
+)
+
+
+def jain_index(values: np.ndarray) -> float:
+    """Jain's fairness index: (sum x)^2 / (n * sum x^2); 1 when all values are equal."""
+    values = np.asarray(values, dtype=np.float64)
+    if len(values) == 0 or not np.any(values):
+        return 1.0
+    return float(values.sum() ** 2 / (len(values) * np.square(values).sum()))
+
+
+def compute_metrics(submit: np.ndarray, first_start: np.ndarray, finish: np.ndarray,
+                    ideal_runtime: np.ndarray, tenant: np.ndarray, *, total_gpus: int,
+                    busy_gpu_seconds: float, total_fee: float, energy_joules: float,
+                    preemptions: int, end_time: float) -> dict[str, float]:
+    """Metrics of one episode from per-job times (nan = not started / not finished).
+
+    ``end_time`` is the clock at the end of the episode; it bounds the makespan of a truncated
+    episode. Utilisation, fee and energy are accounted up to ``end_time``.
+    """
+    done = ~np.isnan(finish)
+    started = ~np.isnan(first_start)
+    jct = (finish - submit)[done]
+    slowdown = jct / ideal_runtime[done]
+    first_submit = float(submit.min()) if len(submit) else 0.0
+    last = float(finish[done].max()) if done.any() else end_time
+    makespan = max(max(last, end_time) - first_submit, 0.0) if len(submit) else 0.0
+    capacity = total_gpus * makespan
+
+    def pct(q: float) -> float:
+        return float(np.percentile(jct, q)) if len(jct) else float("nan")
+
+    tenants = np.unique(tenant[done])
+    per_tenant = np.array([slowdown[tenant[done] == t].mean() for t in tenants])
+    return {
+        "jobs_finished": int(done.sum()),
+        "avg_jct": float(jct.mean()) if len(jct) else float("nan"),
+        "p50_jct": pct(50), "p95_jct": pct(95), "p99_jct": pct(99),
+        "avg_queue_delay": float((first_start - submit)[started].mean()) if started.any() else float("nan"),
+        "avg_slowdown": float(slowdown.mean()) if len(slowdown) else float("nan"),
+        "makespan": makespan,
+        "gpu_utilization": float(busy_gpu_seconds / capacity) if capacity > 0 else 0.0,
+        "total_fee": float(total_fee),
+        "energy_kwh": float(energy_joules / 3.6e6),
+        "preemptions": int(preemptions),
+        "fairness": jain_index(per_tenant),
+        "jobs_per_hour": float(done.sum() / (makespan / 3600.0)) if makespan > 0 else 0.0,
+    }

@@ -1,0 +1,1 @@
+"""The environment face: the PettingZoo parallel env, its observations and its rendering."""

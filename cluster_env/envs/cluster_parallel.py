@@ -1,0 +1,330 @@
+"""Heterogeneous GPU cluster scheduling: a PettingZoo parallel environment (``hetero_cluster_v0``).
+
+======================  =====================================================================
+Import                  ``cluster_env.parallel_env(scenario="philly-v0", split="train", **overrides)``
+AEC version             ``cluster_env.env(...)`` (PettingZoo's conversion plus order enforcing)
+Registered id           ``cluster_env/HeteroCluster-v0`` (``cluster_env.make(id, ...)``)
+Agents                  ``["orderer", "placer"]``, both present for the whole episode, cooperative
+Action spaces           orderer ``Discrete(K + R + 1)``, placer ``Discrete(M + 1)``
+Observation spaces      ``Dict(jobs, machines, global, placing, action_mask)`` (see below)
+Reward                  shared; default ``-(job-seconds in system) / (num_jobs * 3600)``
+Episode end             terminated when every job finished; truncated at ``max_steps`` / ``max_time``
+Render modes            ``"ansi"``, ``"rgb_array"``
+======================  =====================================================================
+
+**Phases.** Each ``step`` is one scheduling decision; only one agent acts, the other must send
+its no-op (the last action index; its mask allows nothing else).
+
+* ORDER: the orderer picks action ``i < K`` to start the i-th pending candidate (oldest first),
+  ``K <= i < K + R`` to preempt a running candidate (only with ``preemption=True``), or ``K + R``
+  = ``advance``: the clock runs to the next event (arrival, completion, restart end, fluctuation
+  update, scheduling tick). Decision epochs where ``advance`` is the only legal action are skipped
+  automatically (their reward is included in the step that caused them).
+* PLACE: after a job is picked, the placer picks machine ``m < M``; the job takes as many free
+  GPUs there as it still needs; the placer picks again until the job holds all its GPUs, then the
+  job starts and the ORDER phase resumes.
+
+**Masks** (``action_mask``, int8) never allow an impossible decision: a pending job that does not
+fit the free GPUs of the types it may use, a machine without such a free GPU, ``advance`` when no
+future event exists. A forbidden action raises :class:`cluster_env.errors.InvalidActionError`
+(``invalid_action="noop"`` ignores it instead and sets ``infos[agent]["invalid_action"]``).
+
+**Observations** (float32, identical feature arrays for both agents; only the mask differs):
+
+* ``jobs`` (K + R, 14): per candidate, ``observation.JOB_FEATURES`` (valid, running, gpus_log2,
+  wait_log, attained_log, executed_log, job_type, tenant, restarts_log, duration_log,
+  remaining_log, fits, comm_intensity, best_speed); durations are -1 unless clairvoyant.
+* ``machines`` (M, 10): ``observation.MACHINE_FEATURES`` (gpu_type, type_speed, gpus, free_gpus,
+  free_frac, jobs, measured_speed, measured_age_log, price, usable). The measured speed is a noisy
+  moving average of observed progress; true machine factors are never shown.
+* ``global`` (10,): ``observation.GLOBAL_FEATURES`` (phase, time_log, pending_log, running_log,
+  free_gpu_frac, arrivals_left, finished_frac, pending_gpus_log, preemption, clairvoyant).
+* ``placing`` (9,): ``observation.PLACING_FEATURES`` of the job being placed (zeros in ORDER).
+
+**Metrics** (``infos[agent]["metrics"]`` on the final step and ``env.unwrapped.metrics()``):
+``cluster_env.core.metrics.METRIC_KEYS``.
+
+**Arguments** (``overrides``): world model switches and parameters of
+:class:`cluster_env.core.config.WorldConfig` (``static_factors``, ``fluctuation``,
+``contention``, ``spread_penalty``, ``restart_overhead``, ...), ``all_effects_off=True``;
+scheduling options of :class:`cluster_env.core.config.SchedulingConfig` (``preemption``,
+``clairvoyant``, ``pending_window``, ``running_window``, ``scheduling_tick``, ``invalid_action``,
+``max_steps``, ``max_time``); ``reward`` (``"jct"``, ``"cost"`` or a callable on
+:class:`cluster_env.core.rewards.StepStats`); ``jobs_per_episode``, ``time_scale``;
+``workload_csv`` / ``cluster_csv`` (and ``workload_columns`` / ``cluster_columns``) for a user's
+own trace and cluster; ``render_mode``.
+
+**Version history.** v0 (0.1.0): first release.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import replace
+from typing import Any, Optional
+
+import numpy as np
+from gymnasium.utils import seeding
+from pettingzoo import ParallelEnv
+
+from cluster_env.core.config import SchedulingConfig, WorldConfig, split_overrides
+from cluster_env.core.metrics import compute_metrics
+from cluster_env.core.rewards import StepStats, make_reward
+from cluster_env.core.simulator import ClusterSimulator
+from cluster_env.envs.observation import ObservationBuilder
+from cluster_env.errors import InvalidActionError
+from cluster_env.scenarios.base import Scenario
+
+ORDER, PLACE = 0, 1
+AGENTS = ("orderer", "placer")
+_ENV_KEYS = {"reward", "render_mode", "jobs_per_episode", "time_scale", "all_effects_off",
+             "workload_csv", "cluster_csv", "workload_columns", "cluster_columns"}
+
+
+class ClusterParallelEnv(ParallelEnv):
+    """See the module docstring: it is the environment's card."""
+
+    metadata = {"name": "hetero_cluster_v0", "render_modes": ["ansi", "rgb_array"], "is_parallelizable": True}
+
+    def __init__(self, scenario: "str | Scenario" = "philly-v0", split: str = "train", **overrides: Any) -> None:
+        from cluster_env.scenarios.registry import custom_scenario, get_scenario
+
+        world_kw, sched_kw, other = split_overrides(overrides)
+        unknown = set(other) - _ENV_KEYS
+        if unknown:
+            valid = sorted(set(WorldConfig.__dataclass_fields__) | set(SchedulingConfig.__dataclass_fields__) | _ENV_KEYS)
+            raise TypeError(f"unknown argument(s) {sorted(unknown)}; valid arguments: {valid}")
+        base = get_scenario(scenario) if isinstance(scenario, str) else scenario
+        if other.get("workload_csv") or other.get("cluster_csv"):
+            base = custom_scenario(base, workload_csv=other.get("workload_csv"),
+                                   cluster_csv=other.get("cluster_csv"),
+                                   workload_columns=other.get("workload_columns"),
+                                   cluster_columns=other.get("cluster_columns"))
+        world = replace(base.world, **world_kw)
+        if other.get("all_effects_off"):
+            world = world.all_effects_off()
+        sched = replace(base.scheduling, **sched_kw)
+        world.validate()
+        sched.validate()
+        if "time_scale" in other:
+            base = replace(base, time_scale=float(other["time_scale"]))
+        self.scenario = base
+        self.split = split
+        base.split_range(split, 1)  # validates the split name early
+        self.world, self.sched = world, sched
+        self.jobs_per_episode = other.get("jobs_per_episode")
+        self.reward_fn = make_reward(other.get("reward"))
+        render_mode = other.get("render_mode")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
+        self.render_mode = render_mode
+
+        self.cluster = base.cluster()
+        from cluster_env.loaders import check_workload_fits
+
+        check_workload_fits(base.workload(), self.cluster, file=base.workload_file)
+        self.possible_agents = list(AGENTS)
+        self.agents: list[str] = []
+        self.builder = ObservationBuilder(
+            {"machines": self.cluster.num_machines}, sched.pending_window, sched.running_window,
+            sched.preemption, sched.clairvoyant, self.cluster.gpu_type_names, world.reference_gpu)
+        self.observation_spaces = self.builder.observation_spaces
+        self.action_spaces = self.builder.action_spaces
+        self._order_noop = self.builder.n_orderer_actions - 1
+        self._place_noop = self.builder.n_placer_actions - 1
+        self._np_random: Optional[np.random.Generator] = None
+        self.sim: Optional[ClusterSimulator] = None
+
+    # ------------------------------------------------------------------ spaces (cached objects)
+    def observation_space(self, agent: str):
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent: str):
+        return self.action_spaces[agent]
+
+    # ------------------------------------------------------------------ episode
+    def reset(self, seed: Optional[int] = None, options: Optional[dict] = None):
+        if seed is not None or self._np_random is None:
+            self._np_random, _ = seeding.np_random(seed)
+        split = (options or {}).get("split", self.split)
+        rng = self._np_random
+        workload = self.scenario.sample(split, rng, self.jobs_per_episode)
+        self.sim = ClusterSimulator(self.cluster, workload, self.world, rng,
+                                    preemption=self.sched.preemption,
+                                    scheduling_tick=self.sched.scheduling_tick)
+        self.builder.bind(self.sim, max(workload.num_tenants, 1))
+        self.agents = list(AGENTS)
+        self.phase = ORDER
+        self.num_steps = 0
+        self._last = (0.0, 0.0, 0.0, 0)
+        self._skip_idle_epochs()
+        obs = self._observe()
+        infos = {a: self._info() for a in self.agents}
+        if self._finished():
+            infos = self._final_infos(infos)
+        return obs, infos
+
+    def step(self, actions: dict):
+        if not self.agents:
+            raise RuntimeError("step() called after the episode ended; call reset() first")
+        if not isinstance(actions, dict):
+            raise TypeError(f"actions must be a dict of agent -> action, got {type(actions).__name__}")
+        if set(actions) != set(self.agents):
+            missing = sorted(set(self.agents) - set(actions))
+            extra = sorted(set(actions) - set(self.agents))
+            raise KeyError(f"actions must have exactly the keys {self.agents}; missing {missing}, extra {extra}")
+        a_order = self._as_action("orderer", actions["orderer"])
+        a_place = self._as_action("placer", actions["placer"])
+        invalid = {"orderer": False, "placer": False}
+        sim = self.sim
+        if self.phase == ORDER:
+            if a_place != self._place_noop:
+                invalid["placer"] = self._forbidden("placer", a_place, "only the no-op is allowed in the ORDER phase")
+            if not self._order_mask[a_order]:
+                invalid["orderer"] = self._forbidden("orderer", a_order, "the action mask forbids it")
+            elif a_order < self.builder.K:
+                sim.start(int(self._cand_pending[a_order]))
+                self.phase = PLACE
+            elif a_order < self._order_noop:
+                sim.preempt(int(self._cand_running[a_order - self.builder.K]))
+            else:
+                sim.advance()
+        else:
+            if a_order != self._order_noop:
+                invalid["orderer"] = self._forbidden("orderer", a_order, "only the no-op is allowed in the PLACE phase")
+            if not self._place_mask[a_place]:
+                invalid["placer"] = self._forbidden("placer", a_place, "the action mask forbids it")
+            elif sim.place(a_place):
+                self.phase = ORDER
+        if self.phase == ORDER:
+            self._skip_idle_epochs()
+        self.num_steps += 1
+
+        reward = self._reward()
+        done = self._finished()
+        truncated = not done and (
+            (self.sched.max_steps is not None and self.num_steps >= self.sched.max_steps)
+            or (self.sched.max_time is not None and sim.now >= self.sched.max_time))
+        obs = self._observe()
+        rewards = {a: reward for a in self.agents}
+        terminations = {a: done for a in self.agents}
+        truncations = {a: truncated for a in self.agents}
+        infos = {a: self._info(invalid[a]) for a in self.agents}
+        if done or truncated:
+            infos = self._final_infos(infos)
+            self.agents = []
+        if self.render_mode == "ansi":
+            pass  # rendering is on demand through render()
+        return obs, rewards, terminations, truncations, infos
+
+    # ------------------------------------------------------------------ helpers
+    def _as_action(self, agent: str, action: Any) -> int:
+        if isinstance(action, (bool, np.bool_)) or not isinstance(action, (int, np.integer)):
+            if isinstance(action, np.ndarray) and action.shape == () and np.issubdtype(action.dtype, np.integer):
+                action = int(action)
+            else:
+                raise TypeError(f"{agent}'s action must be an integer, got {action!r} ({type(action).__name__})")
+        action = int(action)
+        n = self.action_spaces[agent].n
+        if not 0 <= action < n:
+            raise InvalidActionError(f"{agent}'s action {action} is outside Discrete({n})")
+        return action
+
+    def _forbidden(self, agent: str, action: int, why: str) -> bool:
+        if self.sched.invalid_action == "raise":
+            phase = "ORDER" if self.phase == ORDER else "PLACE"
+            raise InvalidActionError(f"{agent}'s action {action} is forbidden in the {phase} phase: {why} "
+                                     f"(allowed: {np.flatnonzero(self._mask_of(agent)).tolist()[:20]})")
+        return True
+
+    def _mask_of(self, agent: str) -> np.ndarray:
+        return self._order_mask if agent == "orderer" else self._place_mask
+
+    def _skip_idle_epochs(self) -> None:
+        """Advance through decision epochs where ``advance`` is the only legal action."""
+        sim = self.sim
+        while not sim.done:
+            if sim.running and self.builder.R:
+                return
+            pending = sim.pending[: self.builder.K]
+            if pending and sim.fits(np.array(pending, dtype=np.int64)).any():
+                return
+            if not sim.has_future_event():
+                return
+            sim.advance()
+
+    def _observe(self) -> dict:
+        placing = self.phase == PLACE
+        if placing:
+            pending, running = self._cand_pending, self._cand_running
+        else:
+            pending, running = self.builder.candidates()
+            self._cand_pending, self._cand_running = pending, running
+        feats, self._order_mask, self._place_mask = self.builder.build(placing, pending, running)
+        if not self.agents:
+            return {}
+        return {
+            "orderer": {**feats, "action_mask": self._order_mask},
+            "placer": {**feats, "action_mask": self._place_mask},
+        }
+
+    def _reward(self) -> float:
+        sim = self.sim
+        js0, fee0, en0, fin0 = self._last
+        stats = StepStats(dt=0.0, job_seconds=sim.job_seconds - js0, fee=sim.fee - fee0,
+                          energy_kwh=(sim.energy_joules - en0) / 3.6e6,
+                          jobs_finished=sim.finished_count - fin0, num_jobs=sim.num_jobs)
+        self._last = (sim.job_seconds, sim.fee, sim.energy_joules, sim.finished_count)
+        return float(self.reward_fn(stats))
+
+    def _finished(self) -> bool:
+        return self.sim.done
+
+    def _info(self, invalid: bool = False) -> dict:
+        info = {"phase": "place" if self.phase == PLACE else "order", "time": self.sim.now}
+        if invalid:
+            info["invalid_action"] = True
+        return info
+
+    def _final_infos(self, infos: dict) -> dict:
+        metrics = self.metrics()
+        for a in infos:
+            infos[a]["metrics"] = metrics
+        return infos
+
+    # ------------------------------------------------------------------ public extras
+    def metrics(self) -> dict[str, float]:
+        """Metrics of the current episode so far (all of them once it has ended)."""
+        if self.sim is None:
+            raise RuntimeError("call reset() first")
+        sim = self.sim
+        return compute_metrics(
+            sim.submit, sim.jobs.first_start, sim.jobs.finish, sim.ideal_runtime, sim.workload.tenant,
+            total_gpus=sim.total_gpus, busy_gpu_seconds=sim.busy_gpu_seconds, total_fee=sim.fee,
+            energy_joules=sim.energy_joules, preemptions=sim.preemptions, end_time=sim.now)
+
+    def render(self):
+        if self.sim is None:
+            raise RuntimeError("call reset() first")
+        from cluster_env.envs import render as renderer
+
+        if self.render_mode == "rgb_array":
+            return renderer.render_rgb(self.sim)
+        if self.render_mode == "ansi":
+            return renderer.render_ansi(self.sim, "place" if self.phase == PLACE else "order")
+        return None
+
+    def close(self) -> None:
+        self.sim = None
+
+    def state(self) -> np.ndarray:
+        """Global state for centralised critics: the flattened shared features."""
+        feats, _, _ = self.builder.build(self.phase == PLACE, self._cand_pending, self._cand_running)
+        return np.concatenate([feats[k].ravel() for k in ("jobs", "machines", "global", "placing")])
+
+    @functools.cached_property
+    def state_space(self):
+        from gymnasium import spaces
+
+        size = sum(int(np.prod(self.observation_spaces["orderer"][k].shape))
+                   for k in ("jobs", "machines", "global", "placing"))
+        return spaces.Box(-1.0, np.inf, (size,), np.float32)

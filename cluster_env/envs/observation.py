@@ -1,0 +1,222 @@
+"""Observation layout, spaces and the builder that fills them from the simulator.
+
+Every observation is a ``gymnasium.spaces.Dict`` of fixed-shape float32 arrays plus the acting
+agent's int8 ``action_mask``. Only what a real scheduler can know is exposed: no true machine
+factor, no contention level, no duration unless the scenario is clairvoyant.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from gymnasium import spaces
+
+from cluster_env.core.simulator import ClusterSimulator
+from cluster_env.world.gpu_catalog import gpu_spec
+from cluster_env.world.throughputs import JOB_TYPES, comm_intensity, relative_speed_table
+
+# Rows of "jobs": K pending candidates (oldest first) then R running candidates (most attained
+# service first, the natural preemption targets). Times are log1p(seconds); -1 means "hidden".
+JOB_FEATURES = (
+    "valid",            # 1 if the row holds a job
+    "running",          # 1 for a running (preemption) candidate
+    "gpus_log2",        # log2(GPUs requested)
+    "wait_log",         # log1p(now - submit)
+    "attained_log",     # log1p(attained service, GPU-seconds)
+    "executed_log",     # log1p(seconds executed so far)
+    "job_type",         # job type index / (number of job types - 1)
+    "tenant",           # tenant index / max(1, number of tenants - 1)
+    "restarts_log",     # log1p(times preempted)
+    "duration_log",     # log1p(duration) if clairvoyant else -1
+    "remaining_log",    # log1p(remaining work at nominal speed) if clairvoyant else -1
+    "fits",             # 1 if the job fits the free GPUs it may use
+    "comm_intensity",   # how communication-heavy its job type is (Gavel), in [0, 1]
+    "best_speed",       # its nominal speed on the fastest GPU type it may use (public table)
+)
+MACHINE_FEATURES = (
+    "gpu_type",         # GPU type index / max(1, number of types - 1)
+    "type_speed",       # mean nominal speed of the GPU type over job types (public table)
+    "gpus",             # GPUs on the machine / 8
+    "free_gpus",        # free GPUs / 8
+    "free_frac",        # free GPUs / GPUs
+    "jobs",             # running jobs on the machine
+    "measured_speed",   # measured speed relative to nominal (observed progress); 1 if never measured
+    "measured_age_log", # log1p(seconds since the last measurement); -1 if never measured
+    "price",            # price per GPU-hour in dollars / 10
+    "usable",           # 1 if the job being placed may take a GPU here (PLACE phase)
+)
+GLOBAL_FEATURES = (
+    "phase",            # 0 ORDER, 1 PLACE
+    "time_log",         # log1p(simulated seconds since the episode started)
+    "pending_log",      # log1p(pending jobs)
+    "running_log",      # log1p(running jobs)
+    "free_gpu_frac",    # free GPUs / cluster GPUs
+    "arrivals_left",    # jobs not yet arrived / jobs of the episode
+    "finished_frac",    # finished jobs / jobs of the episode
+    "pending_gpus_log", # log1p(GPUs requested by pending jobs)
+    "preemption",       # 1 if the orderer may preempt
+    "clairvoyant",      # 1 if durations are visible
+)
+PLACING_FEATURES = (
+    "active",           # 1 in the PLACE phase
+    "gpus_log2",        # log2(GPUs requested)
+    "need_log2",        # log2(1 + GPUs still to place)
+    "job_type",         # as in JOB_FEATURES
+    "wait_log",
+    "attained_log",
+    "duration_log",     # -1 unless clairvoyant
+    "comm_intensity",
+    "machines_used",    # machines it already holds GPUs on
+)
+
+_LOG2 = np.log2
+
+
+class ObservationBuilder:
+    """Builds both agents' observations; spaces are created once and cached."""
+
+    def __init__(self, sim_shape: dict, pending_window: int, running_window: int,
+                 preemption: bool, clairvoyant: bool, gpu_type_names: tuple[str, ...],
+                 reference_gpu: str) -> None:
+        self.K = pending_window
+        self.R = running_window if preemption else 0
+        self.M = sim_shape["machines"]
+        self.preemption, self.clairvoyant = preemption, clairvoyant
+        self.n_orderer_actions = self.K + self.R + 1
+        self.n_placer_actions = self.M + 1
+        f32 = np.float32
+        feats = {
+            "jobs": spaces.Box(-1.0, np.inf, (self.K + self.R, len(JOB_FEATURES)), f32),
+            "machines": spaces.Box(-1.0, np.inf, (self.M, len(MACHINE_FEATURES)), f32),
+            "global": spaces.Box(-1.0, np.inf, (len(GLOBAL_FEATURES),), f32),
+            "placing": spaces.Box(-1.0, np.inf, (len(PLACING_FEATURES),), f32),
+        }
+        self.observation_spaces = {
+            "orderer": spaces.Dict({**feats, "action_mask": spaces.Box(0, 1, (self.n_orderer_actions,), np.int8)}),
+            "placer": spaces.Dict({**feats, "action_mask": spaces.Box(0, 1, (self.n_placer_actions,), np.int8)}),
+        }
+        self.action_spaces = {
+            "orderer": spaces.Discrete(self.n_orderer_actions),
+            "placer": spaces.Discrete(self.n_placer_actions),
+        }
+        speed = relative_speed_table(gpu_type_names, reference_gpu)       # (J, T, B)
+        self._type_speed = speed[:, :, 0].mean(axis=0)                    # (T,)
+        self._prices = np.array([gpu_spec(n).price_per_gpu_hour for n in gpu_type_names])
+        self._comm = comm_intensity()
+        self._n_types = len(gpu_type_names)
+
+    # ------------------------------------------------------------------ per episode
+    def bind(self, sim: ClusterSimulator, num_tenants: int) -> None:
+        """Precompute the static machine columns and per-job constants of a new episode."""
+        self.sim = sim
+        m = sim.num_machines
+        static = np.zeros((m, len(MACHINE_FEATURES)), dtype=np.float32)
+        static[:, 0] = sim.machine_type / max(1, self._n_types - 1)
+        static[:, 1] = self._type_speed[sim.machine_type]
+        static[:, 2] = sim.machine_gpus / 8.0
+        static[:, 8] = self._prices[sim.machine_type] / 10.0
+        self._machine_static = static
+        self._tenant_scale = 1.0 / max(1, num_tenants - 1)
+        self._type_scale = 1.0 / max(1, len(JOB_TYPES) - 1)
+        usable = sim.job_speed if sim.allowed is None else np.where(sim.allowed, sim.job_speed, 0.0)
+        self._best_speed = usable.max(axis=1)                             # (N,)
+        self._log2_gpus = _LOG2(sim.gpus).astype(np.float32)
+
+    # ------------------------------------------------------------------ building
+    def candidates(self) -> tuple[np.ndarray, np.ndarray]:
+        """Job ids in the pending window and in the running (preemption) window."""
+        sim = self.sim
+        pending = np.array(sim.pending[: self.K], dtype=np.int64)
+        if self.R and sim.running:
+            run = np.fromiter(sim.running, dtype=np.int64, count=len(sim.running))
+            order = np.lexsort((run, -sim.jobs.attained[run]))
+            running = run[order[: self.R]]
+        else:
+            running = np.zeros(0, dtype=np.int64)
+        return pending, running
+
+    def _job_rows(self, out: np.ndarray, ids: np.ndarray, running: bool) -> None:
+        sim, js = self.sim, self.sim.jobs
+        n = len(ids)
+        if n == 0:
+            return
+        out[:n, 0] = 1.0
+        out[:n, 1] = 1.0 if running else 0.0
+        out[:n, 2] = self._log2_gpus[ids]
+        out[:n, 3] = np.log1p(sim.now - sim.submit[ids])
+        out[:n, 4] = np.log1p(js.attained[ids])
+        out[:n, 5] = np.log1p(js.executed[ids])
+        out[:n, 6] = sim.job_type[ids] * self._type_scale
+        out[:n, 7] = sim.workload.tenant[ids] * self._tenant_scale
+        out[:n, 8] = np.log1p(js.restarts[ids])
+        if self.clairvoyant:
+            out[:n, 9] = np.log1p(sim.duration[ids])
+            out[:n, 10] = np.log1p((sim.duration[ids] - js.progress[ids]) / self._best_speed[ids])
+        else:
+            out[:n, 9:11] = -1.0
+        out[:n, 11] = 0.0 if running else sim.fits(ids)
+        out[:n, 12] = self._comm[sim.job_type[ids]]
+        out[:n, 13] = self._best_speed[ids]
+
+    def build(self, placing_phase: bool, pending: np.ndarray, running: np.ndarray
+              ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+        """Shared feature arrays, the orderer's mask and the placer's mask."""
+        sim = self.sim
+        ms = sim.machines
+        jobs = np.zeros((self.K + self.R, len(JOB_FEATURES)), dtype=np.float32)
+        self._job_rows(jobs, pending, running=False)
+        if self.R:
+            self._job_rows(jobs[self.K:], running, running=True)
+
+        machines = self._machine_static.copy()
+        machines[:, 3] = ms.free / 8.0
+        machines[:, 4] = ms.free / sim.machine_gpus
+        machines[:, 5] = ms.jobs
+        machines[:, 6] = ms.measured
+        machines[:, 7] = np.log1p(np.maximum(sim.now - ms.measured_at, 0.0))
+        never = np.isinf(ms.measured_at)
+        if never.any():
+            machines[never, 7] = -1.0
+
+        g = np.zeros(len(GLOBAL_FEATURES), dtype=np.float32)
+        n = sim.num_jobs
+        g[0] = 1.0 if placing_phase else 0.0
+        g[1] = math.log1p(sim.now)
+        g[2] = math.log1p(len(sim.pending))
+        g[3] = math.log1p(len(sim.running))
+        g[4] = ms.free.sum() / sim.total_gpus
+        g[5] = (n - sim.next_arrival) / n
+        g[6] = sim.finished_count / n
+        g[7] = math.log1p(sim.gpus[sim.pending].sum()) if sim.pending else 0.0
+        g[8] = 1.0 if self.preemption else 0.0
+        g[9] = 1.0 if self.clairvoyant else 0.0
+
+        p = np.zeros(len(PLACING_FEATURES), dtype=np.float32)
+        order_mask = np.zeros(self.n_orderer_actions, dtype=np.int8)
+        place_mask = np.zeros(self.n_placer_actions, dtype=np.int8)
+        if placing_phase:
+            j = sim.placing
+            js = sim.jobs
+            usable = sim.placeable_machines(j)
+            machines[:, 9] = usable
+            p[0] = 1.0
+            p[1] = self._log2_gpus[j]
+            p[2] = math.log2(1 + sim.placing_need)
+            p[3] = sim.job_type[j] * self._type_scale
+            p[4] = math.log1p(sim.now - sim.submit[j])
+            p[5] = math.log1p(js.attained[j])
+            p[6] = math.log1p(sim.duration[j]) if self.clairvoyant else -1.0
+            p[7] = self._comm[sim.job_type[j]]
+            p[8] = len(sim.alloc[j])
+            order_mask[-1] = 1
+            place_mask[: self.M] = usable
+        else:
+            p[6] = -1.0
+            k = len(pending)
+            order_mask[:k] = jobs[:k, 11] > 0
+            if self.R:
+                order_mask[self.K: self.K + len(running)] = 1
+            order_mask[-1] = 1 if sim.has_future_event() else 0
+            place_mask[-1] = 1
+        feats = {"jobs": jobs, "machines": machines, "global": g, "placing": p}
+        return feats, order_mask, place_mask

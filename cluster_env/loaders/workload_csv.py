@@ -1,0 +1,291 @@
+"""Load a user's own job trace from a CSV file into a :class:`~cluster_env.core.instance.Workload`.
+
+Fields (canonical name: accepted header names, matched case-insensitively; any field can instead
+be mapped explicitly with ``columns={canonical: header}``; an optional field mapped to ``None`` is
+ignored):
+
+=====================  ==========================================================  ==========
+field                  default header names                                        required
+=====================  ==========================================================  ==========
+``submit_time``        timestamp, submit, submit_time, arrival_time, creation_time  yes
+``duration``           duration, runtime, run_time                                  yes
+``num_gpus``           num_gpus, gpus, num_gpu, gpu_count                           yes
+``job_id``             job_id, jobid, job_name, id                                  no
+``job_type``           job_type, jobtype, model                                     no
+``tenant``             tenant, user, vc, virtual_cluster, organization              no
+``allowed_gpu_types``  allowed_gpu_types, gpu_types, gpu_spec                       no
+=====================  ==========================================================  ==========
+
+Rules (each one applied is counted in ``Workload.report``; nothing is dropped silently):
+
+* ``submit_time``: seconds as plain numbers (>= 0), or ISO-8601 date-times such as
+  ``2017-10-09 07:01:55`` (naive ones are read as UTC; a column may not mix formats). Unsorted
+  input is accepted: jobs are sorted stably by submit time (ties keep file order) and a note says
+  how many rows were out of order. Times are rebased so that the first job submits at 0. A span
+  of more than 10 years between the first and the last submission is refused as absurd.
+* ``duration``: seconds, > 0; a negative duration is an error; a zero duration is **filtered**
+  (reason ``"zero duration"``) because such a job needs no work; more than 10 years is refused.
+* ``num_gpus``: a whole number >= 1 (at most 100,000). A fraction in (0, 1) (a GPU-sharing
+  request) is rounded up to one whole GPU and counted in a note; 0 GPUs (a CPU-only job) and a
+  fractional count above 1 are errors for a user trace.
+* ``job_id``: any non-empty text, unique (a duplicate is an error naming both rows); default
+  ``job-<row>``.
+* ``job_type``: a name of :data:`cluster_env.world.throughputs.JOB_TYPES` (case-insensitive) or
+  an integer index into it; unknown values are errors. Without the column, or for an empty cell,
+  the type is assigned by :func:`cluster_env.loaders.assign.assign_job_types` (Gavel's seeded
+  rule) with the ``seed`` argument, and a note says how many were assigned.
+* ``tenant``: any text (empty is a tenant of its own); tenant indices are given in order of first
+  appearance in the *sorted* workload (tenant 0 is the tenant of the first job); the names are
+  listed in a note. Without the column every job belongs to tenant 0.
+* ``allowed_gpu_types``: ``|``-separated GPU type names, each resolved through
+  :func:`cluster_env.world.gpu_catalog.canonical_gpu_name` (unknown names are errors); empty means
+  any type.
+* ``Workload.source_row`` holds the 1-based data row of each kept job.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Optional, Sequence
+
+import numpy as np
+
+from ..core.instance import LoadReport, Workload
+from ..errors import DataError
+from ..world.gpu_catalog import canonical_gpu_name
+from ..world.throughputs import JOB_TYPES
+from .assign import assign_job_types
+from .csvio import MAX_GPUS, MAX_SECONDS, CsvTable, PathLike, read_csv
+
+REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
+    "submit_time": ("timestamp", "submit", "submit_time", "arrival_time", "creation_time"),
+    "duration": ("duration", "runtime", "run_time"),
+    "num_gpus": ("num_gpus", "gpus", "num_gpu", "gpu_count"),
+}
+OPTIONAL_FIELDS: dict[str, tuple[str, ...]] = {
+    "job_id": ("job_id", "jobid", "job_name", "id"),
+    "job_type": ("job_type", "jobtype", "model"),
+    "tenant": ("tenant", "user", "vc", "virtual_cluster", "organization"),
+    "allowed_gpu_types": ("allowed_gpu_types", "gpu_types", "gpu_spec"),
+}
+
+#: How many tenant names the report's note lists at most.
+_MAX_TENANTS_LISTED = 30
+
+_JOB_TYPE_INDEX = {name.strip().lower(): i for i, name in enumerate(JOB_TYPES)}
+
+
+def display_name(path: PathLike) -> str:
+    """A workload name from a file name: without directories and ``.csv``/``.gz`` suffixes."""
+    base = Path(path).name
+    for suffix in (".gz", ".csv"):
+        if base.lower().endswith(suffix):
+            base = base[: -len(suffix)]
+    return base or str(path)
+
+
+def parse_allowed_gpu_types(table: CsvTable, canonical: str = "allowed_gpu_types"
+                            ) -> list[Optional[frozenset[str]]]:
+    """Each row's set of canonical GPU type names (``None`` = any type)."""
+    out: list[Optional[frozenset[str]]] = []
+    cache: dict[str, Optional[frozenset[str]]] = {}
+    fname = table.name_of(canonical)
+    for i, cell in enumerate(table.strings(canonical)):
+        if cell in cache:
+            out.append(cache[cell])
+            continue
+        parts = [p.strip() for p in cell.split("|")]
+        parts = [p for p in parts if p]
+        if not parts:
+            value = None
+        else:
+            value = frozenset(canonical_gpu_name(p, file=table.file, row=table.row_numbers[i],
+                                                 field=fname) for p in parts)
+        cache[cell] = value
+        out.append(value)
+    return out
+
+
+def parse_job_types(table: CsvTable, canonical: str = "job_type") -> np.ndarray:
+    """Job-type indices; -1 for an empty cell (to be assigned by the seeded rule)."""
+    out = np.empty(table.num_rows, dtype=np.int64)
+    for i, cell in enumerate(table.strings(canonical)):
+        if not cell:
+            out[i] = -1
+            continue
+        idx = _JOB_TYPE_INDEX.get(cell.lower())
+        if idx is None:
+            text = cell[1:] if cell[:1] in "+-" else cell
+            if text.isdigit():
+                k = int(cell)
+                if not 0 <= k < len(JOB_TYPES):
+                    raise table.error(f"job type index {cell} out of range 0..{len(JOB_TYPES) - 1}",
+                                      i, canonical)
+                idx = k
+        if idx is None:
+            examples = ", ".join(repr(t) for t in JOB_TYPES[:3])
+            raise table.error(f"unknown job type {cell!r}: give one of the {len(JOB_TYPES)} "
+                              f"Gavel job types (e.g. {examples}) or an index 0..{len(JOB_TYPES) - 1}",
+                              i, canonical)
+        out[i] = idx
+    return out
+
+
+def check_unique_ids(table: CsvTable, ids: Sequence[str], canonical: str) -> None:
+    """DataError naming both rows for the first duplicated id."""
+    first: dict[str, int] = {}
+    for i, jid in enumerate(ids):
+        if not jid:
+            raise table.error("empty id", i, canonical)
+        j = first.setdefault(jid, i)
+        if j != i:
+            raise table.error(f"duplicate id {jid!r}: rows {table.row_numbers[j]} and "
+                              f"{table.row_numbers[i]} have the same id", i, canonical)
+
+
+def gpu_counts(table: CsvTable, canonical: str, report: LoadReport, *,
+               zero_is_error: bool = True) -> np.ndarray:
+    """Whole GPU counts; fractions in (0, 1) become 1 (counted in a note)."""
+    g = table.floats(canonical, max_value=MAX_GPUS, what="GPU count")
+    if zero_is_error:
+        bad = np.flatnonzero(g == 0)
+        if bad.size:
+            raise table.error("0 GPUs: a job of a user trace needs at least one GPU (CPU-only "
+                              "jobs are not simulated)", int(bad[0]), canonical)
+    frac = (g > 0) & (g < 1)
+    n_frac = int(frac.sum())
+    g = np.where(frac, 1.0, g)
+    out = table.check_integral(g, canonical, what="GPU count")
+    if n_frac:
+        report.notes.append(f"{n_frac} jobs asked for a fraction of one GPU: rounded up to 1 "
+                            f"whole GPU")
+    return out
+
+
+def build_workload(*, name: str, report: LoadReport, file: str, ids: Sequence[str],
+                   submit: np.ndarray, duration: np.ndarray, gpus: np.ndarray,
+                   rows: np.ndarray, seed: int, job_type: Optional[np.ndarray] = None,
+                   tenant_keys: Optional[Sequence[str]] = None,
+                   tenant_order: Optional[Sequence[str]] = None,
+                   allowed: Optional[Sequence[Optional[frozenset[str]]]] = None,
+                   submit_field: Optional[str] = None) -> Workload:
+    """Sort, rebase, index tenants, assign missing job types and build the Workload.
+
+    All per-job inputs hold the *kept* jobs in file order. ``job_type`` entries of -1 (or no
+    ``job_type`` at all) are assigned by the seeded rule, in the sorted order of the jobs.
+    ``tenant_order`` fixes tenant indices by a documented list instead of first appearance.
+    """
+    n = len(ids)
+    if n == 0:
+        raise DataError("no job left after filtering: " + "; ".join(
+            f"{k}: {v}" for k, v in sorted(report.filtered.items())), file=file)
+    order = np.argsort(submit, kind="stable")
+    out_of_order = int(np.sum(np.diff(submit) < 0))
+    if out_of_order:
+        report.notes.append(f"submit times were not sorted ({out_of_order} rows earlier than the "
+                            f"row before): jobs sorted stably by submit time")
+    submit = submit[order]
+    t0 = float(submit[0])
+    submit = submit - t0
+    span = float(submit[-1])
+    if span > MAX_SECONDS:
+        raise DataError(f"submit times span {span:.0f} s (> 10 years): absurd; check the unit",
+                        file=file, row=int(rows[order[-1]]), field=submit_field)
+    if t0 != 0.0:
+        report.notes.append(f"submit times rebased: the first job submits at 0 (offset {t0:g} s)")
+    ids_sorted = tuple(ids[i] for i in order)
+    duration = np.asarray(duration, dtype=np.float64)[order]
+    gpus = np.asarray(gpus, dtype=np.int64)[order]
+    rows = np.asarray(rows, dtype=np.int64)[order]
+
+    if tenant_keys is None:
+        tenant = np.zeros(n, dtype=np.int64)
+    else:
+        keys = [tenant_keys[i] for i in order]
+        index: dict[str, int] = {}
+        if tenant_order is not None:
+            index = {k: j for j, k in enumerate(tenant_order)}
+        else:
+            for k in keys:
+                index.setdefault(k, len(index))
+        tenant = np.fromiter((index[k] for k in keys), dtype=np.int64, count=n)
+        names = sorted(index, key=index.get)
+        listed = ", ".join(f"{j}={k!r}" for j, k in enumerate(names[:_MAX_TENANTS_LISTED]))
+        more = "" if len(names) <= _MAX_TENANTS_LISTED else f", ... ({len(names)} in all)"
+        report.notes.append(f"tenants (index=name): {listed}{more}")
+
+    if job_type is None:
+        jt = np.full(n, -1, dtype=np.int64)
+    else:
+        jt = np.asarray(job_type, dtype=np.int64)[order]
+    missing = jt < 0
+    n_missing = int(missing.sum())
+    if n_missing:
+        drawn = assign_job_types(n_missing, seed, gpus=gpus[missing])
+        jt = jt.copy()
+        jt[missing] = drawn
+        report.notes.append(f"{n_missing} jobs had no job type: assigned by Gavel's seeded rule "
+                            f"(uniform over the job types; distributed types for multi-GPU jobs; "
+                            f"seed {seed})")
+
+    allowed_sorted = None
+    if allowed is not None and any(a is not None for a in allowed):
+        allowed_sorted = tuple(allowed[i] for i in order)
+
+    report.rows_kept = n
+    return Workload(name=name, job_ids=ids_sorted, submit=submit.astype(np.float64),
+                    duration=duration, gpus=gpus, job_type=jt, tenant=tenant,
+                    allowed_gpu_types=allowed_sorted, source_row=rows, report=report)
+
+
+def workload_from_table(table: CsvTable, *, name: str, seed: int, id_prefix: str = "job-"
+                        ) -> Workload:
+    """The user-trace rules (module docstring) applied to an already read table."""
+    report = LoadReport(source=table.file, rows_read=table.num_rows)
+    submit, was_datetime = table.times("submit_time", what="submit time")
+    if was_datetime:
+        report.notes.append("submit_time: ISO-8601 date-times converted to seconds")
+    duration = table.floats("duration", max_value=MAX_SECONDS, what="duration")
+    gpus = gpu_counts(table, "num_gpus", report, zero_is_error=True)
+    rows = np.arange(1, table.num_rows + 1, dtype=np.int64)
+
+    if table.has("job_id"):
+        ids = table.strings("job_id")
+        check_unique_ids(table, ids, "job_id")
+    else:
+        ids = [f"{id_prefix}{r}" for r in table.row_numbers]
+    job_type = parse_job_types(table) if table.has("job_type") else None
+    tenant_keys = table.strings("tenant") if table.has("tenant") else None
+    allowed = parse_allowed_gpu_types(table) if table.has("allowed_gpu_types") else None
+
+    keep = duration > 0
+    n_zero = int((~keep).sum())
+    if n_zero:
+        report.drop("zero duration", n_zero)
+        idx = np.flatnonzero(keep)
+        ids = [ids[i] for i in idx]
+        submit, duration, gpus, rows = submit[idx], duration[idx], gpus[idx], rows[idx]
+        job_type = None if job_type is None else job_type[idx]
+        tenant_keys = None if tenant_keys is None else [tenant_keys[i] for i in idx]
+        allowed = None if allowed is None else [allowed[i] for i in idx]
+    return build_workload(name=name, report=report, file=table.file, ids=ids, submit=submit,
+                          duration=duration, gpus=gpus, rows=rows, seed=seed,
+                          job_type=job_type, tenant_keys=tenant_keys, allowed=allowed,
+                          submit_field=table.name_of("submit_time"))
+
+
+def load_workload_csv(path: PathLike, *, columns: Optional[Mapping[str, Optional[str]]] = None,
+                      name: Optional[str] = None, seed: int = 0) -> Workload:
+    """Load a job trace from a CSV file (``.csv`` or ``.csv.gz``); see the module docstring.
+
+    Args:
+        path: the CSV file.
+        columns: optional mapping canonical field -> header name in the file (overrides the
+            default header names; map an optional field to ``None`` to ignore it).
+        name: the workload's name (default: the file name without suffixes).
+        seed: seed of the job-type rule for jobs without a job type.
+
+    Raises:
+        DataError: any problem in the file, naming the file, the 1-based data row and the field.
+    """
+    table = read_csv(path, required=REQUIRED_FIELDS, optional=OPTIONAL_FIELDS, columns=columns)
+    return workload_from_table(table, name=name or display_name(path), seed=seed)

@@ -1,0 +1,68 @@
+"""Scenarios: named, versioned bundles of a cluster, a workload source, model parameters,
+window sizes, information mode, and disjoint train / validation / test splits.
+
+A scenario builds one episode's instance with :meth:`Scenario.sample`: the split's slice of the
+workload (a contiguous window of ``jobs_per_episode`` jobs at a seeded offset, or the whole
+split), its submit times scaled by ``time_scale`` and rebased to start at 0.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import numpy as np
+
+from cluster_env.core.config import SchedulingConfig, WorldConfig
+from cluster_env.core.instance import Cluster, Workload
+
+SPLITS = ("train", "validation", "test")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A named, versioned environment configuration."""
+
+    name: str                                      # e.g. "philly-v0"
+    description: str
+    cluster: Callable[[], Cluster]                 # builds the cluster (cached by the loaders)
+    workload: Callable[[], Workload]               # the whole workload source, sorted by submit
+    splits: dict[str, tuple[float, float]]         # split -> [start, end) fraction of the jobs
+    jobs_per_episode: Optional[int] = None         # None: the whole split is one episode
+    time_scale: float = 1.0                        # multiplies submit times (< 1 compresses load)
+    world: WorldConfig = field(default_factory=WorldConfig)
+    scheduling: SchedulingConfig = field(default_factory=SchedulingConfig)
+    workload_file: Optional[str] = None            # named in errors about the workload
+    cluster_file: Optional[str] = None             # named in errors about the cluster
+    data_summary: str = ""                         # one line for the scenario table
+
+    def split_range(self, split: str, num_jobs: int) -> tuple[int, int]:
+        if split not in self.splits:
+            raise ValueError(f"scenario {self.name!r} has no split {split!r}; choose one of {list(self.splits)}")
+        a, b = self.splits[split]
+        return int(round(a * num_jobs)), int(round(b * num_jobs))
+
+    def sample(self, split: str, rng: np.random.Generator,
+               jobs_per_episode: Optional[int] = None) -> Workload:
+        """The workload of one episode of ``split``, drawn with ``rng``."""
+        source = self.workload()
+        lo, hi = self.split_range(split, source.num_jobs)
+        size = jobs_per_episode if jobs_per_episode is not None else self.jobs_per_episode
+        if size is None or size >= hi - lo:
+            start, stop = lo, hi
+        else:
+            if size < 1:
+                raise ValueError(f"jobs_per_episode must be >= 1, got {size}")
+            start = int(rng.integers(lo, hi - size + 1))
+            stop = start + size
+        if stop <= start:
+            raise ValueError(f"scenario {self.name!r}: split {split!r} holds no job")
+        episode = source.subset(np.arange(start, stop), name=f"{self.name}/{split}[{start}:{stop}]")
+        if self.time_scale != 1.0:
+            episode = _scale_time(episode, self.time_scale)
+        return episode
+
+
+def _scale_time(workload: Workload, scale: float) -> Workload:
+    from dataclasses import replace
+
+    return replace(workload, submit=workload.submit * scale)

@@ -1,0 +1,149 @@
+"""The named scenarios, and scenarios built from a user's own CSV files.
+
+=============  ==========================================================================
+``toy-v0``     2 machines x 4 V100, 18 hand-made jobs (6 a split); every effect off and
+               durations visible, so FIFO and SJF completion times can be worked out by hand
+``philly-v0``  1/8 of Philly's real machine mix (40 x 2 P100 + 29 x 8 P40 = 312 GPUs);
+               windows of 1,000 consecutive jobs of the Philly trace (82,247 jobs, 2017);
+               splits: the trace's first 70% of jobs (train), next 10% (validation), last 20%
+               (test); durations are runtimes on a P100; every effect on
+``openb-v0``   1/8 of Alibaba's openb GPU-node mix (about 150 machines, 7 GPU types);
+               windows of 1,000 consecutive GPU pods of the openb trace (2023), arrivals
+               compressed (time_scale) so that queues form; splits as for Philly
+=============  ==========================================================================
+
+Every scenario name carries a version; any change to a scenario's dynamics, data or spaces
+bumps it.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import replace
+from typing import Mapping, Optional
+
+from cluster_env.core.config import SchedulingConfig, WorldConfig
+from cluster_env.core.instance import Cluster
+from cluster_env.scenarios.base import Scenario
+from cluster_env.scenarios.toy import TOY_SPLITS, toy_cluster, toy_workload
+
+TRACE_SPLITS = {"train": (0.0, 0.7), "validation": (0.7, 0.8), "test": (0.8, 1.0)}
+WHOLE_SPLITS = {"train": (0.0, 1.0), "validation": (0.0, 1.0), "test": (0.0, 1.0)}
+
+# Fraction of the real machine mixes kept by the named scenarios: large enough for every job of
+# the traces (Philly's largest asks 128 GPUs), small enough that a window of 1,000 jobs queues.
+PHILLY_FRACTION = 1 / 8
+OPENB_FRACTION = 1 / 8
+# openb pods arrive over 149 days on 6,212 GPUs (about 17 GPUs busy on average): arrival times
+# are compressed so that the offered load of a 1,000-pod window on the scaled cluster is near 1.
+OPENB_TIME_SCALE = 1 / 40
+
+
+@functools.lru_cache(maxsize=None)
+def _philly_cluster() -> Cluster:
+    from cluster_env.loaders import philly_cluster, scale_cluster
+
+    return scale_cluster(philly_cluster(), PHILLY_FRACTION, "philly-1/8")
+
+
+@functools.lru_cache(maxsize=None)
+def _openb_cluster() -> Cluster:
+    from cluster_env.loaders import openb_cluster, scale_cluster
+
+    return scale_cluster(openb_cluster(), OPENB_FRACTION, "openb-1/8")
+
+
+def _philly_trace():
+    from cluster_env.loaders import philly_trace
+
+    return philly_trace()
+
+
+def _openb_pods():
+    from cluster_env.loaders import openb_pods
+
+    return openb_pods()
+
+
+def _toy_workload_by_split():
+    return toy_workload()
+
+
+_SCENARIOS: dict[str, Scenario] = {}
+
+
+def register_scenario(scenario: Scenario, overwrite: bool = False) -> None:
+    """Add a scenario under its name (names carry a version, e.g. ``my-cluster-v0``)."""
+    if scenario.name in _SCENARIOS and not overwrite:
+        raise ValueError(f"scenario {scenario.name!r} is already registered")
+    _SCENARIOS[scenario.name] = scenario
+
+
+def get_scenario(name: str) -> Scenario:
+    if name not in _SCENARIOS:
+        raise ValueError(f"unknown scenario {name!r}; known scenarios: {list_scenarios()}")
+    return _SCENARIOS[name]
+
+
+def list_scenarios() -> list[str]:
+    return sorted(_SCENARIOS)
+
+
+def custom_scenario(base: Scenario, *, workload_csv: Optional[str] = None, cluster_csv: Optional[str] = None,
+                    workload_columns: Optional[Mapping[str, str]] = None,
+                    cluster_columns: Optional[Mapping[str, str]] = None) -> Scenario:
+    """``base`` with its workload and/or cluster replaced by a user's CSV files.
+
+    A user workload is one episode: every split is the whole file (no window sampling, no time
+    scaling), so that results are about exactly the jobs given.
+    """
+    from cluster_env.loaders import load_cluster_csv, load_workload_csv
+
+    scenario = base
+    if cluster_csv is not None:
+        cluster = load_cluster_csv(cluster_csv, columns=cluster_columns)
+        scenario = replace(scenario, name=f"{scenario.name}+cluster", cluster=lambda: cluster,
+                           cluster_file=str(cluster_csv))
+    if workload_csv is not None:
+        workload = load_workload_csv(workload_csv, columns=workload_columns)
+        scenario = replace(scenario, name=f"{scenario.name}+workload", workload=lambda: workload,
+                           splits=dict(WHOLE_SPLITS), jobs_per_episode=None, time_scale=1.0,
+                           workload_file=str(workload_csv))
+    return scenario
+
+
+def _toy_scenario() -> Scenario:
+    n = 18
+    splits = {k: (a / n, b / n) for k, (a, b) in TOY_SPLITS.items()}
+    return Scenario(
+        name="toy-v0",
+        description="2 machines x 4 V100, 6 hand-made jobs a split, every effect off, durations visible",
+        cluster=toy_cluster, workload=_toy_workload_by_split, splits=splits, jobs_per_episode=None,
+        world=WorldConfig(reference_gpu="V100").all_effects_off(),
+        scheduling=SchedulingConfig(clairvoyant=True, pending_window=8, running_window=4),
+        data_summary="hand-made",
+    )
+
+
+def _philly_scenario() -> Scenario:
+    return Scenario(
+        name="philly-v0",
+        description="Philly trace windows of 1,000 jobs on 1/8 of Philly's P100/P40 machine mix",
+        cluster=_philly_cluster, workload=_philly_trace, splits=dict(TRACE_SPLITS), jobs_per_episode=1000,
+        world=WorldConfig(reference_gpu="P100"), scheduling=SchedulingConfig(),
+        workload_file="philly.csv", data_summary="Microsoft Philly trace (ATC'19), 82,247 jobs",
+    )
+
+
+def _openb_scenario() -> Scenario:
+    return Scenario(
+        name="openb-v0",
+        description="Alibaba openb GPU pods, windows of 1,000, on 1/8 of the openb GPU-node mix",
+        cluster=_openb_cluster, workload=_openb_pods, splits=dict(TRACE_SPLITS), jobs_per_episode=1000,
+        time_scale=OPENB_TIME_SCALE, world=WorldConfig(reference_gpu="V100"), scheduling=SchedulingConfig(),
+        workload_file="openb_pod_list_default.csv",
+        data_summary="Alibaba openb pod trace (ATC'23), GPU pods",
+    )
+
+
+for _make in (_toy_scenario, _philly_scenario, _openb_scenario):
+    register_scenario(_make())

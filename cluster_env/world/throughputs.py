@@ -1,0 +1,319 @@
+"""Gavel's measured training throughputs, turned into the tables the simulator needs.
+
+Data: ``cluster_env/data/gavel/simulation_throughputs.json.gz``, Gavel's
+``scheduler/simulation_throughputs.json`` (MIT; Narayanan et al., *Heterogeneity-Aware Cluster
+Scheduling Policies for Deep Learning Workloads*, OSDI'20; provenance in ``SOURCES.md`` beside
+it).  It holds the throughput (steps/s) of 26 job types on K80, P100 and V100 with 1, 2, 4 and 8
+GPUs, consolidated on one machine (``k80``, ``p100``, ``v100``) and spread over machines
+(``*_unconsolidated``), alone (the ``null`` partner) and sharing a GPU with each other job type.
+
+What the data lacks, and the documented fallbacks used here
+-----------------------------------------------------------
+* Seven job types (A3C, CycleGAN and the five Recommendation batch sizes) have 1-GPU entries only.
+* K80 ResNet-50 (batch size 128) has consolidated throughput 0.0 (not runnable) at 2/4/8 GPUs, and
+  K80 ResNet-50 (batch sizes 64, 128) have no unconsolidated entries.
+* The co-location entries exist for 1-GPU jobs only (multi-GPU partner entries are all 0.0).
+
+Relative speed (:func:`relative_speed_table`): where either the type's anchor or the reference's
+anchor lacks a positive consolidated throughput at a bucket, the ratio of the next smaller bucket
+is carried forward (every job type has 1-GPU entries on all three types, so bucket 0 is always
+measured).
+
+Spread ratio (:func:`spread_ratio_table`): where an anchor lacks the pair (consolidated,
+unconsolidated) at a bucket, the mean ratio of the same job type and bucket on the other anchors
+is used; where no anchor has it, the median ratio over the job types measured on that anchor at
+that bucket.  Ratios above 1 (unconsolidated measured faster, which happens on K80: measurement
+noise) are clipped to 1.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import gzip
+import json
+from pathlib import Path
+from typing import Dict, Sequence, Tuple
+
+import numpy as np
+
+from cluster_env.errors import DataError
+from cluster_env.world.gpu_catalog import MEASURED_GPU_TYPES, canonical_gpu_name, gpu_spec
+
+__all__ = [
+    "GAVEL_DATA_PATH",
+    "JOB_TYPES",
+    "GPU_COUNT_BUCKETS",
+    "ANCHORS",
+    "DEFAULT_CONTENTION_ALPHA",
+    "bucket_index",
+    "relative_speed_table",
+    "spread_ratio_table",
+    "comm_intensity",
+    "colocation_contention_fit",
+    "measured_throughput",
+]
+
+GAVEL_DATA_PATH = Path(__file__).resolve().parent.parent / "data" / "gavel" / \
+    "simulation_throughputs.json.gz"
+
+#: Gavel's 26 job types, in the order of Gavel's file (model families in Gavel's order, batch
+#: sizes ascending).  Index ``j`` of every (J, ...) array below refers to ``JOB_TYPES[j]``.
+JOB_TYPES: Tuple[str, ...] = (
+    "ResNet-18 (batch size 16)",
+    "ResNet-18 (batch size 32)",
+    "ResNet-18 (batch size 64)",
+    "ResNet-18 (batch size 128)",
+    "ResNet-18 (batch size 256)",
+    "ResNet-50 (batch size 16)",
+    "ResNet-50 (batch size 32)",
+    "ResNet-50 (batch size 64)",
+    "ResNet-50 (batch size 128)",
+    "Transformer (batch size 16)",
+    "Transformer (batch size 32)",
+    "Transformer (batch size 64)",
+    "Transformer (batch size 128)",
+    "Transformer (batch size 256)",
+    "A3C",
+    "LM (batch size 5)",
+    "LM (batch size 10)",
+    "LM (batch size 20)",
+    "LM (batch size 40)",
+    "LM (batch size 80)",
+    "Recommendation (batch size 512)",
+    "Recommendation (batch size 1024)",
+    "Recommendation (batch size 2048)",
+    "Recommendation (batch size 4096)",
+    "Recommendation (batch size 8192)",
+    "CycleGAN",
+)
+
+#: GPU counts Gavel measured; a job's GPU count maps to a bucket with :func:`bucket_index`.
+GPU_COUNT_BUCKETS: Tuple[int, ...] = (1, 2, 4, 8)
+
+#: The measured (anchor) types, in the order of the anchor axis used internally.
+ANCHORS: Tuple[str, ...] = MEASURED_GPU_TYPES  # ("K80", "P100", "V100")
+
+#: Contention strength: a job of type j sharing a machine with k other jobs runs at
+#: ``1 / (1 + DEFAULT_CONTENTION_ALPHA * comm_intensity()[j] * k)`` of its speed.
+#:
+#: Justification (:func:`colocation_contention_fit` recomputes it).  Gavel measured jobs sharing
+#: one GPU with a partner, not jobs on different GPUs of one machine, so its co-location entries
+#: mix two effects: time-sharing the GPU (the same for every job type on a given GPU model) and
+#: contention for host, PCIe and memory bandwidth (larger for communication-heavy types).  A
+#: least-squares fit of each 1-GPU job type's mean co-location slowdown ``alone/co-located - 1``
+#: (over all partners it can run with) on its ``comm_intensity`` with one intercept per GPU model
+#: separates them: the intercepts (0.50 on V100 .. 0.75 on K80) are the time-sharing part; the
+#: slope, 0.57 per unit of communication intensity (19 job types x 3 GPU models, the 7 job types
+#: without multi-GPU data excluded), is the part that grows with communication intensity, i.e. the
+#: part a job also suffers from a neighbour on another GPU of its machine.  We round it down to 0.5
+#: (the fit is noisy: the per-model slopes are +1.16 on K80, +1.07 on P100 and -0.39 on V100).
+#: With it the most communication-heavy type (LM, intensity ~0.47) loses ~19 % with one neighbour
+#: and ~2/3 of its speed with seven; a compute-bound one (ResNet-50 batch size 128, intensity ~0)
+#: loses nothing.
+DEFAULT_CONTENTION_ALPHA = 0.5
+
+_GAVEL_KEYS = {"K80": "k80", "P100": "p100", "V100": "v100"}
+
+
+def bucket_index(gpus: np.ndarray) -> np.ndarray:
+    """Bucket of each GPU count: 1 -> 0, 2 -> 1, 3..4 -> 2, >= 5 -> 3.
+
+    Gavel measured 1, 2, 4 and 8 GPUs; 3 uses the 4-GPU figures, 5..8 the 8-GPU figures, and
+    jobs with more than 8 GPUs also use the 8-GPU figures (Gavel has nothing larger).
+
+    Raises:
+        ValueError: a count is below 1.
+    """
+    g = np.asarray(gpus)
+    if g.size and np.min(g) < 1:
+        raise ValueError(f"GPU counts must be >= 1, got minimum {np.min(g)}")
+    return (g >= 2).astype(np.intp) + (g >= 3) + (g >= 5)
+
+
+@functools.lru_cache(maxsize=1)
+def _raw() -> Dict[str, Dict[str, Dict[str, object]]]:
+    """Gavel's JSON, parsed once."""
+    with gzip.open(GAVEL_DATA_PATH, "rt", encoding="utf-8") as f:
+        return json.load(f)
+
+
+@functools.lru_cache(maxsize=1)
+def _arrays() -> Tuple[np.ndarray, np.ndarray]:
+    """(consolidated, unconsolidated) alone-throughputs, each (A=3, J=26, B=4); NaN = absent/0."""
+    raw = _raw()
+    j_of = {name: j for j, name in enumerate(JOB_TYPES)}
+    b_of = {n: b for b, n in enumerate(GPU_COUNT_BUCKETS)}
+    out = []
+    for suffix in ("", "_unconsolidated"):
+        arr = np.full((len(ANCHORS), len(JOB_TYPES), len(GPU_COUNT_BUCKETS)), np.nan)
+        for a, anchor in enumerate(ANCHORS):
+            key = _GAVEL_KEYS[anchor] + suffix
+            if key not in raw:
+                raise DataError(f"Gavel throughputs lack the {key!r} table", file=str(GAVEL_DATA_PATH))
+            for k, entry in raw[key].items():
+                name, n = ast.literal_eval(k)
+                if name not in j_of or n not in b_of:
+                    raise DataError(f"unexpected Gavel entry {k!r}", file=str(GAVEL_DATA_PATH),
+                                    field=key)
+                v = float(entry["null"])
+                if v > 0 and np.isfinite(v):
+                    arr[a, j_of[name], b_of[n]] = v
+        out.append(arr)
+    cons, unc = out
+    if np.isnan(cons[:, :, 0]).any():
+        raise DataError("Gavel throughputs lack a 1-GPU entry", file=str(GAVEL_DATA_PATH))
+    return cons, unc
+
+
+def measured_throughput(gpu_type: str, job_type: str, num_gpus: int, *,
+                        consolidated: bool = True) -> float:
+    """Gavel's measured alone-throughput (steps/s) of ``job_type`` on ``num_gpus`` GPUs of a
+    measured type (K80, P100, V100); NaN where Gavel has no positive entry."""
+    anchor = canonical_gpu_name(gpu_type)
+    if anchor not in ANCHORS:
+        raise ValueError(f"{gpu_type!r} is not a Gavel-measured type ({', '.join(ANCHORS)})")
+    if num_gpus not in GPU_COUNT_BUCKETS:
+        raise ValueError(f"num_gpus must be one of {GPU_COUNT_BUCKETS}")
+    cons, unc = _arrays()
+    arr = cons if consolidated else unc
+    return float(arr[ANCHORS.index(anchor), JOB_TYPES.index(job_type),
+                     GPU_COUNT_BUCKETS.index(num_gpus)])
+
+
+@functools.lru_cache(maxsize=1)
+def _anchor_pair_ratios() -> np.ndarray:
+    """P[a, a2, j, b]: throughput of anchor a over anchor a2, with the carry-forward fallback."""
+    cons, _ = _arrays()
+    A, J, B = cons.shape
+    ratio = cons[:, None, :, :] / cons[None, :, :, :]          # NaN where either is missing
+    for b in range(1, B):
+        bad = ~np.isfinite(ratio[..., b])
+        ratio[..., b][bad] = ratio[..., b - 1][bad]
+    for a in range(A):
+        ratio[a, a] = 1.0
+    ratio.setflags(write=False)
+    return ratio
+
+
+@functools.lru_cache(maxsize=1)
+def _anchor_spread() -> np.ndarray:
+    """S[a, j, b]: unconsolidated / consolidated on anchor a, clipped to (0, 1], with fallbacks."""
+    cons, unc = _arrays()
+    s = np.minimum(unc / cons, 1.0)                              # NaN where missing
+    s[:, :, 0] = 1.0
+    filled = s.copy()
+    per_type_mean = np.nanmean(np.where(np.isfinite(s), s, np.nan), axis=0) \
+        if np.isfinite(s).any() else None
+    A, J, B = s.shape
+    for a in range(A):
+        for b in range(1, B):
+            col = s[a, :, b]
+            med = np.nanmedian(col)
+            for j in range(J):
+                if np.isfinite(col[j]):
+                    continue
+                others = s[:, j, b]
+                if np.isfinite(others).any():
+                    filled[a, j, b] = float(np.nanmean(others))
+                else:
+                    filled[a, j, b] = float(med)
+    del per_type_mean
+    if not (np.isfinite(filled).all() and (filled > 0).all() and (filled <= 1).all()):
+        raise DataError("spread ratios out of (0, 1]", file=str(GAVEL_DATA_PATH))
+    filled.setflags(write=False)
+    return filled
+
+
+def _anchors_and_factors(gpu_type_names: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
+    specs = [gpu_spec(n) for n in gpu_type_names]
+    return (np.array([ANCHORS.index(s.anchor) for s in specs], dtype=np.intp),
+            np.array([s.factor for s in specs], dtype=np.float64))
+
+
+def relative_speed_table(gpu_type_names: Sequence[str], reference: str) -> np.ndarray:
+    """Speed of each job type on each GPU type relative to ``reference``, per GPU-count bucket.
+
+    Returns a float64 array of shape (J=26, T=len(gpu_type_names), B=4): entry [j, t, b] is
+    ``throughput(anchor_t, j, b) * factor_t / (throughput(anchor_ref, j, b) * factor_ref)`` with
+    Gavel's consolidated, alone throughputs; the reference column is exactly 1.  Every value is
+    finite and > 0 (fallback for missing entries: see the module docstring).
+
+    Raises:
+        UnknownGPUTypeError: a name is not in the catalog.
+    """
+    a_t, f_t = _anchors_and_factors(gpu_type_names)
+    (a_r,), (f_r,) = _anchors_and_factors([reference])
+    pair = _anchor_pair_ratios()                                 # (A, A, J, B)
+    table = pair[a_t, a_r]                                       # (T, J, B)
+    table = np.transpose(table, (1, 0, 2)) * (f_t / f_r)[None, :, None]
+    return np.ascontiguousarray(table, dtype=np.float64)
+
+
+def spread_ratio_table(gpu_type_names: Sequence[str]) -> np.ndarray:
+    """Unconsolidated / consolidated throughput of each type's anchor, shape (J, T, B), in (0, 1].
+
+    Bucket 0 (one GPU) is 1.0.  A job spread over several machines runs at this fraction of its
+    consolidated speed.  Fallback for missing entries: see the module docstring.
+    """
+    a_t, _ = _anchors_and_factors(gpu_type_names)
+    s = _anchor_spread()[a_t]                                    # (T, J, B)
+    return np.ascontiguousarray(np.transpose(s, (1, 0, 2)), dtype=np.float64)
+
+
+def comm_intensity() -> np.ndarray:
+    """How communication-heavy each job type is, shape (J,), in [0, 1].
+
+    ``1 - spread ratio at the 8-GPU bucket``, averaged over K80, P100 and V100: the fraction of
+    throughput a job loses when its 8 workers communicate across machines instead of inside one.
+    The seven job types without multi-GPU data get the fallback ratio (median of the measured
+    types), i.e. a typical intensity.
+    """
+    s = _anchor_spread()[:, :, -1]
+    return np.clip(1.0 - s.mean(axis=0), 0.0, 1.0)
+
+
+def colocation_contention_fit() -> Dict[str, object]:
+    """The fit behind :data:`DEFAULT_CONTENTION_ALPHA` (see its comment).
+
+    For each measured GPU model and each job type with multi-GPU data, the mean over partners of
+    ``alone / co-located - 1`` (1-GPU jobs sharing one GPU; pairs Gavel could not run, 0.0,
+    excluded) is regressed on :func:`comm_intensity` with one intercept per GPU model.
+
+    Returns a dict with ``slope`` (the alpha estimate), ``intercepts`` (per model),
+    ``per_model_slopes``, ``n`` (points) and ``mean_colocated_fraction`` (mean co-located /
+    alone throughput).
+    """
+    raw = _raw()
+    cons, unc = _arrays()
+    has_multi = np.isfinite(unc[:, :, -1]).any(axis=0)
+    ci = comm_intensity()
+    xs, ys, gs, fr = [], [], [], []
+    for a, anchor in enumerate(ANCHORS):
+        table = raw[_GAVEL_KEYS[anchor]]
+        for j, name in enumerate(JOB_TYPES):
+            if not has_multi[j]:
+                continue
+            entry = table[str((name, 1))]
+            alone = float(entry["null"])
+            r = [float(v[0]) / alone for p, v in entry.items() if p != "null" and float(v[0]) > 0]
+            if not r:
+                continue
+            r = np.asarray(r)
+            xs.append(ci[j])
+            ys.append(float(np.mean(1.0 / r - 1.0)))
+            gs.append(a)
+            fr.append(float(np.mean(r)))
+    x, y, g = np.asarray(xs), np.asarray(ys), np.asarray(gs)
+    design = np.column_stack([x] + [(g == a).astype(float) for a in range(len(ANCHORS))])
+    coef, *_ = np.linalg.lstsq(design, y, rcond=None)
+    per_model = {}
+    for a, anchor in enumerate(ANCHORS):
+        m = g == a
+        per_model[anchor] = float(np.polyfit(x[m], y[m], 1)[0])
+    return {
+        "slope": float(coef[0]),
+        "intercepts": {anchor: float(coef[1 + a]) for a, anchor in enumerate(ANCHORS)},
+        "per_model_slopes": per_model,
+        "n": int(len(x)),
+        "mean_colocated_fraction": float(np.mean(fr)),
+    }

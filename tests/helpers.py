@@ -1,0 +1,34 @@
+"""Shared test helpers: masked random actions and episode loops through the public API."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def random_actions(obs: dict, rng: np.random.Generator) -> dict:
+    """A uniformly random allowed action for every agent."""
+    return {agent: int(rng.choice(np.flatnonzero(o["action_mask"]))) for agent, o in obs.items()}
+
+
+def first_allowed_actions(obs: dict) -> dict:
+    """FIFO + first-fit through the masks alone: the lowest allowed index for every agent.
+
+    In ORDER the lowest allowed index is the oldest fitting pending job (or advance); in PLACE it
+    is the lowest-numbered machine with a usable free GPU.
+    """
+    return {agent: int(np.flatnonzero(o["action_mask"])[0]) for agent, o in obs.items()}
+
+
+def run_episode(env, policy, seed: int = 0, max_steps: int = 1_000_000, on_step=None):
+    """Run one episode; returns (total reward, steps, final infos)."""
+    obs, infos = env.reset(seed=seed)
+    total, steps = 0.0, 0
+    while env.agents:
+        actions = policy(obs)
+        obs, rewards, terms, truncs, infos = env.step(actions)
+        total += rewards["orderer"]
+        steps += 1
+        if on_step is not None:
+            on_step(env, obs, rewards, terms, truncs, infos)
+        if steps >= max_steps:
+            raise AssertionError("episode did not end")
+    return total, steps, infos

@@ -1,0 +1,162 @@
+"""The PettingZoo contract on every scenario: API tests, spaces, masks, determinism, misuse."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pettingzoo.test import api_test, parallel_api_test
+
+import cluster_env
+from cluster_env.errors import InvalidActionError
+from tests.helpers import first_allowed_actions, random_actions, run_episode
+
+SCENARIOS = ["toy-v0", "philly-v0", "openb-v0"]
+SMALL = {"jobs_per_episode": 60}
+
+
+def _make(scenario: str, **kw):
+    if scenario != "toy-v0":
+        kw = {**SMALL, **kw}
+    return cluster_env.parallel_env(scenario, **kw)
+
+
+def test_list_scenarios_has_the_named_ones():
+    assert set(SCENARIOS) <= set(cluster_env.list_scenarios())
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize("preemption", [False, True])
+def test_parallel_api(scenario, preemption):
+    parallel_api_test(_make(scenario, preemption=preemption), num_cycles=400)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_aec_api(scenario):
+    kw = {} if scenario == "toy-v0" else SMALL
+    api_test(cluster_env.env(scenario, **kw), num_cycles=200)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize("split", ["train", "validation", "test"])
+def test_observations_stay_in_their_spaces(scenario, split):
+    env = _make(scenario, split=split, preemption=True)
+    spaces = {a: env.observation_space(a) for a in env.possible_agents}
+    rng = np.random.default_rng(0)
+    steps = 0
+    for seed in range(3):
+        obs, infos = env.reset(seed=seed)
+        assert set(infos) == set(env.possible_agents)
+        while env.agents and steps < 3000:
+            for agent, o in obs.items():
+                assert spaces[agent].contains(o), (agent, {k: v for k, v in o.items()})
+                assert o["action_mask"].dtype == np.int8
+                assert o["action_mask"].sum() >= 1
+            obs, *_ = env.step(random_actions(obs, rng))
+            steps += 1
+    assert steps >= 200
+
+
+def test_spaces_are_cached_objects():
+    env = _make("philly-v0")
+    for agent in env.possible_agents:
+        assert env.observation_space(agent) is env.observation_space(agent)
+        assert env.action_space(agent) is env.action_space(agent)
+
+
+@pytest.mark.parametrize("scenario", ["philly-v0", "openb-v0"])
+def test_same_seed_same_trajectory_other_seed_other_fluctuation(scenario):
+    def trajectory(seed):
+        env = _make(scenario, preemption=True)
+        rng = np.random.default_rng(123)
+        log = []
+
+        def record(env, obs, rewards, terms, truncs, infos):
+            log.append((rewards["orderer"], {k: v.copy() for k, v in obs.get("orderer", {}).items()}))
+
+        total, steps, infos = run_episode(env, lambda o: random_actions(o, rng), seed=seed, on_step=record)
+        return log, infos["orderer"]["metrics"], env.sim.fluct.factors.copy()
+
+    a, ma, fa = trajectory(7)
+    b, mb, fb = trajectory(7)
+    assert len(a) == len(b) and len(a) > 50
+    for (ra, oa), (rb, ob) in zip(a, b):
+        assert ra == rb
+        for k in oa:
+            np.testing.assert_array_equal(oa[k], ob[k])
+    assert ma == mb
+    _, mc, fc = trajectory(8)
+    assert not np.array_equal(fa, fc)
+    assert mc != ma
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_random_policy_finishes_every_scenario_and_reports_metrics(scenario):
+    env = _make(scenario, split="test")
+    rng = np.random.default_rng(1)
+    total, steps, infos = run_episode(env, lambda o: random_actions(o, rng), seed=0)
+    metrics = infos["orderer"]["metrics"]
+    assert set(metrics) == set(cluster_env.METRIC_KEYS)
+    assert metrics["jobs_finished"] == env.sim.num_jobs
+    assert metrics == env.unwrapped.metrics() if hasattr(env, "unwrapped") else True
+    assert 0 < metrics["gpu_utilization"] <= 1
+    assert total < 0
+
+
+def test_forbidden_action_is_a_clear_error_and_noop_mode_ignores_it():
+    env = cluster_env.parallel_env("toy-v0", split="test")
+    obs, _ = env.reset(seed=0)
+    noop = env.action_space("placer").n - 1
+    with pytest.raises(InvalidActionError, match="placer's action 0 is forbidden in the ORDER phase"):
+        env.step({"orderer": 0, "placer": 0})
+    env2 = cluster_env.parallel_env("toy-v0", split="test", invalid_action="noop")
+    obs, _ = env2.reset(seed=0)
+    before = env2.sim.now
+    obs, rewards, terms, truncs, infos = env2.step({"orderer": 0, "placer": 0})
+    assert infos["placer"]["invalid_action"] is True
+    assert env2.sim.now == before
+
+
+def test_misuse_gets_clear_errors():
+    env = cluster_env.parallel_env("toy-v0", split="test")
+    obs, _ = env.reset(seed=0)
+    noop = env.action_space("placer").n - 1
+    with pytest.raises(KeyError, match="missing"):
+        env.step({"orderer": 0})
+    with pytest.raises(KeyError, match="extra"):
+        env.step({"orderer": 0, "placer": noop, "ghost": 1})
+    with pytest.raises(TypeError, match="integer"):
+        env.step({"orderer": "zero", "placer": noop})
+    with pytest.raises(TypeError, match="integer"):
+        env.step({"orderer": 0.5, "placer": noop})
+    with pytest.raises(InvalidActionError, match="outside"):
+        env.step({"orderer": 999, "placer": noop})
+    while env.agents:
+        obs, *_ = env.step(first_allowed_actions(obs))
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step({"orderer": 0, "placer": noop})
+    with pytest.raises(TypeError, match="unknown argument"):
+        cluster_env.parallel_env("toy-v0", fluctuations=False)
+    with pytest.raises(ValueError, match="unknown scenario"):
+        cluster_env.parallel_env("nope-v0")
+    with pytest.raises(ValueError, match="no split"):
+        cluster_env.parallel_env("toy-v0", split="dev")
+
+
+def test_make_by_versioned_id():
+    env = cluster_env.make(cluster_env.ENV_ID, scenario="toy-v0")
+    assert env.metadata["name"] == "hetero_cluster_v0"
+    with pytest.raises(ValueError, match="unknown environment id"):
+        cluster_env.make("cluster_env/Nope-v9")
+
+
+@pytest.mark.parametrize("mode", ["ansi", "rgb_array"])
+def test_render_modes(mode):
+    env = cluster_env.parallel_env("toy-v0", split="test", render_mode=mode)
+    obs, _ = env.reset(seed=0)
+    obs, *_ = env.step(first_allowed_actions(obs))
+    obs, *_ = env.step(first_allowed_actions(obs))
+    out = env.render()
+    if mode == "ansi":
+        assert "toy-m0" in out and "queue:" in out
+    else:
+        assert out.dtype == np.uint8 and out.ndim == 3 and out.shape[2] == 3
+        assert len(np.unique(out.reshape(-1, 3), axis=0)) >= 3   # background, free GPU, a job
