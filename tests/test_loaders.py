@@ -26,7 +26,7 @@ from cluster_env.world.throughputs import JOB_TYPES
 def raw_rows(path, header=True):
     """The rows of a packaged gzip CSV, read independently with the csv module."""
     with gzip.open(path, "rt", encoding="utf-8", newline="") as f:
-        rows = list(csv.reader(f))
+        rows = [r for r in csv.reader(f) if r]          # the loaders skip blank lines
     return (rows[0], rows[1:]) if header else (None, rows)
 
 
@@ -319,3 +319,21 @@ def test_check_workload_fits_accepts_fitting_jobs(tmp_path):
                                                    "0,1,10,\n1,1,8,V100\n2,1,2,T4|K80\n"))
     check_workload_fits(w, c)
     check_workload_fits(philly_trace(), scale_cluster(philly_cluster(), 0.5, "half"))
+
+
+# --------------------------------------------------------------------------- provenance
+@pytest.mark.parametrize("folder", ["traces", "clusters"])
+def test_shipped_files_match_the_sha256_in_sources_md(folder):
+    import hashlib
+    import re
+    from pathlib import Path
+
+    import cluster_env.loaders.traces as traces_module
+
+    d = Path(traces_module.__file__).resolve().parent.parent / "data" / folder
+    text = (d / "SOURCES.md").read_text(encoding="utf-8")
+    listed = dict(re.findall(r"^\| `([^`]+\.gz)` \|.*\| `([0-9a-f]{64})` \|$", text, re.M))
+    shipped = sorted(p.name for p in d.glob("*.gz"))
+    assert sorted(listed) == shipped and shipped
+    for name, sha in listed.items():
+        assert hashlib.sha256(gzip.decompress((d / name).read_bytes())).hexdigest() == sha

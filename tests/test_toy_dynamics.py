@@ -16,10 +16,10 @@ def test_strict_fifo_action_sequence_gives_hand_computed_jcts():
     """Test split (rebased submits 0,0,0,10,30,40; durations 100,40,60,20,50,10; GPUs 4,4,2,2,8,1)
     on 2 machines x 4 GPUs, strict FIFO (the head of the queue only) and first fit:
 
-    t=0   J0 -> m0 (until 100), J1 -> m1 (until 40); J2 must wait for the head... J2 is the head
-          but does not fit (0 free): advance.
+    t=0   J0 -> m0 (until 100), J1 -> m1 (until 40); J2 (the head) does not fit: wait.
     t=40  J1 ends; J2 (2 GPUs) -> m1 (until 100), J3 (2) -> m1 (until 60). Head J4 needs 8.
-    t=60  J3 ends; J4 still does not fit. t=100: J0, J2 end; J4 -> m0+m1 (until 150).
+    t=60  J3 ends; J4 still does not fit (J5 would: strict FIFO does not backfill).
+    t=100 J0, J2 end; J4 -> m0+m1 (until 150).
     t=150 J4 ends; J5 -> m0 (until 160).
     JCTs: 100, 40, 100, 50, 120, 120.
     """
@@ -34,11 +34,11 @@ def test_strict_fifo_action_sequence_gives_hand_computed_jcts():
     # legal decision, up to t=40 where J1 has ended.
     assert env.sim.now == pytest.approx(40.0)
     _step(env, 0, noop); _step(env, adv, 1)            # J2 -> m1
-    _step(env, 0, noop); obs, *_ = _step(env, adv, 1)  # J3 -> m1
-    # Head J4 (8 GPUs) does not fit; J5 (1 GPU) would, but strict FIFO advances.
-    assert obs["orderer"]["action_mask"][:K].tolist()[:2] == [0, 1]
-    _step(env, adv, noop)
+    _step(env, 0, noop); obs, *_ = _step(env, adv, 1)  # J3 -> m1; the cluster is full
+    # Skipped to t=60 (J3 ends). Head J4 (8 GPUs) does not fit; J5 (1 GPU) would, but strict
+    # FIFO advances.
     assert env.sim.now == pytest.approx(60.0)
+    assert obs["orderer"]["action_mask"][:K].tolist()[:2] == [0, 1]
     _step(env, adv, noop)
     assert env.sim.now == pytest.approx(100.0)
     _step(env, 0, noop); _step(env, adv, 0); _step(env, adv, 1)     # J4 -> m0 + m1

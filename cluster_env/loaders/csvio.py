@@ -140,7 +140,7 @@ class CsvTable:
     # ------------------------------------------------------------------ numbers
     def floats(self, canonical: str, *, allow_negative: bool = False,
                max_value: Optional[float] = None, what: str = "value",
-               allow_empty: bool = False) -> np.ndarray:
+               allow_empty: bool = False, hint: str = "") -> np.ndarray:
         """Column ``canonical`` as float64; checks numbers, finiteness, sign and the maximum.
 
         With ``allow_empty`` an empty cell becomes NaN (the caller decides what it means);
@@ -165,7 +165,7 @@ class CsvTable:
                         continue
                     raise self.error(f"empty {what}; a number is required", i, canonical)
                 if not _plain_number(c):
-                    raise self.error(f"{what} {c!r} is not a number", i, canonical)
+                    raise self.error(f"{what} {c!r} is not a number{hint}", i, canonical)
                 values[i] = float(c)
         isnan = np.isnan(values)
         if allow_empty:
@@ -224,7 +224,9 @@ class CsvTable:
         col = self.strings(canonical)
         first = next((c for c in col if c), "")
         if not first or _plain_number(first):
-            return self.floats(canonical, max_value=MAX_TIMESTAMP, what=what), False
+            return self.floats(canonical, max_value=MAX_TIMESTAMP, what=what,
+                               hint=" (a column of seconds may not mix in ISO-8601 date-times)"
+                               ), False
         out = np.empty(len(col), dtype=np.float64)
         aware: Optional[bool] = None
         for i, c in enumerate(col):
@@ -245,10 +247,11 @@ class CsvTable:
             elif aware != is_aware:
                 raise self.error(f"{what} {c!r} mixes date-times with and without a time zone",
                                  i, canonical)
-            if is_aware:
-                out[i] = dt.timestamp()
-            else:
-                out[i] = (dt - _EPOCH).total_seconds()
+            try:
+                out[i] = dt.timestamp() if is_aware else (dt - _EPOCH).total_seconds()
+            except (OverflowError, ValueError, OSError):
+                raise self.error(f"{what} {c!r} is out of the representable range", i,
+                                 canonical) from None
         return out, True
 
 

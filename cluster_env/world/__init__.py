@@ -1,9 +1,35 @@
-"""World-model parameters derived from data: GPU catalog, measured throughputs, fluctuation."""
+"""World-model parameters derived from data.
+
+* :mod:`~cluster_env.world.gpu_catalog`: GPU types (speed factor, memory, price, power);
+* :mod:`~cluster_env.world.throughputs`: Gavel's measured throughputs as speed, spread-penalty and
+  communication-intensity tables;
+* :mod:`~cluster_env.world.fluctuation`: static machine factors, fluctuation and stragglers;
+* :mod:`~cluster_env.world.calibration`: the PAI statistics the fluctuation defaults match.
+
+Every value and its source is listed in ``docs/world_model.md``.
+"""
 from cluster_env.world.gpu_catalog import (
-    GPUSpec, KNOWN_GPU_TYPES, MEASURED_GPU_TYPES, all_gpu_specs, canonical_gpu_name, gpu_spec,
+    GPU_ALIASES, KNOWN_GPU_TYPES, MEASURED_GPU_TYPES, GPUSpec, all_gpu_specs, canonical_gpu_name,
+    gpu_spec,
 )
+from cluster_env.world.throughputs import (
+    DEFAULT_CONTENTION_ALPHA, GPU_COUNT_BUCKETS, JOB_TYPES, bucket_index,
+    colocation_contention_fit, comm_intensity, measured_throughput, relative_speed_table,
+    spread_ratio_table,
+)
+from cluster_env.world.fluctuation import (
+    DEFAULT_FLUCTUATION, NO_FLUCTUATION, SECONDS_PER_ITERATION, FluctuationParams,
+    FluctuationProcess, draw_static_factors,
+)
+from cluster_env.world.calibration import pai_targets, simulate_worker_statistics
 
 __all__ = [
-    "GPUSpec", "KNOWN_GPU_TYPES", "MEASURED_GPU_TYPES", "all_gpu_specs", "canonical_gpu_name",
-    "gpu_spec",
+    "GPUSpec", "GPU_ALIASES", "KNOWN_GPU_TYPES", "MEASURED_GPU_TYPES", "all_gpu_specs",
+    "canonical_gpu_name", "gpu_spec",
+    "JOB_TYPES", "GPU_COUNT_BUCKETS", "DEFAULT_CONTENTION_ALPHA", "bucket_index",
+    "relative_speed_table", "spread_ratio_table", "comm_intensity", "colocation_contention_fit",
+    "measured_throughput",
+    "FluctuationParams", "DEFAULT_FLUCTUATION", "NO_FLUCTUATION", "SECONDS_PER_ITERATION",
+    "FluctuationProcess", "draw_static_factors",
+    "pai_targets", "simulate_worker_statistics",
 ]

@@ -108,7 +108,7 @@ ANCHORS: Tuple[str, ...] = MEASURED_GPU_TYPES  # ("K80", "P100", "V100")
 #: part a job also suffers from a neighbour on another GPU of its machine.  We round it down to 0.5
 #: (the fit is noisy: the per-model slopes are +1.16 on K80, +1.07 on P100 and -0.39 on V100).
 #: With it the most communication-heavy type (LM, intensity ~0.47) loses ~19 % with one neighbour
-#: and ~2/3 of its speed with seven; a compute-bound one (ResNet-50 batch size 128, intensity ~0)
+#: and ~60 % of its speed with seven; a compute-bound one (ResNet-50 batch size 128, intensity 0)
 #: loses nothing.
 DEFAULT_CONTENTION_ALPHA = 0.5
 
@@ -202,8 +202,6 @@ def _anchor_spread() -> np.ndarray:
     s = np.minimum(unc / cons, 1.0)                              # NaN where missing
     s[:, :, 0] = 1.0
     filled = s.copy()
-    per_type_mean = np.nanmean(np.where(np.isfinite(s), s, np.nan), axis=0) \
-        if np.isfinite(s).any() else None
     A, J, B = s.shape
     for a in range(A):
         for b in range(1, B):
@@ -217,7 +215,6 @@ def _anchor_spread() -> np.ndarray:
                     filled[a, j, b] = float(np.nanmean(others))
                 else:
                     filled[a, j, b] = float(med)
-    del per_type_mean
     if not (np.isfinite(filled).all() and (filled > 0).all() and (filled <= 1).all()):
         raise DataError("spread ratios out of (0, 1]", file=str(GAVEL_DATA_PATH))
     filled.setflags(write=False)

@@ -1,0 +1,66 @@
+"""``python -m cluster_env``: run one episode of a scenario and print its metrics.
+
+The policies here act through the action masks only: ``first-fit`` takes the lowest allowed action
+of each agent (the oldest job that fits, on the lowest-numbered machine with a usable GPU) and
+``random`` a uniformly random allowed action. Real baselines live in the ``baselines`` package.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+import cluster_env
+from cluster_env.scenarios import get_scenario
+
+
+def _first_fit(obs: dict, rng: np.random.Generator) -> dict:
+    return {a: int(o["action_mask"].argmax()) for a, o in obs.items()}
+
+
+def _random(obs: dict, rng: np.random.Generator) -> dict:
+    return {a: int(rng.choice(np.flatnonzero(o["action_mask"]))) for a, o in obs.items()}
+
+
+POLICIES = {"first-fit": _first_fit, "random": _random}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(prog="python -m cluster_env", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scenario", default="philly-v0", help="scenario name (see --list)")
+    parser.add_argument("--split", default="test", choices=["train", "validation", "test"])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--policy", default="first-fit", choices=sorted(POLICIES))
+    parser.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    args = parser.parse_args(argv)
+    if args.list:
+        for name in cluster_env.list_scenarios():
+            s = get_scenario(name)
+            c = s.cluster()
+            print(f"{name:<12} {c.num_machines:>5} machines {c.total_gpus:>6} GPUs "
+                  f"({', '.join(f'{k}:{v}' for k, v in c.gpus_of_type().items())})  {s.description}")
+        return {}
+    env = cluster_env.parallel_env(args.scenario, split=args.split)
+    rng = np.random.default_rng(args.seed)
+    policy = POLICIES[args.policy]
+    t0 = time.perf_counter()
+    obs, infos = env.reset(seed=args.seed)
+    steps = 0
+    while env.agents:
+        obs, rewards, terms, truncs, infos = env.step(policy(obs, rng))
+        steps += 1
+    wall = time.perf_counter() - t0
+    metrics = infos["orderer"]["metrics"]
+    print(f"{args.scenario} / {args.split} / seed {args.seed} / policy {args.policy}: "
+          f"{env.sim.num_jobs} jobs on {env.cluster.num_machines} machines ({env.cluster.total_gpus} GPUs), "
+          f"{steps} steps in {wall:.2f} s")
+    for key in cluster_env.METRIC_KEYS:
+        value = metrics[key]
+        print(f"  {key:<16} {value:>14,.3f}" if isinstance(value, float) else f"  {key:<16} {value:>14,}")
+    return metrics
+
+
+if __name__ == "__main__":
+    main()
