@@ -4,9 +4,20 @@ from __future__ import annotations
 import numpy as np
 
 
-def random_actions(obs: dict, rng: np.random.Generator) -> dict:
-    """A uniformly random allowed action for every agent."""
-    return {agent: int(rng.choice(np.flatnonzero(o["action_mask"]))) for agent, o in obs.items()}
+def random_actions(obs: dict, rng: np.random.Generator, lazy: float = 0.0) -> dict:
+    """A uniformly random allowed action for every agent.
+
+    With probability ``lazy`` an agent takes its last action (advance / no-op) when allowed, so
+    that random preempting policies still move the clock forward in tests.
+    """
+    out = {}
+    for agent, o in obs.items():
+        mask = o["action_mask"]
+        if lazy and mask[-1] and rng.random() < lazy:
+            out[agent] = len(mask) - 1
+        else:
+            out[agent] = int(rng.choice(np.flatnonzero(mask)))
+    return out
 
 
 def first_allowed_actions(obs: dict) -> dict:

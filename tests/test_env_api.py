@@ -74,7 +74,7 @@ def test_same_seed_same_trajectory_other_seed_other_fluctuation(scenario):
         def record(env, obs, rewards, terms, truncs, infos):
             log.append((rewards["orderer"], {k: v.copy() for k, v in obs.get("orderer", {}).items()}))
 
-        total, steps, infos = run_episode(env, lambda o: random_actions(o, rng), seed=seed, on_step=record)
+        total, steps, infos = run_episode(env, lambda o: random_actions(o, rng, lazy=0.5), seed=seed, on_step=record)
         return log, infos["orderer"]["metrics"], env.sim.fluct.factors.copy()
 
     a, ma, fa = trajectory(7)

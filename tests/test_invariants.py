@@ -11,6 +11,7 @@ from tests.helpers import random_actions
 
 def check_invariants(env, state: dict) -> None:
     sim = env.sim
+    sim.sync_running()
     js = sim.jobs
     # The clock never goes back.
     assert sim.now >= state.get("now", 0.0)
@@ -57,9 +58,10 @@ def test_invariants_hold_after_every_step(scenario, preemption):
         obs, _ = env.reset(seed=seed)
         state: dict = {}
         while env.agents:
-            obs, rewards, terms, truncs, infos = env.step(random_actions(obs, rng))
+            obs, rewards, terms, truncs, infos = env.step(random_actions(obs, rng, lazy=0.5 if preemption else 0.0))
             check_invariants(env, state)
         sim = env.sim
+        sim.sync_running()
         assert sim.finished_count == sim.num_jobs
         # Every job finished exactly once, after it was submitted and started.
         assert np.all(sim.jobs.finish >= sim.jobs.first_start)

@@ -19,6 +19,11 @@ DEFAULT_RESTART_OVERHEAD_S = 30.0
 # preempting scheduler can act between arrivals and completions.
 DEFAULT_SCHEDULING_TICK_S = 300.0
 
+# Fluctuation update period while no job waits: no decision depends on it then, so the clock need
+# not stop every ``fluctuation_params.interval`` seconds for days of a lone long job; the
+# transitions are exact, so only the time resolution of the speed changes.
+DEFAULT_QUIET_FLUCTUATION_INTERVAL_S = 900.0
+
 # Standard deviation of the multiplicative noise on a measured machine speed (observed progress).
 DEFAULT_MEASUREMENT_NOISE = 0.02
 # Time constant (s) of the exponential moving average of measured machine speeds.
@@ -36,6 +41,7 @@ class WorldConfig:
     spread_penalty: bool = True          # a job spread over machines pays Gavel's measured penalty
     restart_overhead: float = DEFAULT_RESTART_OVERHEAD_S   # seconds; 0 switches it off
     fluctuation_params: FluctuationParams = DEFAULT_FLUCTUATION
+    quiet_fluctuation_interval: float = DEFAULT_QUIET_FLUCTUATION_INTERVAL_S   # s, while no job waits
     contention_alpha: float = DEFAULT_CONTENTION_ALPHA
     measurement_noise: float = DEFAULT_MEASUREMENT_NOISE
     measurement_tau: float = DEFAULT_MEASUREMENT_TAU_S
@@ -50,6 +56,8 @@ class WorldConfig:
             raise ValueError(f"restart_overhead must be >= 0, got {self.restart_overhead}")
         if self.contention_alpha < 0:
             raise ValueError(f"contention_alpha must be >= 0, got {self.contention_alpha}")
+        if self.quiet_fluctuation_interval <= 0:
+            raise ValueError("quiet_fluctuation_interval must be > 0")
         if self.measurement_noise < 0 or self.measurement_tau <= 0:
             raise ValueError("measurement_noise must be >= 0 and measurement_tau > 0")
 

@@ -6,6 +6,11 @@ Between two events every running job progresses at a constant speed, so the cost
 grows with its number of events, not with simulated seconds. All per-event work is vectorised
 over the running jobs.
 
+Running jobs live in compact slot arrays (swap-remove), so each event costs a handful of numpy
+operations over the running jobs; the per-job arrays of :class:`JobState` are authoritative for
+jobs that are not running and are brought up to date for running ones by :meth:`sync_running`.
+A restart overhead is not an event: a restarting job simply starts progressing at its end.
+
 Decisions happen at a fixed clock: ``start(job)`` then ``place(machine)`` until the job holds all
 its GPUs, ``preempt(job)``, or ``advance()`` to run to the next event.
 
@@ -55,11 +60,7 @@ class JobState:
     first_start: np.ndarray     # (N,) float64 first start time, nan before
     finish: np.ndarray          # (N,) float64 finish time, nan before
     restarts: np.ndarray        # (N,) int64  number of preemptions suffered
-    restart_until: np.ndarray   # (N,) float64 end of the current restart overhead
     nominal: np.ndarray         # (N,) float64 nominal speed under the current placement
-    rate: np.ndarray            # (N,) float64 true speed under the current placement
-    first_machine: np.ndarray   # (N,) int64  first machine of the current placement, -1 if none
-    n_machines: np.ndarray      # (N,) int64  machines of the current placement
 
 
 @dataclass
@@ -116,36 +117,51 @@ class ClusterSimulator:
         self.price = np.array([s.price_per_gpu_hour for s in specs])                 # (T,) $/GPU-hour
         self.busy_watts = np.array([s.busy_watts for s in specs])                    # (T,)
         self.idle_watts = np.array([s.idle_watts for s in specs])                    # (T,)
-        self.gpus_per_type = np.bincount(self.machine_type, weights=self.machine_gpus, minlength=t)
+        self.gpus_per_type = np.bincount(self.machine_type, weights=self.machine_gpus,
+                                         minlength=t).astype(np.int64)               # (T,)
 
         # Hidden machine factors.
         params = world.fluctuation_params
         sigma = params.static_sigma if world.static_factors else 0.0
         static = draw_static_factors(m, sigma, rng)
         self.fluct = FluctuationProcess(m, params, rng) if world.fluctuation else None
-        self.fluct_interval = params.interval
 
         self.jobs = JobState(
             status=np.zeros(n, dtype=np.int8),
             progress=np.zeros(n), attained=np.zeros(n), executed=np.zeros(n), held=np.zeros(n),
             first_start=np.full(n, np.nan), finish=np.full(n, np.nan),
-            restarts=np.zeros(n, dtype=np.int64), restart_until=np.zeros(n),
-            nominal=np.zeros(n), rate=np.zeros(n),
-            first_machine=np.full(n, -1, dtype=np.int64), n_machines=np.zeros(n, dtype=np.int64),
+            restarts=np.zeros(n, dtype=np.int64), nominal=np.zeros(n),
         )
         self.machines = MachineState(
             free=self.machine_gpus.copy(), jobs=np.zeros(m, dtype=np.int64), static=static,
             measured=np.ones(m), measured_at=np.full(m, -np.inf),
         )
-        self.machine_factor = static * (self.fluct.factors if self.fluct is not None else 1.0)
+        self.machine_factor = static * (self.fluct.factors if self.fluct is not None else np.ones(m))
+
+        # Running jobs in compact slots (cap: every running job holds at least one GPU).
+        cap = max(1, min(n, self.total_gpus))
+        self._n = 0
+        self._slot = {}                                    # job id -> slot
+        self._s_job = np.zeros(cap, dtype=np.int64)        # (cap,) job id in the slot
+        self._s_left = np.zeros(cap)                       # (cap,) work left (reference seconds)
+        self._s_rate = np.zeros(cap)                       # (cap,) true speed
+        self._s_nominal = np.zeros(cap)                    # (cap,) nominal speed
+        self._s_comm = np.zeros(cap)                       # (cap,) comm intensity of the job type
+        self._s_fm = np.zeros(cap, dtype=np.int64)         # (cap,) first machine of the placement
+        self._s_multi = np.zeros(cap, dtype=bool)          # (cap,) placed on more than one machine
+        self._s_until = np.zeros(cap)                      # (cap,) end of the restart overhead
+        self._s_t0 = np.zeros(cap)                         # (cap,) launch time
+        self._n_multi = 0
+        self._job_machines: dict[int, np.ndarray] = {}     # multi-machine job -> its machines
+        self._layout = None                                # cached segments of multi-machine jobs
+        self._held_before = np.zeros(n)                    # (N,) seconds holding GPUs in past runs
+        self._exec_before = np.zeros(n)                    # (N,) seconds executed in past runs
 
         self.now = 0.0
         self.pending: list[int] = []                  # pending job ids, ascending (= arrival order)
-        self.running: list[int] = []                  # running job ids, unordered
-        self._run_pos: dict[int, int] = {}            # job id -> index in self.running
         self.alloc: dict[int, list[tuple[int, int]]] = {}   # job -> [(machine, gpus)]
         self.machine_jobs: list[dict[int, int]] = [dict() for _ in range(m)]  # machine -> {job: gpus}
-        self.free_per_type = self.gpus_per_type.astype(np.int64).copy()        # (T,)
+        self.free_per_type = self.gpus_per_type.copy()                         # (T,)
         self.held_per_type = np.zeros(t, dtype=np.int64)                       # (T,)
         self.placing: int = -1                        # job being placed, -1 if none
         self.placing_need: int = 0                    # GPUs it still needs
@@ -156,16 +172,20 @@ class ClusterSimulator:
         self.events = 0
         self.preemptions = 0
         self._dirty = True
-        self._run_idx = np.zeros(0, dtype=np.int64)
+        self._restarting = False
         self._fluct_time = 0.0
-        self._next_fluct = self.fluct_interval if self.fluct is not None else math.inf
+        self._next_fluct = self._fluct_period() if self.fluct is not None else math.inf
+        self._measure_time = 0.0
         self._next_tick = scheduling_tick if preemption else math.inf
 
-        # Accounting since the start of the episode.
+        # Accounting since the start of the episode, and its current rates.
         self.busy_gpu_seconds = 0.0
         self.fee = 0.0
         self.energy_joules = 0.0
         self.job_seconds = 0.0          # integral of the number of jobs in the system
+        self._held_total = 0
+        self._fee_rate = 0.0            # dollars per second
+        self._power = float(self.gpus_per_type @ self.idle_watts)   # watts
 
         self._arrive_until(0.0)
 
@@ -181,14 +201,34 @@ class ClusterSimulator:
                 allowed[j] = [name in types for name in names]
         return allowed
 
+    def _fluct_period(self) -> float:
+        # Fine-grained updates while jobs wait (decisions can depend on measured speeds); coarser
+        # ones otherwise. Transitions are exact, so only the time resolution changes.
+        if self.pending:
+            return self.world.fluctuation_params.interval
+        return max(self.world.fluctuation_params.interval, self.world.quiet_fluctuation_interval)
+
     # ------------------------------------------------------------------ queries
     @property
     def done(self) -> bool:
         return self.finished_count == self.num_jobs
 
+    @property
+    def num_running(self) -> int:
+        return self._n
+
+    @property
+    def running(self) -> list[int]:
+        """Running job ids (slot order)."""
+        return self._s_job[: self._n].tolist()
+
+    def running_jobs(self) -> np.ndarray:
+        """Running job ids as an array (a copy, slot order)."""
+        return self._s_job[: self._n].copy()
+
     def has_future_event(self) -> bool:
         """Whether ``advance`` can move the clock (an arrival, or a running job)."""
-        return self.next_arrival < self.num_jobs or bool(self.running)
+        return self.next_arrival < self.num_jobs or self._n > 0
 
     def usable_free(self, jobs: np.ndarray) -> np.ndarray:
         """Free GPUs each job may use now; shape of ``jobs``."""
@@ -209,6 +249,20 @@ class ClusterSimulator:
 
     def in_system(self) -> int:
         return self.arrived_count - self.finished_count
+
+    def sync_running(self) -> None:
+        """Write the running jobs' progress, execution, service and held time into ``jobs``."""
+        n = self._n
+        if not n:
+            return
+        jobs = self._s_job[:n]
+        js = self.jobs
+        started = np.maximum(self._s_until[:n], self._s_t0[:n])
+        exec_now = np.maximum(self.now - started, 0.0)
+        js.progress[jobs] = self.duration[jobs] - self._s_left[:n]
+        js.executed[jobs] = self._exec_before[jobs] + exec_now
+        js.attained[jobs] = self.gpus[jobs] * js.executed[jobs]
+        js.held[jobs] = self._held_before[jobs] + (self.now - self._s_t0[:n])
 
     # ------------------------------------------------------------------ decisions
     def start(self, job: int) -> None:
@@ -253,22 +307,34 @@ class ClusterSimulator:
             self.machine_jobs[m][job] = g
             self.machines.jobs[m] += 1
         types = self.machine_type[machines]
-        nominal = self.job_speed[job, types].min()
+        nominal = float(self.job_speed[job, types].min())
         if len(machines) > 1:
-            nominal *= self.job_spread[job, types].min()
+            nominal *= float(self.job_spread[job, types].min())
         js.nominal[job] = nominal
-        js.first_machine[job] = machines[0]
-        js.n_machines[job] = len(machines)
-        if js.restarts[job] > 0 and self.world.restart_overhead > 0:
-            js.restart_until[job] = self.now + self.world.restart_overhead
-        else:
-            js.restart_until[job] = self.now
         if math.isnan(js.first_start[job]):
             js.first_start[job] = self.now
         self._remove_pending(job)
         js.status[job] = RUNNING
-        self._run_pos[job] = len(self.running)
-        self.running.append(job)
+        until = self.now
+        if js.restarts[job] > 0 and self.world.restart_overhead > 0:
+            until = self.now + self.world.restart_overhead
+            self._restarting = True
+        k = self._n
+        self._slot[job] = k
+        self._s_job[k] = job
+        self._s_left[k] = self.duration[job] - js.progress[job]
+        self._s_nominal[k] = nominal
+        self._s_comm[k] = self.comm[job]
+        self._s_fm[k] = machines[0]
+        self._s_multi[k] = len(machines) > 1
+        self._s_until[k] = until
+        self._s_t0[k] = self.now
+        if len(machines) > 1:
+            self._n_multi += 1
+            self._job_machines[job] = np.array(machines, dtype=np.int64)
+            self._layout = None
+        self._n = k + 1
+        self._update_account_rates()
         self._dirty = True
 
     def preempt(self, job: int) -> None:
@@ -284,6 +350,28 @@ class ClusterSimulator:
         bisect.insort(self.pending, job)
 
     def _release(self, job: int) -> None:
+        """Free a running job's GPUs and fold its slot back into the per-job arrays."""
+        k = self._slot.pop(job)
+        js = self.jobs
+        started = max(self._s_until[k], self._s_t0[k])
+        js.progress[job] = self.duration[job] - self._s_left[k]
+        self._exec_before[job] += max(self.now - started, 0.0)
+        js.executed[job] = self._exec_before[job]
+        js.attained[job] = self.gpus[job] * js.executed[job]
+        self._held_before[job] += self.now - self._s_t0[k]
+        js.held[job] = self._held_before[job]
+        if self._s_multi[k]:
+            self._n_multi -= 1
+            del self._job_machines[job]
+        if self._n_multi:
+            self._layout = None   # slots move on release
+        last = self._n - 1
+        if k != last:
+            moved = int(self._s_job[last])
+            for arr in self._slot_arrays:
+                arr[k] = arr[last]
+            self._slot[moved] = k
+        self._n = last
         for m, g in self.alloc.pop(job):
             self.machines.free[m] += g
             self.machines.jobs[m] -= 1
@@ -291,15 +379,13 @@ class ClusterSimulator:
             t = self.machine_type[m]
             self.free_per_type[t] += g
             self.held_per_type[t] -= g
-        pos = self._run_pos.pop(job)
-        last = self.running.pop()
-        if last != job:
-            self.running[pos] = last
-            self._run_pos[last] = pos
-        self.jobs.first_machine[job] = -1
-        self.jobs.n_machines[job] = 0
-        self.jobs.rate[job] = 0.0
+        self._update_account_rates()
         self._dirty = True
+
+    @property
+    def _slot_arrays(self) -> tuple[np.ndarray, ...]:
+        return (self._s_job, self._s_left, self._s_rate, self._s_nominal, self._s_comm, self._s_fm,
+                self._s_multi, self._s_until, self._s_t0)
 
     def _remove_pending(self, job: int) -> None:
         i = bisect.bisect_left(self.pending, job)
@@ -307,40 +393,52 @@ class ClusterSimulator:
             raise ValueError(f"job {job} is not in the pending queue")
         del self.pending[i]
 
+    def _update_account_rates(self) -> None:
+        held = self.held_per_type
+        self._held_total = int(held.sum())
+        self._fee_rate = float(held @ self.price) / 3600.0
+        self._power = float(held @ self.busy_watts + (self.gpus_per_type - held) @ self.idle_watts)
+
     # ------------------------------------------------------------------ dynamics
     def _refresh_rates(self) -> None:
-        """Recompute the true speed of every running job (vectorised, multi-machine jobs looped)."""
-        idx = np.fromiter(self.running, dtype=np.int64, count=len(self.running))
-        self._run_idx = idx
-        if not len(idx):
-            self._dirty = False
+        """Recompute the true speed of every running job."""
+        n = self._n
+        self._dirty = False
+        if not n:
             return
-        js = self.jobs
-        fm = js.first_machine[idx]
+        fm = self._s_fm[:n]
         factor = self.machine_factor[fm]
         crowd = self.machines.jobs[fm] - 1
-        multi = np.flatnonzero(js.n_machines[idx] > 1)
-        for k in multi:
-            machines = [m for m, _ in self.alloc[int(idx[k])]]
-            factor[k] = self.machine_factor[machines].min()
-            crowd[k] = self.machines.jobs[machines].max() - 1
-        rate = js.nominal[idx] * factor
+        if self._n_multi:
+            # A job spread over machines runs at the pace of its slowest machine and feels the
+            # most crowded one: segmented min / max over the concatenated machine lists.
+            if self._layout is None:
+                slots = np.flatnonzero(self._s_multi[:n])
+                lists = [self._job_machines[j] for j in self._s_job[slots].tolist()]
+                seg = np.cumsum([0] + [len(x) for x in lists[:-1]])
+                self._layout = (slots, np.concatenate(lists), seg)
+            slots, flat, seg = self._layout
+            factor[slots] = np.minimum.reduceat(self.machine_factor[flat], seg)
+            crowd[slots] = np.maximum.reduceat(self.machines.jobs[flat], seg) - 1
+        rate = self._s_rate[:n]
+        np.multiply(self._s_nominal[:n], factor, out=rate)
         if self.alpha:
-            rate /= 1.0 + self.alpha * self.comm[idx] * crowd
-        js.rate[idx] = rate
-        self._dirty = False
+            rate /= 1.0 + self.alpha * self._s_comm[:n] * crowd
 
     def next_event_time(self) -> float:
         t = self.submit[self.next_arrival] if self.next_arrival < self.num_jobs else math.inf
-        if self.running:
+        n = self._n
+        if n:
             if self._dirty:
                 self._refresh_rates()
-            idx = self._run_idx
-            js = self.jobs
-            until = js.restart_until[idx]
-            remaining = self.duration[idx] - js.progress[idx]
-            eta = np.where(until > self.now, until, self.now + remaining / js.rate[idx])
-            t = min(t, float(eta.min()), self._next_fluct, self._next_tick)
+            ttf = self._s_left[:n] / self._s_rate[:n]
+            if self._restarting:
+                until = self._s_until[:n]
+                self._restarting = bool((until > self.now).any())
+                finish = float((np.maximum(until, self.now) + ttf).min())
+            else:
+                finish = self.now + float(ttf.min())
+            t = min(t, finish, self._next_fluct, self._next_tick)
         return t
 
     def advance(self) -> float:
@@ -362,7 +460,7 @@ class ClusterSimulator:
         self._accrue(dt)
         self.now = t_next
         self.events += 1
-        if self.running:
+        if self._n:
             self._complete_due()
         self._arrive_until(self.now)
         if self.fluct is not None and self.now >= self._next_fluct - _EPS:
@@ -373,55 +471,58 @@ class ClusterSimulator:
 
     def _accrue(self, dt: float) -> None:
         """Progress and accounting over ``dt`` seconds at constant speeds."""
-        self.job_seconds += self.in_system() * dt
-        held = self.held_per_type
-        self.fee += float(held @ self.price) * dt / 3600.0
-        idle = self.gpus_per_type - held
-        self.energy_joules += float(held @ self.busy_watts + idle @ self.idle_watts) * dt
-        if not self.running or dt <= 0:
+        if dt <= 0:
             return
-        idx = self._run_idx
-        js = self.jobs
-        busy = int(held.sum())
-        self.busy_gpu_seconds += busy * dt
-        js.held[idx] += dt
-        # Time spent in the restart overhead is not execution.
-        exec_dt = np.clip(self.now + dt - np.maximum(js.restart_until[idx], self.now), 0.0, dt)
-        js.progress[idx] += js.rate[idx] * exec_dt
-        js.executed[idx] += exec_dt
-        js.attained[idx] += self.gpus[idx] * exec_dt
-        self._measure(idx, exec_dt)
+        self.job_seconds += (self.arrived_count - self.finished_count) * dt
+        self.fee += self._fee_rate * dt
+        self.energy_joules += self._power * dt
+        n = self._n
+        if not n:
+            return
+        self.busy_gpu_seconds += self._held_total * dt
+        left = self._s_left[:n]
+        if self._restarting:
+            # Time spent in the restart overhead makes no progress.
+            until = self._s_until[:n]
+            exec_dt = np.clip(self.now + dt - np.maximum(until, self.now), 0.0, dt)
+            left -= self._s_rate[:n] * exec_dt
+        else:
+            left -= self._s_rate[:n] * dt
 
-    def _measure(self, idx: np.ndarray, exec_dt: np.ndarray) -> None:
-        """Observed progress gives a noisy speed measurement of each single-machine job's machine."""
-        js = self.jobs
-        ok = (exec_dt > 0) & (js.n_machines[idx] == 1)
+    def _measure(self) -> None:
+        """Measured machine speeds: a noisy moving average of each single-machine job's observed
+        progress relative to its nominal speed, attributed to its machine (at fluctuation updates)."""
+        dt = self.now - self._measure_time
+        self._measure_time = self.now
+        n = self._n
+        if not n or dt <= 0:
+            return
+        ok = ~self._s_multi[:n] & (self._s_until[:n] <= self.now)
         if not ok.any():
             return
-        sel = idx[ok]
-        ratio = js.rate[sel] / js.nominal[sel]
+        ratio = self._s_rate[:n][ok] / self._s_nominal[:n][ok]
         noise = self.world.measurement_noise
         if noise > 0:
-            ratio = ratio * (1.0 + noise * self.rng.standard_normal(len(sel)))
-        machines = js.first_machine[sel]
-        w = 1.0 - np.exp(-exec_dt[ok] / self.world.measurement_tau)
-        never = ~np.isfinite(self.machines.measured_at[machines])
-        w = np.where(never, 1.0, w)
+            ratio = ratio * (1.0 + noise * self.rng.standard_normal(len(ratio)))
+        machines = self._s_fm[:n][ok]
         ms = self.machines
-        ms.measured[machines] = (1.0 - w) * ms.measured[machines] + w * ratio
-        ms.measured_at[machines] = self.now + exec_dt[ok]
+        w = np.where(np.isfinite(ms.measured_at[machines]), -math.expm1(-dt / self.world.measurement_tau), 1.0)
+        ms.measured[machines] += w * (ratio - ms.measured[machines])
+        ms.measured_at[machines] = self.now
 
     def _complete_due(self) -> None:
         """Finish running jobs whose remaining work takes under a microsecond at their speed."""
-        idx = self._run_idx
+        n = self._n
+        due = np.flatnonzero(self._s_left[:n] <= self._s_rate[:n] * 1e-6 + 1e-12)
+        if not len(due):
+            return
         js = self.jobs
-        remaining = self.duration[idx] - js.progress[idx]
-        due = idx[remaining <= js.rate[idx] * 1e-6 + 1e-12]
-        for job in due.tolist():
+        for job in self._s_job[due].tolist():
+            self._s_left[self._slot[job]] = 0.0
+            self._release(job)
             js.progress[job] = self.duration[job]
             js.finish[job] = self.now
             js.status[job] = FINISHED
-            self._release(job)
             self.finished_count += 1
 
     def _arrive_until(self, t: float) -> None:
@@ -434,8 +535,9 @@ class ClusterSimulator:
             self.arrived_count += 1
 
     def _update_fluctuation(self) -> None:
+        self._measure()     # speeds observed over the period that ends now
         self.fluct.advance(self.now - self._fluct_time)
         self._fluct_time = self.now
-        self.machine_factor = self.machines.static * self.fluct.factors
-        self._next_fluct = self.now + self.fluct_interval
+        np.multiply(self.machines.static, self.fluct.factors, out=self.machine_factor)
+        self._next_fluct = self.now + self._fluct_period()
         self._dirty = True

@@ -243,7 +243,7 @@ class ClusterParallelEnv(ParallelEnv):
         """Advance through decision epochs where ``advance`` is the only legal action."""
         sim = self.sim
         while not sim.done:
-            if sim.running and self.builder.R:
+            if sim.num_running and self.builder.R:
                 return
             pending = sim.pending[: self.builder.K]
             if pending and sim.fits(np.array(pending, dtype=np.int64)).any():

@@ -127,8 +127,9 @@ class ObservationBuilder:
         """Job ids in the pending window and in the running (preemption) window."""
         sim = self.sim
         pending = np.array(sim.pending[: self.K], dtype=np.int64)
-        if self.R and sim.running:
-            run = np.fromiter(sim.running, dtype=np.int64, count=len(sim.running))
+        if self.R and sim.num_running:
+            sim.sync_running()
+            run = sim.running_jobs()
             order = np.lexsort((run, -sim.jobs.attained[run]))
             running = run[order[: self.R]]
         else:
@@ -183,7 +184,7 @@ class ObservationBuilder:
         g[0] = 1.0 if placing_phase else 0.0
         g[1] = math.log1p(sim.now)
         g[2] = math.log1p(len(sim.pending))
-        g[3] = math.log1p(len(sim.running))
+        g[3] = math.log1p(sim.num_running)
         g[4] = ms.free.sum() / sim.total_gpus
         g[5] = (n - sim.next_arrival) / n
         g[6] = sim.finished_count / n

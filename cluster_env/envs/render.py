@@ -36,7 +36,7 @@ def machine_cells(sim: ClusterSimulator, machine: int) -> list[int]:
 
 
 def render_ansi(sim: ClusterSimulator, phase: str) -> str:
-    lines = [f"t={sim.now:,.0f}s  phase={phase}  pending={len(sim.pending)}  running={len(sim.running)}  "
+    lines = [f"t={sim.now:,.0f}s  phase={phase}  pending={len(sim.pending)}  running={sim.num_running}  "
              f"finished={sim.finished_count}/{sim.num_jobs}  free GPUs={int(sim.machines.free.sum())}/{sim.total_gpus}"]
     names = sim.cluster.gpu_type_names
     for m in range(min(sim.num_machines, _MAX_MACHINES_TEXT)):

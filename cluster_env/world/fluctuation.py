@@ -37,7 +37,7 @@ __all__ = [
 #: ASSUMPTION mapping the PAI data (which has iterations, no absolute time) to seconds: one
 #: iteration (one column of ``coefficient_variation.csv``, one unit of the ``time`` column of
 #: ``job_*_norm.csv``) lasts 1 s.  Gavel's measured 1-GPU throughputs are 0.3 .. 110 steps/s
-#: (median about 10 steps/s, 0.1 s a step) on a whole GPU; PAI's workers in the four example
+#: (median about 8 steps/s, 0.13 s a step) on a whole GPU; PAI's workers in the four example
 #: jobs hold 20-50 % of a GPU and their mini-batches carry larger models, so a mini-batch of the
 #: order of a second is the typical case.  Every time constant below scales with this number.
 SECONDS_PER_ITERATION = 1.0
