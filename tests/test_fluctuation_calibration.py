@@ -264,4 +264,4 @@ def test_params_validation():
     with pytest.raises(ValueError):
         dataclasses.replace(P, interval=float("inf"))
     assert 0 < P.straggling_fraction < 0.1
-    assert 0 < P.straggler_slowdown < 1 and P.interval == 60.0
+    assert 0 < P.straggler_slowdown < 1 and P.interval == 300.0

@@ -22,7 +22,7 @@ DEFAULT_SCHEDULING_TICK_S = 300.0
 # Fluctuation update period while no job waits: no decision depends on it then, so the clock need
 # not stop every ``fluctuation_params.interval`` seconds for days of a lone long job; the
 # transitions are exact, so only the time resolution of the speed changes.
-DEFAULT_QUIET_FLUCTUATION_INTERVAL_S = 900.0
+DEFAULT_QUIET_FLUCTUATION_INTERVAL_S = 3600.0
 
 # Standard deviation of the multiplicative noise on a measured machine speed (observed progress).
 DEFAULT_MEASUREMENT_NOISE = 0.02

@@ -26,6 +26,7 @@ contention are hidden and only seen through measured progress.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -159,6 +160,7 @@ class ClusterSimulator:
 
         self.now = 0.0
         self.pending: list[int] = []                  # pending job ids, ascending (= arrival order)
+        self.pending_gpus = 0                         # GPUs requested by pending jobs
         self.alloc: dict[int, list[tuple[int, int]]] = {}   # job -> [(machine, gpus)]
         self.machine_jobs: list[dict[int, int]] = [dict() for _ in range(m)]  # machine -> {job: gpus}
         self.free_per_type = self.gpus_per_type.copy()                         # (T,)
@@ -173,6 +175,7 @@ class ClusterSimulator:
         self.preemptions = 0
         self._dirty = True
         self._restarting = False
+        self._next_finish = math.inf
         self._fluct_time = 0.0
         self._next_fluct = self._fluct_period() if self.fluct is not None else math.inf
         self._measure_time = 0.0
@@ -184,8 +187,11 @@ class ClusterSimulator:
         self.energy_joules = 0.0
         self.job_seconds = 0.0          # integral of the number of jobs in the system
         self._held_total = 0
+        self.free_total = self.total_gpus
         self._fee_rate = 0.0            # dollars per second
         self._power = float(self.gpus_per_type @ self.idle_watts)   # watts
+        self._price_per_s = (self.price / 3600.0).tolist()
+        self._extra_watts = (self.busy_watts - self.idle_watts).tolist()
 
         self._arrive_until(0.0)
 
@@ -233,11 +239,13 @@ class ClusterSimulator:
     def usable_free(self, jobs: np.ndarray) -> np.ndarray:
         """Free GPUs each job may use now; shape of ``jobs``."""
         if self.allowed is None:
-            return np.full(len(jobs), self.free_per_type.sum(), dtype=np.int64)
+            return np.full(len(jobs), self.free_total, dtype=np.int64)
         return self.allowed[jobs].astype(np.int64) @ self.free_per_type
 
     def fits(self, jobs: np.ndarray) -> np.ndarray:
         """Whether each job fits in the free GPUs it may use."""
+        if self.allowed is None:
+            return self.gpus[jobs] <= self.free_total
         return self.gpus[jobs] <= self.usable_free(jobs)
 
     def placeable_machines(self, job: int) -> np.ndarray:
@@ -291,6 +299,7 @@ class ClusterSimulator:
         t = self.machine_type[machine]
         self.free_per_type[t] -= take
         self.held_per_type[t] += take
+        self._hold(int(t), take)
         self.alloc[job].append((machine, take))
         self.placing_need -= take
         if self.placing_need == 0:
@@ -334,7 +343,6 @@ class ClusterSimulator:
             self._job_machines[job] = np.array(machines, dtype=np.int64)
             self._layout = None
         self._n = k + 1
-        self._update_account_rates()
         self._dirty = True
 
     def preempt(self, job: int) -> None:
@@ -348,6 +356,7 @@ class ClusterSimulator:
         self.jobs.restarts[job] += 1
         self.preemptions += 1
         bisect.insort(self.pending, job)
+        self.pending_gpus += int(self.gpus[job])
 
     def _release(self, job: int) -> None:
         """Free a running job's GPUs and fold its slot back into the per-job arrays."""
@@ -360,12 +369,13 @@ class ClusterSimulator:
         js.attained[job] = self.gpus[job] * js.executed[job]
         self._held_before[job] += self.now - self._s_t0[k]
         js.held[job] = self._held_before[job]
+        last = self._n - 1
         if self._s_multi[k]:
             self._n_multi -= 1
             del self._job_machines[job]
-        if self._n_multi:
-            self._layout = None   # slots move on release
-        last = self._n - 1
+            self._layout = None
+        elif self._s_multi[last]:
+            self._layout = None   # a multi-machine job moves into the freed slot
         if k != last:
             moved = int(self._s_job[last])
             for arr in self._slot_arrays:
@@ -379,7 +389,7 @@ class ClusterSimulator:
             t = self.machine_type[m]
             self.free_per_type[t] += g
             self.held_per_type[t] -= g
-        self._update_account_rates()
+            self._hold(int(t), -g)
         self._dirty = True
 
     @property
@@ -392,12 +402,14 @@ class ClusterSimulator:
         if i >= len(self.pending) or self.pending[i] != job:
             raise ValueError(f"job {job} is not in the pending queue")
         del self.pending[i]
+        self.pending_gpus -= int(self.gpus[job])
 
-    def _update_account_rates(self) -> None:
-        held = self.held_per_type
-        self._held_total = int(held.sum())
-        self._fee_rate = float(held @ self.price) / 3600.0
-        self._power = float(held @ self.busy_watts + (self.gpus_per_type - held) @ self.idle_watts)
+    def _hold(self, gpu_type: int, gpus: int) -> None:
+        """Account ``gpus`` more (or fewer, if negative) held GPUs of ``gpu_type``."""
+        self._held_total += gpus
+        self.free_total -= gpus
+        self._fee_rate += gpus * self._price_per_s[gpu_type]
+        self._power += gpus * self._extra_watts[gpu_type]
 
     # ------------------------------------------------------------------ dynamics
     def _refresh_rates(self) -> None:
@@ -415,7 +427,8 @@ class ClusterSimulator:
             if self._layout is None:
                 slots = np.flatnonzero(self._s_multi[:n])
                 lists = [self._job_machines[j] for j in self._s_job[slots].tolist()]
-                seg = np.cumsum([0] + [len(x) for x in lists[:-1]])
+                seg = np.fromiter(itertools.accumulate([0] + [len(x) for x in lists[:-1]]),
+                                  dtype=np.int64, count=len(lists))
                 self._layout = (slots, np.concatenate(lists), seg)
             slots, flat, seg = self._layout
             factor[slots] = np.minimum.reduceat(self.machine_factor[flat], seg)
@@ -438,6 +451,7 @@ class ClusterSimulator:
                 finish = float((np.maximum(until, self.now) + ttf).min())
             else:
                 finish = self.now + float(ttf.min())
+            self._next_finish = finish
             t = min(t, finish, self._next_fluct, self._next_tick)
         return t
 
@@ -460,7 +474,7 @@ class ClusterSimulator:
         self._accrue(dt)
         self.now = t_next
         self.events += 1
-        if self._n:
+        if self._n and self._next_finish <= self.now * (1 + _EPS) + _EPS:
             self._complete_due()
         self._arrive_until(self.now)
         if self.fluct is not None and self.now >= self._next_fluct - _EPS:
@@ -531,6 +545,7 @@ class ClusterSimulator:
             job = self.next_arrival
             self.jobs.status[job] = PENDING
             self.pending.append(job)
+            self.pending_gpus += int(self.gpus[job])
             self.next_arrival += 1
             self.arrived_count += 1
 

@@ -107,7 +107,7 @@ class ObservationBuilder:
 
     # ------------------------------------------------------------------ per episode
     def bind(self, sim: ClusterSimulator, num_tenants: int) -> None:
-        """Precompute the static machine columns and per-job constants of a new episode."""
+        """Precompute the static machine columns and per-job constant features of a new episode."""
         self.sim = sim
         m = sim.num_machines
         static = np.zeros((m, len(MACHINE_FEATURES)), dtype=np.float32)
@@ -116,11 +116,21 @@ class ObservationBuilder:
         static[:, 2] = sim.machine_gpus / 8.0
         static[:, 8] = self._prices[sim.machine_type] / 10.0
         self._machine_static = static
-        self._tenant_scale = 1.0 / max(1, num_tenants - 1)
-        self._type_scale = 1.0 / max(1, len(JOB_TYPES) - 1)
+        self._gpus_inv = 1.0 / sim.machine_gpus
         usable = sim.job_speed if sim.allowed is None else np.where(sim.allowed, sim.job_speed, 0.0)
         self._best_speed = usable.max(axis=1)                             # (N,)
-        self._log2_gpus = _LOG2(sim.gpus).astype(np.float32)
+        # Per-job features that never change within an episode, one row per job.
+        n = sim.num_jobs
+        rows = np.zeros((n, len(JOB_FEATURES)), dtype=np.float32)
+        rows[:, 0] = 1.0
+        rows[:, 2] = np.log2(sim.gpus)
+        rows[:, 6] = sim.job_type / max(1, len(JOB_TYPES) - 1)
+        rows[:, 7] = sim.workload.tenant / max(1, num_tenants - 1)
+        rows[:, 9] = np.log1p(sim.duration) if self.clairvoyant else -1.0
+        rows[:, 10] = -1.0
+        rows[:, 12] = self._comm[sim.job_type]
+        rows[:, 13] = self._best_speed
+        self._job_static = rows
 
     # ------------------------------------------------------------------ building
     def candidates(self) -> tuple[np.ndarray, np.ndarray]:
@@ -137,27 +147,23 @@ class ObservationBuilder:
         return pending, running
 
     def _job_rows(self, out: np.ndarray, ids: np.ndarray, running: bool) -> None:
-        sim, js = self.sim, self.sim.jobs
         n = len(ids)
         if n == 0:
             return
-        out[:n, 0] = 1.0
-        out[:n, 1] = 1.0 if running else 0.0
-        out[:n, 2] = self._log2_gpus[ids]
-        out[:n, 3] = np.log1p(sim.now - sim.submit[ids])
-        out[:n, 4] = np.log1p(js.attained[ids])
-        out[:n, 5] = np.log1p(js.executed[ids])
-        out[:n, 6] = sim.job_type[ids] * self._type_scale
-        out[:n, 7] = sim.workload.tenant[ids] * self._tenant_scale
-        out[:n, 8] = np.log1p(js.restarts[ids])
-        if self.clairvoyant:
-            out[:n, 9] = np.log1p(sim.duration[ids])
-            out[:n, 10] = np.log1p((sim.duration[ids] - js.progress[ids]) / self._best_speed[ids])
+        sim, js = self.sim, self.sim.jobs
+        rows = self._job_static[ids]
+        rows[:, 3] = np.log1p(sim.now - sim.submit[ids])
+        if running or sim.preemption:
+            rows[:, 4] = np.log1p(js.attained[ids])
+            rows[:, 5] = np.log1p(js.executed[ids])
+            rows[:, 8] = np.log1p(js.restarts[ids])
+        if running:
+            rows[:, 1] = 1.0
         else:
-            out[:n, 9:11] = -1.0
-        out[:n, 11] = 0.0 if running else sim.fits(ids)
-        out[:n, 12] = self._comm[sim.job_type[ids]]
-        out[:n, 13] = self._best_speed[ids]
+            rows[:, 11] = sim.fits(ids)
+        if self.clairvoyant:
+            rows[:, 10] = np.log1p((sim.duration[ids] - js.progress[ids]) / self._best_speed[ids])
+        out[:n] = rows
 
     def build(self, placing_phase: bool, pending: np.ndarray, running: np.ndarray
               ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
@@ -170,14 +176,15 @@ class ObservationBuilder:
             self._job_rows(jobs[self.K:], running, running=True)
 
         machines = self._machine_static.copy()
-        machines[:, 3] = ms.free / 8.0
-        machines[:, 4] = ms.free / sim.machine_gpus
+        free = ms.free
+        machines[:, 3] = free * 0.125
+        machines[:, 4] = free * self._gpus_inv
         machines[:, 5] = ms.jobs
         machines[:, 6] = ms.measured
-        machines[:, 7] = np.log1p(np.maximum(sim.now - ms.measured_at, 0.0))
-        never = np.isinf(ms.measured_at)
-        if never.any():
-            machines[never, 7] = -1.0
+        # Never-measured machines have measured_at = -inf: log1p(inf) is replaced by -1.
+        age = np.log1p(sim.now - ms.measured_at)
+        age[age == np.inf] = -1.0
+        machines[:, 7] = age
 
         g = np.zeros(len(GLOBAL_FEATURES), dtype=np.float32)
         n = sim.num_jobs
@@ -185,10 +192,10 @@ class ObservationBuilder:
         g[1] = math.log1p(sim.now)
         g[2] = math.log1p(len(sim.pending))
         g[3] = math.log1p(sim.num_running)
-        g[4] = ms.free.sum() / sim.total_gpus
+        g[4] = sim.free_total / sim.total_gpus
         g[5] = (n - sim.next_arrival) / n
         g[6] = sim.finished_count / n
-        g[7] = math.log1p(sim.gpus[sim.pending].sum()) if sim.pending else 0.0
+        g[7] = math.log1p(sim.pending_gpus)
         g[8] = 1.0 if self.preemption else 0.0
         g[9] = 1.0 if self.clairvoyant else 0.0
 
@@ -201,9 +208,9 @@ class ObservationBuilder:
             usable = sim.placeable_machines(j)
             machines[:, 9] = usable
             p[0] = 1.0
-            p[1] = self._log2_gpus[j]
+            p[1] = self._job_static[j, 2]
             p[2] = math.log2(1 + sim.placing_need)
-            p[3] = sim.job_type[j] * self._type_scale
+            p[3] = self._job_static[j, 6]
             p[4] = math.log1p(sim.now - sim.submit[j])
             p[5] = math.log1p(js.attained[j])
             p[6] = math.log1p(sim.duration[j]) if self.clairvoyant else -1.0
