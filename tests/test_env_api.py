@@ -9,7 +9,7 @@ import cluster_env
 from cluster_env.errors import InvalidActionError
 from tests.helpers import first_allowed_actions, random_actions, run_episode
 
-SCENARIOS = ["toy-v0", "philly-v0", "openb-v0"]
+SCENARIOS = ["toy-v0", "philly-v0", "openb-v0", "openb-full-v0"]
 SMALL = {"jobs_per_episode": 60}
 
 

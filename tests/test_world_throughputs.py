@@ -122,10 +122,12 @@ def test_comm_intensity():
     assert c.max() > 0.3
 
 
-def test_contention_alpha_is_the_rounded_fit():
+def test_contention_alpha_is_a_fifth_of_the_gpu_sharing_fit():
     fit = colocation_contention_fit()
     assert fit["n"] >= 50
-    assert 0 < DEFAULT_CONTENTION_ALPHA <= fit["slope"] < DEFAULT_CONTENTION_ALPHA + 0.1
+    # The GPU-sharing slope (0.57) is an upper bound; the default takes a fifth of it, rounded.
+    assert 0.5 < fit["slope"] < 0.65
+    assert DEFAULT_CONTENTION_ALPHA == pytest.approx(round(fit["slope"] / 5, 1))
     # Sharing one GPU costs a job roughly 40 % of its throughput in Gavel's data.
     assert 0.5 < fit["mean_colocated_fraction"] < 0.7
 

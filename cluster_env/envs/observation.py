@@ -224,7 +224,8 @@ class ObservationBuilder:
             order_mask[:k] = jobs[:k, 11] > 0
             if self.R:
                 order_mask[self.K: self.K + len(running)] = 1
-            order_mask[-1] = 1 if sim.has_future_event() else 0
+            # advance needs a future event; in the terminal observation it is the only (no-op) action.
+            order_mask[-1] = 1 if sim.has_future_event() or sim.done else 0
             place_mask[-1] = 1
         feats = {"jobs": jobs, "machines": machines, "global": g, "placing": p}
         return feats, order_mask, place_mask
