@@ -162,3 +162,18 @@ def test_render_modes(mode):
     else:
         assert out.dtype == np.uint8 and out.ndim == 3 and out.shape[2] == 3
         assert len(np.unique(out.reshape(-1, 3), axis=0)) >= 3   # background, free GPU, a job
+
+
+@pytest.mark.parametrize("scenario", ["toy-v0", "philly-v0"])
+def test_pettingzoo_seed_test(scenario):
+    from pettingzoo.test import parallel_seed_test
+
+    kw = {} if scenario == "toy-v0" else SMALL
+    parallel_seed_test(lambda: cluster_env.parallel_env(scenario, **kw))
+
+
+def test_state_for_centralised_critics():
+    env = _make("philly-v0")
+    obs, _ = env.reset(seed=0)
+    state = env.state()
+    assert env.state_space.contains(state.astype(np.float32))
