@@ -168,8 +168,9 @@ def test_render_modes(mode):
 def test_pettingzoo_seed_test(scenario):
     from pettingzoo.test import parallel_seed_test
 
+    # PettingZoo's seed test samples actions without masks: agents that cannot mask use "noop".
     kw = {} if scenario == "toy-v0" else SMALL
-    parallel_seed_test(lambda: cluster_env.parallel_env(scenario, **kw))
+    parallel_seed_test(lambda: cluster_env.parallel_env(scenario, invalid_action="noop", **kw))
 
 
 def test_state_for_centralised_critics():
