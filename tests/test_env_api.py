@@ -178,3 +178,20 @@ def test_state_for_centralised_critics():
     obs, _ = env.reset(seed=0)
     state = env.state()
     assert env.state_space.contains(state.astype(np.float32))
+
+
+def test_truncation_at_max_steps_and_max_time():
+    env = _make("philly-v0", max_steps=25)
+    obs, _ = env.reset(seed=0)
+    steps = 0
+    while env.agents:
+        obs, rewards, terms, truncs, infos = env.step(first_allowed_actions(obs))
+        steps += 1
+    assert steps == 25 and all(truncs.values()) and not any(terms.values())
+    m = infos["orderer"]["metrics"]
+    assert m["jobs_finished"] < env.sim.num_jobs and set(m) == set(cluster_env.METRIC_KEYS)
+    env = cluster_env.parallel_env("philly-v0", max_time=3600.0)   # 1,000 jobs: hours of arrivals
+    obs, _ = env.reset(seed=0)
+    while env.agents:
+        obs, rewards, terms, truncs, infos = env.step(first_allowed_actions(obs))
+    assert all(truncs.values()) and not any(terms.values()) and env.sim.now >= 3600.0

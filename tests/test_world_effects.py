@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -57,7 +58,7 @@ def test_gpu_type_speed_from_gavel_table():
 def test_job_over_two_gpu_types_runs_at_the_slowest_worker_and_pays_the_spread():
     machines = [("K80", 1), ("V100", 1)]
     world = WorldConfig(reference_gpu="V100").all_effects_off()
-    on = world.__class__(**{**world.__dict__, "spread_penalty": True})
+    on = replace(world, spread_penalty=True)
     for w, spread in ((world, False), (on, True)):
         sim = sim_of(machines, [(0, 500, 2)], world=w)
         launch(sim, 0, [0, 1])
@@ -74,7 +75,7 @@ def test_spread_penalty_on_and_off():
     assert ratio < 1
     for on in (False, True):
         w = WorldConfig(reference_gpu="V100").all_effects_off()
-        w = w.__class__(**{**w.__dict__, "spread_penalty": on})
+        w = replace(w, spread_penalty=on)
         sim = sim_of([("V100", 2), ("V100", 2)], [(0, 100, 4)], world=w)
         launch(sim, 0, [0, 1])
         run_to_end(sim)
@@ -90,7 +91,7 @@ def test_contention_slows_co_located_jobs_by_the_documented_formula():
     alpha = 0.1
     for on in (False, True):
         w = WorldConfig(reference_gpu="V100", contention_alpha=alpha).all_effects_off()
-        w = w.__class__(**{**w.__dict__, "contention": on})
+        w = replace(w, contention=on)
         sim = sim_of([("V100", 2)], [(0, 100, 1), (0, 100, 1)], world=w)
         launch(sim, 0, [0])
         launch(sim, 1, [0])
@@ -105,7 +106,7 @@ def test_contention_slows_co_located_jobs_by_the_documented_formula():
 def test_contention_ends_when_the_neighbour_leaves():
     alpha = 0.1
     w = WorldConfig(reference_gpu="V100", contention_alpha=alpha).all_effects_off()
-    w = w.__class__(**{**w.__dict__, "contention": True})
+    w = replace(w, contention=True)
     sim = sim_of([("V100", 2)], [(0, 50, 1), (0, 100, 1)], world=w)
     launch(sim, 0, [0])
     launch(sim, 1, [0])
@@ -119,7 +120,7 @@ def test_contention_ends_when_the_neighbour_leaves():
 def test_restart_overhead_after_preemption():
     for overhead in (0.0, 40.0):
         w = WorldConfig(reference_gpu="V100").all_effects_off()
-        w = w.__class__(**{**w.__dict__, "restart_overhead": overhead})
+        w = replace(w, restart_overhead=overhead)
         sim = sim_of([("V100", 1)], [(0, 100, 1), (30, 10, 1)], world=w, preemption=True)
         launch(sim, 0, [0])
         sim.advance()                          # t=30: job 1 arrives
@@ -139,7 +140,7 @@ def test_restart_overhead_after_preemption():
 
 def test_static_factors_make_machines_of_one_type_unequal_and_switch_off():
     on = WorldConfig(reference_gpu="V100").all_effects_off()
-    on = on.__class__(**{**on.__dict__, "static_factors": True})
+    on = replace(on, static_factors=True)
     sim = sim_of([("V100", 1)] * 8, [(0, 100, 1)] * 8, world=on, seed=3)
     static = sim.machines.static
     assert static.std() > 0.01 and np.all((static >= 0.5) & (static <= 1.5))
@@ -153,7 +154,7 @@ def test_static_factors_make_machines_of_one_type_unequal_and_switch_off():
 
 def test_fluctuation_changes_speeds_over_time_and_switches_off():
     on = WorldConfig(reference_gpu="V100").all_effects_off()
-    on = on.__class__(**{**on.__dict__, "fluctuation": True})
+    on = replace(on, fluctuation=True)
     sim = sim_of([("V100", 1)] * 16, [(0, 100000, 1)] * 16, world=on, seed=1)
     for j in range(16):
         launch(sim, j, [j])
@@ -176,7 +177,7 @@ def test_fluctuation_changes_speeds_over_time_and_switches_off():
 
 def test_measured_speed_tracks_the_hidden_factor_without_revealing_it_exactly():
     on = WorldConfig(reference_gpu="V100").all_effects_off()
-    on = on.__class__(**{**on.__dict__, "static_factors": True, "fluctuation": True, "measurement_noise": 0.02})
+    on = replace(on, static_factors=True, fluctuation=True, measurement_noise=0.02)
     sim = sim_of([("V100", 1)] * 12, [(0, 50000, 1)] * 12, world=on, seed=2)
     assert np.all(np.isinf(sim.machines.measured_at))
     for j in range(12):

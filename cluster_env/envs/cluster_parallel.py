@@ -212,8 +212,6 @@ class ClusterParallelEnv(ParallelEnv):
         if done or truncated:
             infos = self._final_infos(infos)
             self.agents = []
-        if self.render_mode == "ansi":
-            pass  # rendering is on demand through render()
         return obs, rewards, terminations, truncations, infos
 
     # ------------------------------------------------------------------ helpers
