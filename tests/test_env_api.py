@@ -195,3 +195,25 @@ def test_truncation_at_max_steps_and_max_time():
     while env.agents:
         obs, rewards, terms, truncs, infos = env.step(first_allowed_actions(obs))
     assert all(truncs.values()) and not any(terms.values()) and env.sim.now >= 3600.0
+
+
+def test_injected_reward_function_sees_consistent_step_stats():
+    seen = []
+
+    def reward(stats):
+        seen.append(stats)
+        return -stats.fee
+
+    env = _make("philly-v0", reward=reward)
+    total, steps, infos = run_episode(env, first_allowed_actions, seed=2)
+    m = infos["orderer"]["metrics"]
+    assert len(seen) == steps
+    assert sum(s.dt for s in seen) == pytest.approx(env.sim.now)
+    assert sum(s.fee for s in seen) == pytest.approx(m["total_fee"])
+    assert sum(s.energy_kwh for s in seen) == pytest.approx(m["energy_kwh"])
+    assert sum(s.jobs_finished for s in seen) == m["jobs_finished"]
+    assert total == pytest.approx(-m["total_fee"])
+    cost = _make("philly-v0", reward="cost")
+    assert cost.reward_fn.__class__.__name__ == "CostAwareReward"
+    with pytest.raises(ValueError, match="unknown reward"):
+        _make("philly-v0", reward="nope")

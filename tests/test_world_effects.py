@@ -207,3 +207,13 @@ def test_world_config_rejects_bad_values():
     with pytest.raises(ValueError, match="contention_alpha"):
         WorldConfig(contention_alpha=-0.1).validate()
     assert math.isfinite(WorldConfig().quiet_fluctuation_interval)
+
+
+def test_speeds_are_measured_when_fluctuation_is_off():
+    on = replace(OFF, static_factors=True, measurement_noise=0.0)
+    sim = sim_of([("V100", 1)] * 4, [(0, 100, 1)] * 4 + [(50, 10, 1)], world=on, seed=4)
+    for j in range(4):
+        launch(sim, j, [j])
+    sim.advance()                                  # t=50: an arrival; 50 s observed
+    np.testing.assert_allclose(sim.machines.measured, sim.machines.static)
+    assert np.all(sim.machines.measured_at == 50)

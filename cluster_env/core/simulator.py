@@ -474,6 +474,8 @@ class ClusterSimulator:
         self._accrue(dt)
         self.now = t_next
         self.events += 1
+        if self.fluct is None:
+            self._measure()     # without fluctuation updates, measure at every event
         if self._n and self._next_finish <= self.now * (1 + _EPS) + _EPS:
             self._complete_due()
         self._arrive_until(self.now)
@@ -505,12 +507,15 @@ class ClusterSimulator:
 
     def _measure(self) -> None:
         """Measured machine speeds: a noisy moving average of each single-machine job's observed
-        progress relative to its nominal speed, attributed to its machine (at fluctuation updates)."""
+        progress relative to its nominal speed over the period that ends now, attributed to its
+        machine (at fluctuation updates, or at every event when fluctuation is off)."""
         dt = self.now - self._measure_time
         self._measure_time = self.now
         n = self._n
         if not n or dt <= 0:
             return
+        if self._dirty:
+            self._refresh_rates()
         ok = ~self._s_multi[:n] & (self._s_until[:n] <= self.now)
         if not ok.any():
             return

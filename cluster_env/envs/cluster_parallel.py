@@ -155,7 +155,7 @@ class ClusterParallelEnv(ParallelEnv):
         self.agents = list(AGENTS)
         self.phase = ORDER
         self.num_steps = 0
-        self._last = (0.0, 0.0, 0.0, 0)
+        self._last = (0.0, 0.0, 0.0, 0.0, 0)
         self._skip_idle_epochs()
         obs = self._observe()
         infos = {a: self._info() for a in self.agents}
@@ -267,11 +267,11 @@ class ClusterParallelEnv(ParallelEnv):
 
     def _reward(self) -> float:
         sim = self.sim
-        js0, fee0, en0, fin0 = self._last
-        stats = StepStats(dt=0.0, job_seconds=sim.job_seconds - js0, fee=sim.fee - fee0,
+        t0, js0, fee0, en0, fin0 = self._last
+        stats = StepStats(dt=sim.now - t0, job_seconds=sim.job_seconds - js0, fee=sim.fee - fee0,
                           energy_kwh=(sim.energy_joules - en0) / 3.6e6,
                           jobs_finished=sim.finished_count - fin0, num_jobs=sim.num_jobs)
-        self._last = (sim.job_seconds, sim.fee, sim.energy_joules, sim.finished_count)
+        self._last = (sim.now, sim.job_seconds, sim.fee, sim.energy_joules, sim.finished_count)
         return float(self.reward_fn(stats))
 
     def _finished(self) -> bool:
