@@ -217,3 +217,22 @@ def test_injected_reward_function_sees_consistent_step_stats():
     assert cost.reward_fn.__class__.__name__ == "CostAwareReward"
     with pytest.raises(ValueError, match="unknown reward"):
         _make("philly-v0", reward="nope")
+
+
+def test_place_phase_features_describe_the_job_being_placed():
+    from cluster_env.envs.observation import MACHINE_FEATURES, PLACING_FEATURES
+
+    env = _make("philly-v0")
+    obs, _ = env.reset(seed=0)
+    obs, *_ = env.step(first_allowed_actions(obs))        # start the oldest fitting job
+    o = obs["placer"]
+    sim = env.sim
+    j = sim.placing
+    assert o["global"][0] == 1 and o["placing"][PLACING_FEATURES.index("active")] == 1
+    assert 2 ** o["placing"][PLACING_FEATURES.index("gpus_log2")] == pytest.approx(sim.gpus[j])
+    col = MACHINE_FEATURES.index("job_speed")
+    np.testing.assert_allclose(o["machines"][:, col], sim.job_speed[j][sim.machine_type], rtol=1e-6)
+    usable = o["machines"][:, MACHINE_FEATURES.index("usable")]
+    np.testing.assert_array_equal(usable > 0, o["action_mask"][:-1] > 0)
+    free = o["machines"][:, MACHINE_FEATURES.index("free_gpus")] * 8
+    np.testing.assert_allclose(free, sim.machines.free)

@@ -34,9 +34,11 @@ future event exists. A forbidden action raises :class:`cluster_env.errors.Invali
 * ``jobs`` (K + R, 14): per candidate, ``observation.JOB_FEATURES`` (valid, running, gpus_log2,
   wait_log, attained_log, executed_log, job_type, tenant, restarts_log, duration_log,
   remaining_log, fits, comm_intensity, best_speed); durations are -1 unless clairvoyant.
-* ``machines`` (M, 10): ``observation.MACHINE_FEATURES`` (gpu_type, type_speed, gpus, free_gpus,
-  free_frac, jobs, measured_speed, measured_age_log, price, usable). The measured speed is a noisy
-  moving average of observed progress; true machine factors are never shown.
+* ``machines`` (M, 11): ``observation.MACHINE_FEATURES`` (gpu_type, type_speed, gpus, free_gpus,
+  free_frac, jobs, measured_speed, measured_age_log, price, usable, job_speed). The measured speed
+  is a noisy moving average of observed progress; true machine factors are never shown.
+  ``job_speed`` is the nominal speed of the job being placed on the machine's GPU type (Gavel's
+  table), what a heterogeneity-aware scheduler knows.
 * ``global`` (10,): ``observation.GLOBAL_FEATURES`` (phase, time_log, pending_log, running_log,
   free_gpu_frac, arrivals_left, finished_frac, pending_gpus_log, preemption, clairvoyant).
 * ``placing`` (9,): ``observation.PLACING_FEATURES`` of the job being placed (zeros in ORDER).

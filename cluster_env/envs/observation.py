@@ -44,6 +44,7 @@ MACHINE_FEATURES = (
     "measured_age_log", # log1p(seconds since the last measurement); -1 if never measured
     "price",            # price per GPU-hour in dollars / 10
     "usable",           # 1 if the job being placed may take a GPU here (PLACE phase)
+    "job_speed",        # nominal speed of the job being placed on this GPU type (public table; PLACE)
 )
 GLOBAL_FEATURES = (
     "phase",            # 0 ORDER, 1 PLACE
@@ -207,6 +208,7 @@ class ObservationBuilder:
             js = sim.jobs
             usable = sim.placeable_machines(j)
             machines[:, 9] = usable
+            machines[:, 10] = sim.job_speed[j][sim.machine_type]
             p[0] = 1.0
             p[1] = self._job_static[j, 2]
             p[2] = math.log2(1 + sim.placing_need)
