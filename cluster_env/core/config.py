@@ -12,7 +12,9 @@ from cluster_env.world.fluctuation import DEFAULT_FLUCTUATION, FluctuationParams
 from cluster_env.world.throughputs import DEFAULT_CONTENTION_ALPHA
 
 # Restart overhead after a preemption: the job reloads its checkpoint and warms up again.
-# Tiresias (NSDI'19, section 6) reports tens of seconds to checkpoint and resume a job; we take 30 s.
+# ASSUMPTION, "tens of seconds" (DESIGN section 2): restarting a training job costs checkpoint
+# reload, process start and warm-up; specialised runtimes bring it down to ~20 s (TrainMover,
+# 2024, on 1,024-GPU jobs), stock frameworks take longer. We take 30 s.
 DEFAULT_RESTART_OVERHEAD_S = 30.0
 
 # Scheduling tick when preemption is on: a decision epoch at least this often so that a
