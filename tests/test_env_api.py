@@ -98,7 +98,7 @@ def test_random_policy_finishes_every_scenario_and_reports_metrics(scenario):
     metrics = infos["orderer"]["metrics"]
     assert set(metrics) == set(cluster_env.METRIC_KEYS)
     assert metrics["jobs_finished"] == env.sim.num_jobs
-    assert metrics == env.unwrapped.metrics() if hasattr(env, "unwrapped") else True
+    assert metrics == env.unwrapped.metrics()
     assert 0 < metrics["gpu_utilization"] <= 1
     assert total < 0
 
@@ -141,6 +141,12 @@ def test_misuse_gets_clear_errors():
         cluster_env.parallel_env("nope-v0")
     with pytest.raises(ValueError, match="no split"):
         cluster_env.parallel_env("toy-v0", split="dev")
+    with pytest.raises(ValueError, match="time_scale"):
+        cluster_env.parallel_env("toy-v0", time_scale=-1)
+    with pytest.raises(ValueError, match="pending_window"):
+        cluster_env.parallel_env("toy-v0", pending_window=0)
+    with pytest.raises(ValueError, match="render_mode"):
+        cluster_env.parallel_env("toy-v0", render_mode="human")
 
 
 def test_make_by_versioned_id():

@@ -108,7 +108,10 @@ class ClusterParallelEnv(ParallelEnv):
         world.validate()
         sched.validate()
         if "time_scale" in other:
-            base = replace(base, time_scale=float(other["time_scale"]))
+            scale = float(other["time_scale"])
+            if not scale > 0 or not np.isfinite(scale):
+                raise ValueError(f"time_scale must be a positive number, got {other['time_scale']!r}")
+            base = replace(base, time_scale=scale)
         self.scenario = base
         self.split = split
         base.split_range(split, 1)  # validates the split name early
