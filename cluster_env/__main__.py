@@ -39,8 +39,9 @@ def main(argv: list[str] | None = None) -> dict:
         for name in cluster_env.list_scenarios():
             s = get_scenario(name)
             c = s.cluster()
-            print(f"{name:<12} {c.num_machines:>5} machines {c.total_gpus:>6} GPUs "
-                  f"({', '.join(f'{k}:{v}' for k, v in c.gpus_of_type().items())})  {s.description}")
+            print(f"{name:<14} {c.num_machines:>5} machines {c.total_gpus:>6} GPUs "
+                  f"({', '.join(f'{k}:{v}' for k, v in c.gpus_of_type().items())})\n"
+                  f"{'':<14} {s.description}; data: {s.data_summary}")
         return {}
     env = cluster_env.parallel_env(args.scenario, split=args.split)
     rng = np.random.default_rng(args.seed)

@@ -5,7 +5,7 @@ data each one comes from are documented in ``docs/world_model.md``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cluster_env.world.fluctuation import DEFAULT_FLUCTUATION, FluctuationParams
@@ -98,4 +98,4 @@ def split_overrides(overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str
     return world, sched, other
 
 
-__all__ = ["WorldConfig", "SchedulingConfig", "split_overrides", "field"]
+__all__ = ["WorldConfig", "SchedulingConfig", "split_overrides"]

@@ -130,7 +130,7 @@ class ClusterParallelEnv(ParallelEnv):
         self.possible_agents = list(AGENTS)
         self.agents: list[str] = []
         self.builder = ObservationBuilder(
-            {"machines": self.cluster.num_machines}, sched.pending_window, sched.running_window,
+            self.cluster.num_machines, sched.pending_window, sched.running_window,
             sched.preemption, sched.clairvoyant, self.cluster.gpu_type_names, world.reference_gpu)
         self.observation_spaces = self.builder.observation_spaces
         self.action_spaces = self.builder.action_spaces

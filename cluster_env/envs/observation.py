@@ -76,12 +76,12 @@ _LOG2 = np.log2
 class ObservationBuilder:
     """Builds both agents' observations; spaces are created once and cached."""
 
-    def __init__(self, sim_shape: dict, pending_window: int, running_window: int,
+    def __init__(self, num_machines: int, pending_window: int, running_window: int,
                  preemption: bool, clairvoyant: bool, gpu_type_names: tuple[str, ...],
                  reference_gpu: str) -> None:
         self.K = pending_window
         self.R = running_window if preemption else 0
-        self.M = sim_shape["machines"]
+        self.M = num_machines
         self.preemption, self.clairvoyant = preemption, clairvoyant
         self.n_orderer_actions = self.K + self.R + 1
         self.n_placer_actions = self.M + 1

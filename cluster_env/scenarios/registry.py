@@ -75,10 +75,6 @@ def _openb_pods():
     return openb_pods()
 
 
-def _toy_workload_by_split():
-    return toy_workload()
-
-
 _SCENARIOS: dict[str, Scenario] = {}
 
 
@@ -128,10 +124,10 @@ def _toy_scenario() -> Scenario:
     return Scenario(
         name="toy-v0",
         description="2 machines x 4 V100, 6 hand-made jobs a split, every effect off, durations visible",
-        cluster=toy_cluster, workload=_toy_workload_by_split, splits=splits, jobs_per_episode=None,
+        cluster=toy_cluster, workload=toy_workload, splits=splits, jobs_per_episode=None,
         world=WorldConfig(reference_gpu="V100").all_effects_off(),
         scheduling=SchedulingConfig(clairvoyant=True, pending_window=8, running_window=4),
-        data_summary="hand-made",
+        data_summary="18 hand-made jobs (cluster_env/scenarios/toy.py)",
     )
 
 
