@@ -17,7 +17,7 @@ def _run(*args: str) -> str:
 
 
 def test_replay_benchmark_smoke():
-    out = _run("--jobs", "1500", "--episodes", "1")
+    out = _run("--jobs", "1500", "--episodes", "1", "--repeat", "1")
     assert "full replay: 1,500 jobs" in out and "steps/s" in out and "philly-v0:" in out
 
 

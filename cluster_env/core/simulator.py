@@ -92,6 +92,7 @@ class ClusterSimulator:
         self.submit = workload.submit
         self.duration = workload.duration
         self.gpus = workload.gpus
+        self._gpus_list = workload.gpus.tolist()
         self.job_type = workload.job_type
         self.machine_type = cluster.machine_type
         self.machine_gpus = cluster.machine_gpus
@@ -247,6 +248,16 @@ class ClusterSimulator:
         if self.allowed is None:
             return self.gpus[jobs] <= self.free_total
         return self.gpus[jobs] <= self.usable_free(jobs)
+
+    def any_fits(self, window: int) -> bool:
+        """Whether any of the ``window`` oldest pending jobs fits now (cheap, no arrays)."""
+        head = self.pending[:window]
+        if not head:
+            return False
+        if self.allowed is None:
+            gpus = self._gpus_list
+            return min(gpus[j] for j in head) <= self.free_total
+        return bool(self.fits(np.array(head, dtype=np.int64)).any())
 
     def placeable_machines(self, job: int) -> np.ndarray:
         """(M,) bool: machines with a free GPU of a type the job may use."""
@@ -550,7 +561,7 @@ class ClusterSimulator:
             job = self.next_arrival
             self.jobs.status[job] = PENDING
             self.pending.append(job)
-            self.pending_gpus += int(self.gpus[job])
+            self.pending_gpus += self._gpus_list[job]
             self.next_arrival += 1
             self.arrived_count += 1
 

@@ -248,8 +248,7 @@ class ClusterParallelEnv(ParallelEnv):
         while not sim.done:
             if sim.num_running and self.builder.R:
                 return
-            pending = sim.pending[: self.builder.K]
-            if pending and sim.fits(np.array(pending, dtype=np.int64)).any():
+            if sim.any_fits(self.builder.K):
                 return
             if not sim.has_future_event():
                 return

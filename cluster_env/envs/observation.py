@@ -152,7 +152,8 @@ class ObservationBuilder:
         if n == 0:
             return
         sim, js = self.sim, self.sim.jobs
-        rows = self._job_static[ids]
+        rows = out[:n]
+        rows[:] = self._job_static[ids]
         rows[:, 3] = np.log1p(sim.now - sim.submit[ids])
         if running or sim.preemption:
             rows[:, 4] = np.log1p(js.attained[ids])
@@ -164,7 +165,6 @@ class ObservationBuilder:
             rows[:, 11] = sim.fits(ids)
         if self.clairvoyant:
             rows[:, 10] = np.log1p((sim.duration[ids] - js.progress[ids]) / self._best_speed[ids])
-        out[:n] = rows
 
     def build(self, placing_phase: bool, pending: np.ndarray, running: np.ndarray
               ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
