@@ -242,3 +242,13 @@ def test_place_phase_features_describe_the_job_being_placed():
     np.testing.assert_array_equal(usable > 0, o["action_mask"][:-1] > 0)
     free = o["machines"][:, MACHINE_FEATURES.index("free_gpus")] * 8
     np.testing.assert_allclose(free, sim.machines.free)
+
+
+def test_cluster_env_imports_neither_torch_nor_scipy():
+    import subprocess
+    import sys
+
+    code = ("import sys, cluster_env; env = cluster_env.parallel_env('toy-v0'); env.reset(seed=0); "
+            "bad = [m for m in ('torch', 'scipy', 'pandas') if m in sys.modules]; print(bad); sys.exit(bool(bad))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
