@@ -113,7 +113,8 @@ class ClusterSimulator:
         # Which GPU types each job may use (None: all).
         self.allowed = self._allowed_matrix(workload, cluster)                       # (N, T) bool or None
         usable_speed = self.job_speed if self.allowed is None else np.where(self.allowed, self.job_speed, 0.0)
-        self.ideal_runtime = self.duration / usable_speed.max(axis=1)                # (N,)
+        self.best_speed = usable_speed.max(axis=1)                                   # (N,) fastest allowed type
+        self.ideal_runtime = self.duration / self.best_speed                         # (N,)
 
         specs = [gpu_spec(name) for name in cluster.gpu_type_names]
         self.price = np.array([s.price_per_gpu_hour for s in specs])                 # (T,) $/GPU-hour

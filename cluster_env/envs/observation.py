@@ -118,8 +118,7 @@ class ObservationBuilder:
         static[:, 8] = self._prices[sim.machine_type] / 10.0
         self._machine_static = static
         self._gpus_inv = 1.0 / sim.machine_gpus
-        usable = sim.job_speed if sim.allowed is None else np.where(sim.allowed, sim.job_speed, 0.0)
-        self._best_speed = usable.max(axis=1)                             # (N,)
+        self._best_speed = sim.best_speed                                 # (N,)
         # Per-job features that never change within an episode, one row per job.
         n = sim.num_jobs
         rows = np.zeros((n, len(JOB_FEATURES)), dtype=np.float32)

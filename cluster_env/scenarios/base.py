@@ -7,7 +7,7 @@ split), its submit times scaled by ``time_scale`` and rebased to start at 0.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Optional
 
 import numpy as np
@@ -63,6 +63,4 @@ class Scenario:
 
 
 def _scale_time(workload: Workload, scale: float) -> Workload:
-    from dataclasses import replace
-
     return replace(workload, submit=workload.submit * scale)
