@@ -164,7 +164,7 @@ class ClusterParallelEnv(ParallelEnv):
         self._skip_idle_epochs()
         obs = self._observe()
         infos = {a: self._info() for a in self.agents}
-        if self._finished():
+        if self.sim.done:
             infos = self._final_infos(infos)
         return obs, infos
 
@@ -205,7 +205,7 @@ class ClusterParallelEnv(ParallelEnv):
         self.num_steps += 1
 
         reward = self._reward()
-        done = self._finished()
+        done = self.sim.done
         truncated = not done and (
             (self.sched.max_steps is not None and self.num_steps >= self.sched.max_steps)
             or (self.sched.max_time is not None and sim.now >= self.sched.max_time))
@@ -262,8 +262,6 @@ class ClusterParallelEnv(ParallelEnv):
             pending, running = self.builder.candidates()
             self._cand_pending, self._cand_running = pending, running
         feats, self._order_mask, self._place_mask = self.builder.build(placing, pending, running)
-        if not self.agents:
-            return {}
         return {
             "orderer": {**feats, "action_mask": self._order_mask},
             "placer": {**feats, "action_mask": self._place_mask},
@@ -277,9 +275,6 @@ class ClusterParallelEnv(ParallelEnv):
                           jobs_finished=sim.finished_count - fin0, num_jobs=sim.num_jobs)
         self._last = (sim.now, sim.job_seconds, sim.fee, sim.energy_joules, sim.finished_count)
         return float(self.reward_fn(stats))
-
-    def _finished(self) -> bool:
-        return self.sim.done
 
     def _info(self, invalid: bool = False) -> dict:
         info = {"phase": "place" if self.phase == PLACE else "order", "time": self.sim.now}
