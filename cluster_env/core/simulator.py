@@ -168,6 +168,9 @@ class ClusterSimulator:
         self.free_per_type = self.gpus_per_type.copy()                         # (T,)
         self.held_per_type = np.zeros(t, dtype=np.int64)                       # (T,)
         self.placing: int = -1                        # job being placed, -1 if none
+        # Opt-in record of (time, job, [(machine, gpus)]) at launch and (time, job, None) at
+        # release, for timelines; None keeps the hot path free of it.
+        self.allocation_log: list | None = None
         self.placing_need: int = 0                    # GPUs it still needs
 
         self.next_arrival = 0
@@ -323,6 +326,8 @@ class ClusterSimulator:
     def _launch(self, job: int) -> None:
         js = self.jobs
         alloc = self.alloc[job]
+        if self.allocation_log is not None:
+            self.allocation_log.append((self.now, job, list(alloc)))
         machines = [m for m, _ in alloc]
         for m, g in alloc:
             self.machine_jobs[m][job] = g
@@ -374,6 +379,8 @@ class ClusterSimulator:
         """Free a running job's GPUs and fold its slot back into the per-job arrays."""
         k = self._slot.pop(job)
         js = self.jobs
+        if self.allocation_log is not None:
+            self.allocation_log.append((self.now, job, None))
         started = max(self._s_until[k], self._s_t0[k])
         js.progress[job] = self.duration[job] - self._s_left[k]
         self._exec_before[job] += max(self.now - started, 0.0)

@@ -43,6 +43,10 @@ future event exists. A forbidden action raises :class:`cluster_env.errors.Invali
   free_gpu_frac, arrivals_left, finished_frac, pending_gpus_log, preemption, clairvoyant).
 * ``placing`` (9,): ``observation.PLACING_FEATURES`` of the job being placed (zeros in ORDER).
 
+**Infos**: ``phase`` ("order"/"place"), ``time`` (simulated seconds), ``job_ids`` ((K + R,) int64:
+the job id of each row of ``jobs``, -1 for empty rows), ``placing_job`` (the job being placed, -1
+in ORDER). Job ids are what a real scheduler knows; they let a policy keep per-job state.
+
 **Metrics** (``infos[agent]["metrics"]`` on the final step and ``env.unwrapped.metrics()``):
 ``cluster_env.core.metrics.METRIC_KEYS``.
 
@@ -262,6 +266,11 @@ class ClusterParallelEnv(ParallelEnv):
             pending, running = self.builder.candidates()
             self._cand_pending, self._cand_running = pending, running
         feats, self._order_mask, self._place_mask = self.builder.build(placing, pending, running)
+        if not placing:
+            ids = np.full(self.builder.K + self.builder.R, -1, dtype=np.int64)
+            ids[: len(pending)] = pending
+            ids[self.builder.K: self.builder.K + len(running)] = running
+            self._job_ids = ids
         return {
             "orderer": {**feats, "action_mask": self._order_mask},
             "placer": {**feats, "action_mask": self._place_mask},
@@ -277,7 +286,8 @@ class ClusterParallelEnv(ParallelEnv):
         return float(self.reward_fn(stats))
 
     def _info(self, invalid: bool = False) -> dict:
-        info = {"phase": "place" if self.phase == PLACE else "order", "time": self.sim.now}
+        info = {"phase": "place" if self.phase == PLACE else "order", "time": self.sim.now,
+                "job_ids": self._job_ids, "placing_job": self.sim.placing}
         if invalid:
             info["invalid_action"] = True
         return info
