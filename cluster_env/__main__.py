@@ -13,6 +13,7 @@ import numpy as np
 
 import cluster_env
 from cluster_env.scenarios import get_scenario
+from cluster_env.scenarios.base import scenario_summary
 
 
 def _first_fit(obs: dict, rng: np.random.Generator) -> dict:
@@ -37,11 +38,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
     if args.list:
         for name in cluster_env.list_scenarios():
-            s = get_scenario(name)
-            c = s.cluster()
-            print(f"{name:<14} {c.num_machines:>5} machines {c.total_gpus:>6} GPUs "
-                  f"({', '.join(f'{k}:{v}' for k, v in c.gpus_of_type().items())})\n"
-                  f"{'':<14} {s.description}; data: {s.data_summary}")
+            print(scenario_summary(get_scenario(name)))
         return {}
     env = cluster_env.parallel_env(args.scenario, split=args.split)
     rng = np.random.default_rng(args.seed)

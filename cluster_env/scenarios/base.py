@@ -64,3 +64,13 @@ class Scenario:
 
 def _scale_time(workload: Workload, scale: float) -> Workload:
     return replace(workload, submit=workload.submit * scale)
+
+
+def scenario_summary(scenario: Scenario) -> str:
+    """Two lines for scenario tables: the cluster's machines and GPU mix, the workload and data."""
+    c = scenario.cluster()
+    mix = ", ".join(f"{k}:{v}" for k, v in c.gpus_of_type().items())
+    episode = (f"episodes of {scenario.jobs_per_episode} jobs" if scenario.jobs_per_episode
+               else "each split one episode")
+    return (f"{scenario.name:<14} {c.num_machines:>5} machines {c.total_gpus:>6} GPUs ({mix}); {episode}\n"
+            f"{'':<14} {scenario.description}; data: {scenario.data_summary}")

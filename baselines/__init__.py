@@ -1,0 +1,23 @@
+"""Scheduling baselines for ``cluster_env`` and the harness that scores any policy.
+
+Quick start::
+
+    import baselines
+    records = baselines.evaluate("tiresias", "philly-v0", split="test", seeds=range(5))
+    policy = baselines.make_policy("sjf+fastest")   # any ORDERER+PLACER
+
+A policy is any object with ``act(observations, infos)`` and ``reset(seed)``; baselines act only
+through the environment's observations, masks and infos, exactly as an RL agent does.
+"""
+from baselines.harness import evaluate, register_policy_resolver, resolve_policy, run_episode
+from baselines.orderers import FIFO, SJF, ClairvoyanceRequired, RandomOrderer, Tiresias
+from baselines.placers import BestFit, FastestFirst, FirstFit, RandomPlacer, Spread
+from baselines.policy import ComposedPolicy, Orderer, Placer, Policy
+from baselines.registry import BASELINE_NAMES, ORDERERS, PLACERS, make_policy, policy_names
+
+__all__ = [
+    "BASELINE_NAMES", "BestFit", "ClairvoyanceRequired", "ComposedPolicy", "FIFO", "FastestFirst", "FirstFit",
+    "ORDERERS", "Orderer", "PLACERS", "Placer", "Policy", "RandomOrderer", "RandomPlacer", "SJF", "Spread",
+    "Tiresias", "evaluate", "make_policy", "policy_names", "register_policy_resolver", "resolve_policy",
+    "run_episode",
+]

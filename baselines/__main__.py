@@ -1,0 +1,6 @@
+"""``python -m baselines`` is ``cluster-bench``."""
+import sys
+
+from baselines.cli import main
+
+sys.exit(main())

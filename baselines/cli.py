@@ -1,0 +1,230 @@
+"""``cluster-bench``: score policies on scenarios, list scenarios, check regression scores.
+
+Subcommands::
+
+    cluster-bench run       [--scenario philly-v0] [--split test] [--policies random,fifo,sjf,tiresias]
+                            [--seeds 0-4] [--out DIR] [--backend auto|serial|process|ray] [--workers N]
+    cluster-bench scenarios
+    cluster-bench scores    --check | --update [--scenarios ...] [--file PATH] [--policies ...] [--seeds ...]
+
+A bare ``cluster-bench run`` scores the named baselines (and the dual agent when a pretrained
+checkpoint exists for the scenario) on ``philly-v0``'s test split over five seeds, prints the
+table, and writes ``results.csv``, ``results.json`` and PNG plots to ``cluster-bench-results/``.
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Optional, Sequence
+
+from baselines.registry import BASELINE_NAMES
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"0-4"`` -> [0, 1, 2, 3, 4]; ``"0,3,7"`` -> [0, 3, 7]; ``"5"`` -> [5]."""
+    seeds: list[int] = []
+    try:
+        for part in text.split(","):
+            part = part.strip()
+            if "-" in part[1:]:
+                lo, hi = part.split("-", 1) if not part.startswith("-") else (part, part)
+                seeds.extend(range(int(lo), int(hi) + 1))
+            elif part:
+                seeds.append(int(part))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seeds must look like 0-4 or 0,3,7; got {text!r}") from None
+    if not seeds:
+        raise argparse.ArgumentTypeError(f"no seeds in {text!r}")
+    return seeds
+
+
+def parse_env_overrides(items: Sequence[str]) -> dict:
+    """``["preemption=True", "jobs_per_episode=200"]`` -> a dict of Python literals."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise argparse.ArgumentTypeError(f"--env takes KEY=VALUE, got {item!r}")
+        try:
+            out[key.strip()] = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            out[key.strip()] = value.strip()
+    return out
+
+
+def default_policies(scenario: str) -> list[str]:
+    """The named baselines, plus the dual agent when a checkpoint for ``scenario`` ships."""
+    names = list(BASELINE_NAMES)
+    try:
+        from dual_agent import has_pretrained  # type: ignore[attr-defined]
+
+        if has_pretrained(scenario):
+            names.append("dual")
+    except ImportError:
+        pass
+    return names
+
+
+def _split_names(text: str) -> list[str]:
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+# ---------------------------------------------------------------------------- run
+def cmd_run(args: argparse.Namespace) -> int:
+    import cluster_env
+    from baselines.harness.plots import plot_jct_cdf, plot_timeline, plot_utilization
+    from baselines.harness.report import format_table, write_csv, write_json
+    from baselines.harness.sweep import make_tasks, resolve_policy, run_tasks
+
+    if args.scenario not in cluster_env.list_scenarios():
+        print(f"unknown scenario {args.scenario!r}; scenarios: {cluster_env.list_scenarios()}", file=sys.stderr)
+        return 2
+    policies = _split_names(args.policies) if args.policies else default_policies(args.scenario)
+    for name in policies:                      # fail fast, before any worker starts
+        resolve_policy(name)
+    env_kwargs = parse_env_overrides(args.env)
+    out = Path(args.out)
+    tasks = make_tasks(policies, [args.scenario], args.split, args.seeds, env_kwargs,
+                       record_seeds=args.seeds if not args.no_plots else ())
+    print(f"cluster-bench run: {len(policies)} policies x {len(args.seeds)} seeds on {args.scenario}/{args.split}"
+          f" ({args.backend} backend)", flush=True)
+    t0 = time.perf_counter()
+    results = run_tasks(tasks, backend=args.backend, workers=args.workers, progress=not args.quiet,
+                        ray_address=args.ray_address)
+    wall = time.perf_counter() - t0
+    records = [r.record for r in results]
+    print(format_table(records))
+    files = [write_csv(records, out / "results.csv"),
+             write_json(records, out / "results.json", scenario=args.scenario, split=args.split,
+                        seeds=args.seeds, policies=policies, env_kwargs=env_kwargs,
+                        version=cluster_env.__version__)]
+    if not args.no_plots:
+        title = f"{args.scenario} / {args.split}"
+        files.append(plot_jct_cdf(results, out / "jct_cdf.png", title=f"JCT CDF, {title}"))
+        files.append(plot_utilization(results, out / "utilization.png", title=f"utilisation and queue, {title}"))
+        first = args.seeds[0]
+        for r in results:
+            if r.record["seed"] == first and r.allocations is not None:
+                safe = r.record["policy"].replace("+", "_").replace("/", "_")
+                files.append(plot_timeline(r, out / f"timeline_{safe}.png"))
+    print(f"\n{len(records)} episodes in {wall:.1f} s; wrote:")
+    for f in files:
+        print(f"  {f}")
+    return 0
+
+
+# ---------------------------------------------------------------------------- scenarios
+def cmd_scenarios(args: argparse.Namespace) -> int:
+    import cluster_env
+    from cluster_env.scenarios.base import scenario_summary
+
+    for name in cluster_env.list_scenarios():
+        print(scenario_summary(cluster_env.get_scenario(name)))
+    return 0
+
+
+# ---------------------------------------------------------------------------- scores
+def cmd_scores(args: argparse.Namespace) -> int:
+    from baselines.harness.scores import (check_scores, format_drifts, packaged_scenarios, packaged_scores_file,
+                                          update_scores)
+
+    if args.check == args.update:
+        print("cluster-bench scores: give exactly one of --check or --update", file=sys.stderr)
+        return 2
+    scenarios = _split_names(args.scenarios) if args.scenarios else None
+    if args.file:
+        targets = [(Path(args.file), scenarios)]
+    else:
+        names = scenarios or (packaged_scenarios() if args.check else _ci_scenarios())
+        targets = [(packaged_scores_file(s), [s]) for s in names]
+    if args.update:
+        for path, names in targets:
+            if not names:
+                print("--update with --file needs --scenarios", file=sys.stderr)
+                return 2
+            policies = _split_names(args.policies) if args.policies else None
+            for scenario in names:
+                chosen = policies or default_policies(scenario)
+                update_scores(path, [scenario] if not args.file else names, chosen, args.seeds,
+                              backend=args.backend, workers=args.workers, progress=not args.quiet)
+                print(f"wrote {path} ({', '.join(chosen)}; seeds {args.seeds})")
+                if args.file:
+                    break
+        return 0
+    failed = 0
+    for path, names in targets:
+        t0 = time.perf_counter()
+        drifts = check_scores(path, names, backend=args.backend, workers=args.workers, progress=not args.quiet)
+        took = time.perf_counter() - t0
+        if drifts:
+            failed += len(drifts)
+            print(f"FAIL {path}: {len(drifts)} metric(s) moved beyond the tolerance ({took:.1f} s)")
+            print(format_drifts(drifts))
+        else:
+            print(f"ok   {path} ({took:.1f} s)")
+    if failed:
+        print("\nIf the change is intended, rewrite the scores with `cluster-bench scores --update` "
+              "and commit them with the change that moved them.")
+    return 1 if failed else 0
+
+
+def _ci_scenarios() -> list[str]:
+    import cluster_env
+
+    return cluster_env.list_scenarios()
+
+
+# ---------------------------------------------------------------------------- main
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cluster-bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--backend", default="auto", choices=["auto", "serial", "process", "ray"],
+                       help="where episodes run (default: local processes when it pays)")
+        p.add_argument("--workers", type=int, default=None, help="parallel workers (default: CPU cores)")
+        p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    run = sub.add_parser("run", help="score policies on a scenario (the main job)")
+    run.add_argument("--scenario", default="philly-v0")
+    run.add_argument("--split", default="test", choices=["train", "validation", "test"])
+    run.add_argument("--policies", default=None,
+                     help="comma-separated names (named baselines, ORDERER+PLACER, dual); "
+                          f"default: {','.join(BASELINE_NAMES)} (+dual when a checkpoint exists)")
+    run.add_argument("--seeds", type=parse_seeds, default=parse_seeds("0-4"), help="e.g. 0-4 or 0,3,7")
+    run.add_argument("--out", default="cluster-bench-results", help="output folder")
+    run.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                     help="environment override, repeatable (e.g. --env fluctuation=False)")
+    run.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    run.add_argument("--ray-address", default=None, help="join this Ray cluster (with --backend ray)")
+    common(run)
+    run.set_defaults(func=cmd_run)
+
+    scen = sub.add_parser("scenarios", help="list the scenarios with their cluster and workload")
+    scen.set_defaults(func=cmd_scenarios)
+
+    scores = sub.add_parser("scores", help="check or update the regression scores")
+    scores.add_argument("--check", action="store_true", help="recompute and compare (exit 1 on drift)")
+    scores.add_argument("--update", action="store_true", help="recompute and rewrite on purpose")
+    scores.add_argument("--scenarios", default=None, help="comma-separated (default: all with scores)")
+    scores.add_argument("--file", default=None, help="your own scores file instead of the packaged ones")
+    scores.add_argument("--policies", default=None, help="with --update: comma-separated policy names")
+    scores.add_argument("--seeds", type=parse_seeds, default=parse_seeds("0-2"), help="with --update")
+    common(scores)
+    scores.set_defaults(func=cmd_scores)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""Regression scores: checked-in test-split metrics of policies, recomputed and compared.
+
+A scores file (JSON) holds, for each scenario, each policy and each seed, every metric of one
+deterministic episode::
+
+    {"format": 1, "split": "test", "seeds": [0, 1, 2],
+     "env_kwargs": {}, "rel_tol": 1e-06, "abs_tol": 1e-06,
+     "scores": {"philly-v0": {"fifo": {"0": {"avg_jct": ..., ...}, ...}, ...}}}
+
+``check_scores`` reruns every entry and lists what moved beyond the tolerance; ``update_scores``
+rewrites a file on purpose. The package keeps one file per scenario under ``baselines/scores``;
+researchers can keep their own file for their own policies (``cluster-bench scores --file``).
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from cluster_env.core.metrics import METRIC_KEYS
+
+from baselines.harness.sweep import make_tasks, run_tasks
+
+SCORES_DIR = Path(__file__).resolve().parent.parent / "scores"
+FORMAT = 1
+DEFAULT_REL_TOL = 1e-6
+DEFAULT_ABS_TOL = 1e-6
+
+
+def packaged_scores_file(scenario: str) -> Path:
+    """The checked-in scores file of a scenario."""
+    return SCORES_DIR / f"{scenario}.json"
+
+
+def packaged_scenarios() -> list[str]:
+    """Scenarios that have checked-in scores."""
+    return sorted(p.stem for p in SCORES_DIR.glob("*.json"))
+
+
+@dataclass
+class Drift:
+    """One metric that moved beyond the tolerance (or an entry that could not be compared)."""
+
+    scenario: str
+    policy: str
+    seed: int
+    metric: str
+    expected: float
+    got: float
+
+    @property
+    def relative(self) -> float:
+        if self.expected == 0 or math.isnan(self.expected) or math.isnan(self.got):
+            return math.inf
+        return abs(self.got - self.expected) / abs(self.expected)
+
+
+def load_scores(path: "str | Path") -> dict[str, Any]:
+    """Read and validate a scores file; errors name the file and what is wrong."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such scores file (create it with `cluster-bench scores --update`)") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ValueError(f"{path}: not a scores file of format {FORMAT} (field 'format')")
+    for key in ("split", "seeds", "scores"):
+        if key not in data:
+            raise ValueError(f"{path}: missing field {key!r}")
+    return data
+
+
+def compute_scores(scenarios: Sequence[str], policies: Sequence[str], seeds: Sequence[int], split: str = "test",
+                   env_kwargs: Optional[dict] = None, backend: str = "auto", workers: Optional[int] = None,
+                   progress: bool = False) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
+    """Run every (scenario, policy, seed) and return ``scores[scenario][policy][seed][metric]``."""
+    tasks = make_tasks(list(policies), list(scenarios), split, list(seeds), env_kwargs)
+    results = run_tasks(tasks, backend=backend, workers=workers, progress=progress)
+    scores: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+    for task, result in zip(tasks, results):
+        policy = task.policy if isinstance(task.policy, str) else result.record["policy"]
+        entry = {k: float(result.record[k]) for k in METRIC_KEYS}
+        scores.setdefault(task.scenario, {}).setdefault(policy, {})[str(task.seed)] = entry
+    return scores
+
+
+def update_scores(path: "str | Path", scenarios: Sequence[str], policies: Sequence[str], seeds: Sequence[int],
+                  split: str = "test", env_kwargs: Optional[dict] = None, backend: str = "auto",
+                  workers: Optional[int] = None, progress: bool = False) -> Path:
+    """Recompute and write a scores file (replacing the given scenarios' entries)."""
+    path = Path(path)
+    scores = compute_scores(scenarios, policies, seeds, split, env_kwargs, backend, workers, progress)
+    payload = {"format": FORMAT, "split": split, "seeds": [int(s) for s in seeds],
+               "env_kwargs": dict(env_kwargs or {}), "rel_tol": DEFAULT_REL_TOL, "abs_tol": DEFAULT_ABS_TOL,
+               "scores": scores}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n")
+    return path
+
+
+def check_scores(path: "str | Path", scenarios: Optional[Sequence[str]] = None, backend: str = "auto",
+                 workers: Optional[int] = None, progress: bool = False) -> list[Drift]:
+    """Recompute every entry of a scores file; return the metrics that moved beyond its tolerance."""
+    data = load_scores(path)
+    rel_tol = float(data.get("rel_tol", DEFAULT_REL_TOL))
+    abs_tol = float(data.get("abs_tol", DEFAULT_ABS_TOL))
+    stored = data["scores"]
+    wanted = list(stored) if scenarios is None else [s for s in scenarios if s in stored]
+    drifts: list[Drift] = []
+    seeds = [int(s) for s in data["seeds"]]
+    for scenario in wanted:
+        policies = sorted(stored[scenario])
+        got = compute_scores([scenario], policies, seeds, data["split"], data.get("env_kwargs"),
+                             backend, workers, progress)[scenario]
+        for policy in policies:
+            for seed in seeds:
+                expected = stored[scenario][policy].get(str(seed))
+                if expected is None:
+                    drifts.append(Drift(scenario, policy, seed, "<missing entry>", math.nan, math.nan))
+                    continue
+                for metric, value in expected.items():
+                    new = got[policy][str(seed)].get(metric, math.nan)
+                    same = (math.isnan(value) and math.isnan(new)) or math.isclose(
+                        new, value, rel_tol=rel_tol, abs_tol=abs_tol)
+                    if not same:
+                        drifts.append(Drift(scenario, policy, seed, metric, value, new))
+    return drifts
+
+
+def format_drifts(drifts: Sequence[Drift]) -> str:
+    """A table of what moved."""
+    header = f"{'scenario':<14} {'policy':<22} {'seed':>4}  {'metric':<16} {'expected':>16} {'got':>16} {'rel. diff':>10}"
+    lines = [header, "-" * len(header)]
+    for d in drifts:
+        lines.append(f"{d.scenario:<14} {d.policy:<22} {d.seed:>4}  {d.metric:<16} {d.expected:>16.6g} "
+                     f"{d.got:>16.6g} {d.relative:>10.2e}")
+    return "\n".join(lines)

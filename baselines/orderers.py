@@ -1,0 +1,258 @@
+"""Orderers: which job next (the ORDER phase), read from the observation and its mask only.
+
+Action layout (see the environment's card): the index of a row of ``jobs`` acts on that row's job
+(a pending row starts it, a running row preempts it, with ``preemption=True``) and the last index
+is ``advance``. A row is pending when ``valid == 1`` and ``running == 0``; the mask allows it only
+when the job fits the free GPUs. Pending rows are oldest first, so the lowest row is the oldest.
+"""
+from __future__ import annotations
+
+import bisect
+from typing import Sequence
+
+import numpy as np
+
+from baselines.obs import J, clairvoyant, from_log, job_gpus, machine_free_gpus
+from baselines.policy import Orderer
+
+
+class ClairvoyanceRequired(RuntimeError):
+    """Raised when a policy that needs job durations meets an environment that hides them."""
+
+
+def pending_rows(obs: dict) -> np.ndarray:
+    """Row indices of the pending candidates (oldest first)."""
+    jobs = obs["jobs"]
+    return np.flatnonzero((jobs[:, J["valid"]] > 0.5) & (jobs[:, J["running"]] < 0.5))
+
+
+def running_rows(obs: dict) -> np.ndarray:
+    """Row indices of the running (preemption) candidates."""
+    return np.flatnonzero(obs["jobs"][:, J["running"]] > 0.5)
+
+
+def _advance(obs: dict) -> int:
+    mask = obs["action_mask"]
+    last = len(mask) - 1
+    if mask[last]:
+        return last
+    # Only reachable when nothing else is allowed either (the terminal observation allows advance).
+    return int(np.flatnonzero(mask)[0])
+
+
+class FIFO(Orderer):
+    """First in, first out.
+
+    Args:
+        strict: if True only the oldest pending job may start, and while it does not fit the
+            clock advances (head-of-line blocking, the Tiresias simulator's ``fifo``). By default
+            the oldest job that fits starts (backfilling; the simulator's ``fjf``).
+    """
+
+    name = "fifo"
+
+    def __init__(self, strict: bool = False) -> None:
+        self.strict = strict
+        if strict:
+            self.name = "fifo-strict"
+
+    def order(self, obs: dict, info: dict) -> int:
+        mask = obs["action_mask"]
+        rows = pending_rows(obs)
+        if self.strict:
+            return int(rows[0]) if len(rows) and mask[rows[0]] else _advance(obs)
+        fitting = rows[mask[rows] > 0]
+        return int(fitting[0]) if len(fitting) else _advance(obs)
+
+
+class SJF(Orderer):
+    """Shortest job first: the fitting pending job with the least remaining time.
+
+    Needs the durations (``clairvoyant=True``, which the harness sets from ``env_overrides``).
+    With ``noise > 0`` it ranks by a noisy estimate, remaining time x exp(N(0, noise^2)), drawn
+    once per job from the policy's seeded generator (an imperfect runtime predictor).
+
+    Args:
+        noise: standard deviation of the log-normal estimation error (0: exact durations).
+    """
+
+    env_overrides = {"clairvoyant": True}
+
+    def __init__(self, noise: float = 0.0) -> None:
+        if not noise >= 0:
+            raise ValueError(f"noise must be >= 0, got {noise!r}")
+        self.noise = float(noise)
+        self.name = "sjf" if noise == 0 else f"sjf-noisy{noise:g}"
+
+    def reset(self, rng: np.random.Generator) -> None:
+        super().reset(rng)
+        self._error: dict[int, float] = {}
+
+    def order(self, obs: dict, info: dict) -> int:
+        if not clairvoyant(obs):
+            raise ClairvoyanceRequired(
+                "SJF needs job durations but this environment hides them: create it with "
+                "clairvoyant=True (baselines.evaluate does so from the policy's env_overrides)")
+        mask = obs["action_mask"]
+        rows = pending_rows(obs)
+        fitting = rows[mask[rows] > 0]
+        if not len(fitting):
+            return _advance(obs)
+        remaining = from_log(obs["jobs"][fitting, J["remaining_log"]])
+        if self.noise:
+            ids = info["job_ids"][fitting]
+            remaining = remaining * np.array([self._estimate_error(int(j)) for j in ids])
+        # Stable: ties go to the oldest job.
+        return int(fitting[np.argsort(remaining, kind="stable")[0]])
+
+    def _estimate_error(self, job: int) -> float:
+        if job not in self._error:
+            self._error[job] = float(np.exp(self.rng.normal(0.0, self.noise)))
+        return self._error[job]
+
+
+# Tiresias defaults, from the Tiresias simulator (SymbioticLab/Tiresias, simulator/jobs.py and
+# run_sim.py): three queues with limits [3250, 7200, 18000] on attained GPU-seconds in the
+# "dlas-gpu" scheme (only the first num_queue - 1 limits are used), FIFO within a queue, and
+# promotion of a waiting job to the first queue once its time pending since it last ran reaches
+# `solve_starvation` x its executed time (its sim_runs.sh sweeps 0.5 to 100).
+TIRESIAS_QUEUE_LIMITS = (3250.0, 7200.0)
+TIRESIAS_STARVATION_KNOB = 8.0
+
+
+class Tiresias(Orderer):
+    """Tiresias-style discretised two-dimensional least-attained-service (2D-LAS).
+
+    A job's priority is its queue: the number of queue limits its attained service (GPUs x
+    seconds executed, counted since its last promotion) has reached; lower is better, and within a
+    queue the older job goes first. Each decision epoch it computes, greedily in priority order
+    over the visible candidates, the set of jobs that should run within the GPUs they can share
+    (free GPUs plus those of the visible running candidates). Then, in this order:
+
+    1. start the highest-priority pending job of that set that fits now;
+    2. else preempt the lowest-priority running job outside the set when a job of the set is
+       waiting and preempting can make room (needs ``preemption=True``; the environment charges
+       the restart overhead when the job runs again);
+    3. else backfill: start the highest-priority pending job that fits;
+    4. else advance.
+
+    A job started at an instant is not preempted at that instant and a job preempted is not
+    restarted at the same instant, so one epoch never loops. A pending job that ran before is
+    promoted to the first queue when its time pending since its last run reaches ``starvation``
+    x its executed time (0 turns promotion off).
+
+    Args:
+        queue_limits: attained-service limits in GPU-seconds between consecutive queues.
+        starvation: the promotion knob (Tiresias' ``solve_starvation``).
+    """
+
+    name = "tiresias"
+    env_overrides = {"preemption": True}
+
+    def __init__(self, queue_limits: Sequence[float] = TIRESIAS_QUEUE_LIMITS,
+                 starvation: float = TIRESIAS_STARVATION_KNOB) -> None:
+        limits = [float(x) for x in queue_limits]
+        if any(b <= a for a, b in zip(limits, limits[1:])) or any(x <= 0 for x in limits):
+            raise ValueError(f"queue_limits must be positive and increasing, got {queue_limits!r}")
+        if not starvation >= 0:
+            raise ValueError(f"starvation must be >= 0, got {starvation!r}")
+        self.queue_limits = limits
+        self.starvation = float(starvation)
+
+    def reset(self, rng: np.random.Generator) -> None:
+        super().reset(rng)
+        self._offset: dict[int, tuple[float, float]] = {}   # job -> (attained, executed) at promotion
+        self._stopped_at: dict[int, float] = {}              # job -> time this policy preempted it
+        self._now = -1.0
+        self._started_now: set[int] = set()
+        self._preempted_now: set[int] = set()
+        self.promotions = 0
+
+    # ---------------------------------------------------------------- priorities
+    def queue_of(self, attained: float) -> int:
+        """Queue index for an attained service in GPU-seconds (0 = highest priority)."""
+        return bisect.bisect_right(self.queue_limits, attained)
+
+    def priorities(self, obs: dict, info: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(rows, queue, job id) of every visible candidate, promotions applied."""
+        jobs = obs["jobs"]
+        rows = np.flatnonzero(jobs[:, J["valid"]] > 0.5)
+        ids = np.asarray(info["job_ids"])[rows]
+        attained = from_log(jobs[rows, J["attained_log"]])
+        executed = from_log(jobs[rows, J["executed_log"]])
+        running = jobs[rows, J["running"]] > 0.5
+        now = float(info["time"])
+        queues = np.empty(len(rows), dtype=np.int64)
+        for i, job in enumerate(ids.tolist()):
+            att0, exe0 = self._offset.get(job, (0.0, 0.0))
+            queue = self.queue_of(attained[i] - att0)
+            ran = executed[i] - exe0
+            if (self.starvation and not running[i] and queue > 0 and ran > 0
+                    and now - self._stopped_at.get(job, now) >= self.starvation * ran):
+                self._offset[job] = (attained[i], executed[i])
+                self.promotions += 1
+                queue = 0
+            queues[i] = queue
+        return rows, queues, ids
+
+    # ---------------------------------------------------------------- decision
+    def order(self, obs: dict, info: dict) -> int:
+        now = float(info["time"])
+        if now != self._now:
+            self._now, self._started_now, self._preempted_now = now, set(), set()
+        mask = obs["action_mask"]
+        jobs = obs["jobs"]
+        rows, queues, ids = self.priorities(obs, info)
+        if not len(rows):
+            return _advance(obs)
+        running = jobs[rows, J["running"]] > 0.5
+        gpus = job_gpus(jobs[rows])
+        by_priority = np.lexsort((ids, queues))            # queue, then arrival order
+
+        # The set that should run: greedy in priority order over the shareable GPUs.
+        capacity = int(machine_free_gpus(obs["machines"]).sum() + gpus[running].sum())
+        should = np.zeros(len(rows), dtype=bool)
+        for i in by_priority:
+            if gpus[i] <= capacity:
+                should[i] = True
+                capacity -= gpus[i]
+
+        def first(cond: np.ndarray, order: np.ndarray) -> int:
+            for i in order:
+                if cond[i]:
+                    return int(i)
+            return -1
+
+        fits = mask[rows] > 0
+        pend_ok = ~running & fits & np.array([j not in self._preempted_now for j in ids.tolist()], dtype=bool)
+        i = first(should & pend_ok, by_priority)
+        if i >= 0:
+            return self._start(rows[i], ids[i])
+        waiting = should & ~running & ~fits
+        if waiting.any():
+            victims = running & ~should & np.array([j not in self._started_now for j in ids.tolist()], dtype=bool)
+            free = int(machine_free_gpus(obs["machines"]).sum())
+            need = int(gpus[waiting].min())
+            if victims.any() and free + int(gpus[victims].sum()) >= need:
+                v = first(victims & mask[rows].astype(bool), by_priority[::-1])
+                if v >= 0:
+                    self._stopped_at[int(ids[v])] = now
+                    self._preempted_now.add(int(ids[v]))
+                    return int(rows[v])
+        i = first(pend_ok, by_priority)
+        if i >= 0:
+            return self._start(rows[i], ids[i])
+        return _advance(obs)
+
+    def _start(self, row: int, job: int) -> int:
+        self._started_now.add(int(job))
+        return int(row)
+
+
+class RandomOrderer(Orderer):
+    """A uniformly random allowed action (any fitting job, a preemption, or advance)."""
+
+    name = "random"
+
+    def order(self, obs: dict, info: dict) -> int:
+        return int(self.rng.choice(np.flatnonzero(obs["action_mask"])))

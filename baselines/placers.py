@@ -1,0 +1,112 @@
+"""Placers: on which machine the job being placed takes its next GPUs (the PLACE phase).
+
+The placer's mask allows a machine when it has a free GPU of a type the job may use; the job takes
+as many free GPUs there as it still needs, and the placer is asked again until it holds them all.
+Every placer reads only the observation: free GPUs, measured speeds, the job's nominal speed per
+machine (``job_speed``, Gavel's public table) and the GPUs it still needs.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from baselines.obs import M, machine_free_gpus, placing_need
+from baselines.policy import Placer
+
+
+def allowed_machines(obs: dict) -> np.ndarray:
+    """Indices of the machines the mask allows (the last action is the no-op)."""
+    return np.flatnonzero(obs["action_mask"][:-1])
+
+
+def _noop_or_first(obs: dict) -> int:
+    # Reached only if the mask allows no machine: then only the no-op is legal.
+    return int(np.flatnonzero(obs["action_mask"])[0])
+
+
+class FirstFit(Placer):
+    """The lowest-numbered machine with a usable free GPU."""
+
+    name = "first-fit"
+
+    def place(self, obs: dict, info: dict) -> int:
+        ok = allowed_machines(obs)
+        return int(ok[0]) if len(ok) else _noop_or_first(obs)
+
+
+class BestFit(Placer):
+    """Consolidating best fit: the machine whose free GPUs hold the whole remaining need most
+    tightly; if none can hold it, the one with the most free GPUs (fewest pieces)."""
+
+    name = "consolidate"
+
+    def place(self, obs: dict, info: dict) -> int:
+        ok = allowed_machines(obs)
+        if not len(ok):
+            return _noop_or_first(obs)
+        free = machine_free_gpus(obs["machines"])[ok]
+        need = placing_need(obs)
+        whole = free >= need
+        if whole.any():
+            # argmin returns the first minimum: ties go to the lowest-numbered machine.
+            cand = np.where(whole, free, np.iinfo(np.int64).max)
+            return int(ok[int(np.argmin(cand))])
+        return int(ok[int(np.argmax(free))])
+
+
+class Spread(Placer):
+    """Load spreading (worst fit): the machine with the largest free fraction, then the fewest
+    running jobs; spreads load to limit contention, at the price of fragmentation."""
+
+    name = "spread"
+
+    def place(self, obs: dict, info: dict) -> int:
+        ok = allowed_machines(obs)
+        if not len(ok):
+            return _noop_or_first(obs)
+        machines = obs["machines"]
+        frac = machines[ok, M["free_frac"]].astype(np.float64)
+        jobs = machines[ok, M["jobs"]].astype(np.float64)
+        order = np.lexsort((ok, jobs, -frac))
+        return int(ok[order[0]])
+
+
+class FastestFirst(Placer):
+    """Heterogeneity-aware: the machine where the job runs fastest, judged by the job type's
+    nominal speed on the machine's GPU type times the machine's measured speed. Near ties (within
+    ``tolerance``) are broken by consolidation, as :class:`BestFit`.
+
+    Args:
+        tolerance: relative speed difference treated as a tie.
+    """
+
+    name = "fastest"
+
+    def __init__(self, tolerance: float = 0.02) -> None:
+        self.tolerance = float(tolerance)
+
+    def place(self, obs: dict, info: dict) -> int:
+        ok = allowed_machines(obs)
+        if not len(ok):
+            return _noop_or_first(obs)
+        machines = obs["machines"]
+        speed = (machines[ok, M["job_speed"]].astype(np.float64)
+                 * machines[ok, M["measured_speed"]].astype(np.float64))
+        near = speed >= speed.max() * (1.0 - self.tolerance)
+        free = machine_free_gpus(machines)[ok]
+        need = placing_need(obs)
+        big = np.iinfo(np.int64).max
+        # Among the fastest: a machine that holds the whole need most tightly, else the most free.
+        whole = near & (free >= need)
+        if whole.any():
+            return int(ok[int(np.argmin(np.where(whole, free, big)))])
+        return int(ok[int(np.argmax(np.where(near, free, -1)))])
+
+
+class RandomPlacer(Placer):
+    """A uniformly random allowed machine."""
+
+    name = "random"
+
+    def place(self, obs: dict, info: dict) -> int:
+        ok = allowed_machines(obs)
+        return int(self.rng.choice(ok)) if len(ok) else _noop_or_first(obs)

@@ -1,0 +1,84 @@
+"""Names of the baselines: ``baselines.make_policy(name, **kwargs)``.
+
+Named baselines (DESIGN section 7):
+
+=============  ==========================================================
+``random``     random orderer + random placer
+``fifo``       FIFO (oldest job that fits) + first-fit
+``sjf``        shortest job first (clairvoyant) + consolidating best-fit
+``tiresias``   Tiresias-style 2D-LAS with preemption + consolidating best-fit
+=============  ==========================================================
+
+Any ``ORDERER+PLACER`` pair composes, e.g. ``sjf+fastest`` or ``tiresias+spread``. Orderers:
+``fifo``, ``fifo-strict``, ``sjf``, ``sjf-noisy`` (log-normal duration error, ``noise=0.5`` by
+default), ``tiresias`` (alias ``2dlas``), ``random``. Placers: ``first-fit``, ``consolidate``
+(alias ``best-fit``), ``spread``, ``fastest``, ``random``.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from baselines.orderers import FIFO, SJF, RandomOrderer, Tiresias
+from baselines.placers import BestFit, FastestFirst, FirstFit, RandomPlacer, Spread
+from baselines.policy import ComposedPolicy, Orderer, Placer
+
+ORDERERS: dict[str, Callable[..., Orderer]] = {
+    "fifo": FIFO,
+    "fifo-strict": lambda **kw: FIFO(strict=True, **kw),
+    "sjf": SJF,
+    "sjf-noisy": lambda noise=0.5, **kw: SJF(noise=noise, **kw),
+    "tiresias": Tiresias,
+    "2dlas": Tiresias,
+    "random": RandomOrderer,
+}
+PLACERS: dict[str, Callable[..., Placer]] = {
+    "first-fit": FirstFit,
+    "consolidate": BestFit,
+    "best-fit": BestFit,
+    "spread": Spread,
+    "fastest": FastestFirst,
+    "random": RandomPlacer,
+}
+NAMED = {
+    "random": ("random", "random"),
+    "fifo": ("fifo", "first-fit"),
+    "sjf": ("sjf", "consolidate"),
+    "tiresias": ("tiresias", "consolidate"),
+}
+#: The named baselines, in the order tables list them.
+BASELINE_NAMES = tuple(NAMED)
+
+
+def policy_names() -> list[str]:
+    """Every name :func:`make_policy` accepts, compositions spelled out."""
+    return list(NAMED) + [f"{o}+{p}" for o in ORDERERS for p in PLACERS]
+
+
+def make_policy(name: str, **kwargs: Any) -> ComposedPolicy:
+    """Build a baseline policy by name.
+
+    Args:
+        name: a named baseline (``random``, ``fifo``, ``sjf``, ``tiresias``) or ``ORDERER+PLACER``.
+        kwargs: passed to the orderer's constructor (e.g. ``noise=`` for ``sjf-noisy``,
+            ``starvation=`` for ``tiresias``, ``strict=`` for ``fifo``).
+
+    Returns:
+        A policy with ``act(observations, infos)``, ``reset(seed)`` and ``env_overrides``.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"policy name must be a string, got {name!r}")
+    key = name.strip().lower()
+    if key in NAMED:
+        orderer_name, placer_name = NAMED[key]
+        display = key
+    elif "+" in key:
+        orderer_name, _, placer_name = key.partition("+")
+        display = key
+    else:
+        raise ValueError(f"unknown policy {name!r}; named baselines: {sorted(NAMED)}; or compose "
+                         f"ORDERER+PLACER with orderers {sorted(ORDERERS)} and placers {sorted(PLACERS)}")
+    if orderer_name not in ORDERERS:
+        raise ValueError(f"unknown orderer {orderer_name!r} in {name!r}; orderers: {sorted(ORDERERS)}")
+    if placer_name not in PLACERS:
+        raise ValueError(f"unknown placer {placer_name!r} in {name!r}; placers: {sorted(PLACERS)}")
+    return ComposedPolicy(ORDERERS[orderer_name](**kwargs), PLACERS[placer_name](), name=display)
