@@ -214,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     scores.add_argument("--scenarios", default=None, help="comma-separated (default: all with scores)")
     scores.add_argument("--file", default=None, help="your own scores file instead of the packaged ones")
     scores.add_argument("--policies", default=None, help="with --update: comma-separated policy names")
-    scores.add_argument("--seeds", type=parse_seeds, default=parse_seeds("0-2"), help="with --update")
+    scores.add_argument("--seeds", type=parse_seeds, default=parse_seeds("0-4"), help="with --update")
     common(scores)
     scores.set_defaults(func=cmd_scores)
     return parser

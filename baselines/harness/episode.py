@@ -13,6 +13,7 @@ import numpy as np
 
 import cluster_env
 from cluster_env.core.metrics import METRIC_KEYS
+from cluster_env.scenarios.base import Scenario
 
 #: Columns of :attr:`EpisodeResult.series`.
 SERIES_COLUMNS = ("time", "busy_gpus", "pending_jobs", "running_jobs")
@@ -54,13 +55,14 @@ def policy_name(policy: Any) -> str:
     return str(getattr(policy, "name", type(policy).__name__))
 
 
-def run_episode(policy: Any, scenario: str, split: str, seed: int, env_kwargs: Optional[dict] = None,
+def run_episode(policy: Any, scenario: "str | Scenario", split: str, seed: int, env_kwargs: Optional[dict] = None,
                 record: bool = False, env: Any = None) -> EpisodeResult:
     """Run ``policy`` for one episode of ``scenario``/``split`` with ``seed``.
 
     Args:
         policy: any object with ``act(observations, infos)`` and ``reset(seed)``.
-        scenario, split, seed: the episode (the seed drives both the environment and the policy).
+        scenario, split, seed: the episode (a scenario name or object; the seed drives both the
+            environment and the policy).
         env_kwargs: environment overrides (merged with the policy's ``env_overrides``).
         record: also keep completion times, the utilisation/queue series and the allocations.
         env: an environment to reuse (must have been built with the same settings).
@@ -91,7 +93,8 @@ def run_episode(policy: Any, scenario: str, split: str, seed: int, env_kwargs: O
                 series.append(sample)
     wall = time.perf_counter() - t0
     metrics = infos["orderer"]["metrics"]
-    row: dict[str, Any] = {"policy": policy_name(policy), "scenario": scenario, "split": split, "seed": int(seed)}
+    row: dict[str, Any] = {"policy": policy_name(policy), "scenario": getattr(scenario, "name", scenario),
+                           "split": split, "seed": int(seed)}
     row.update({k: metrics[k] for k in METRIC_KEYS})
     row.update({"return": total, "steps": steps, "wall_s": wall})
     result = EpisodeResult(record=row)

@@ -1,0 +1,159 @@
+"""The evaluation harness, its backends, the cluster-bench CLI and the regression scores."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import baselines
+import cluster_env
+from baselines.cli import main as cluster_bench, parse_seeds
+from baselines.harness.episode import env_settings
+from baselines.harness.scores import check_scores, packaged_scenarios, packaged_scores_file, update_scores
+
+SMALL = {"jobs_per_episode": 80}
+
+
+class FirstAllowed:
+    """A user's policy written against the protocol only (not a baselines class)."""
+
+    name = "first-allowed"
+
+    def reset(self, seed=None):
+        self.calls = 0
+
+    def act(self, observations, infos):
+        self.calls += 1
+        return {a: int(np.flatnonzero(o["action_mask"])[0]) for a, o in observations.items()}
+
+
+def test_evaluate_returns_one_record_per_seed_with_every_metric():
+    records = baselines.evaluate("fifo", "philly-v0", seeds=[3, 1], env_kwargs=SMALL, backend="serial")
+    assert [r["seed"] for r in records] == [3, 1]
+    for r in records:
+        assert r["policy"] == "fifo" and r["scenario"] == "philly-v0" and r["split"] == "test"
+        assert set(cluster_env.METRIC_KEYS) <= set(r)
+        assert r["jobs_finished"] == 80 and r["steps"] > 0
+    assert records[0]["avg_jct"] != records[1]["avg_jct"]
+
+
+def test_evaluate_accepts_any_object_with_the_policy_methods():
+    # The lowest allowed action of both agents is exactly FIFO + first-fit.
+    mine = baselines.evaluate(FirstAllowed(), "philly-v0", seeds=[0], env_kwargs=SMALL, backend="serial")
+    fifo = baselines.evaluate("fifo", "philly-v0", seeds=[0], env_kwargs=SMALL, backend="serial")
+    assert mine[0]["policy"] == "first-allowed"
+    assert mine[0]["avg_jct"] == fifo[0]["avg_jct"]
+    with pytest.raises(TypeError, match="act"):
+        baselines.evaluate(object(), "toy-v0", seeds=[0], backend="serial")
+
+
+def test_backends_give_identical_numbers():
+    serial = baselines.evaluate("tiresias", "philly-v0", seeds=[0, 1], env_kwargs=SMALL, backend="serial")
+    procs = baselines.evaluate("tiresias", "philly-v0", seeds=[0, 1], env_kwargs=SMALL, backend="process", workers=2)
+    strip = lambda rs: [{k: v for k, v in r.items() if k != "wall_s"} for r in rs]  # noqa: E731
+    assert strip(serial) == strip(procs)
+
+
+def test_ray_backend_on_a_local_instance():
+    pytest.importorskip("ray")
+    serial = baselines.evaluate("sjf", "toy-v0", seeds=[0, 1], backend="serial")
+    on_ray = baselines.evaluate("sjf", "toy-v0", seeds=[0, 1], backend="ray", workers=2)
+    assert [r["avg_jct"] for r in on_ray] == [r["avg_jct"] for r in serial]
+
+
+def test_unpicklable_policy_is_refused_by_process_backends_with_a_clear_error():
+    policy = FirstAllowed()
+    policy.hook = lambda: None          # lambdas do not pickle
+    with pytest.raises(ValueError, match="does not pickle"):
+        baselines.evaluate(policy, "toy-v0", seeds=[0, 1], backend="process")
+    # auto falls back to running it in this process.
+    assert len(baselines.evaluate(policy, "toy-v0", seeds=[0, 1], backend="auto")) == 2
+
+
+def test_policy_requirements_are_applied_and_conflicts_refused():
+    assert env_settings(baselines.make_policy("sjf"), {"fluctuation": False}) == {
+        "fluctuation": False, "clairvoyant": True}
+    with pytest.raises(ValueError, match="clairvoyant"):
+        env_settings(baselines.make_policy("sjf"), {"clairvoyant": False})
+
+
+def test_parse_seeds():
+    assert parse_seeds("0-4") == [0, 1, 2, 3, 4]
+    assert parse_seeds("0,3,7") == [0, 3, 7]
+    assert parse_seeds("5") == [5]
+    with pytest.raises(Exception, match="seeds"):
+        parse_seeds("a-b")
+
+
+def test_cluster_bench_run_writes_table_files_and_plots(tmp_path, capsys):
+    out = tmp_path / "res"
+    code = cluster_bench(["run", "--scenario", "philly-v0", "--policies", "fifo,tiresias+fastest",
+                          "--seeds", "0-1", "--out", str(out), "--env", "jobs_per_episode=60",
+                          "--backend", "serial", "--quiet"])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "tiresias+fastest" in text and "avg_jct" in text
+    rows = (out / "results.csv").read_text().splitlines()
+    assert len(rows) == 1 + 4 and rows[0].startswith("policy,scenario,split,seed,jobs_finished")
+    data = json.loads((out / "results.json").read_text())
+    assert len(data["episodes"]) == 4 and {s["policy"] for s in data["summary"]} == {"fifo", "tiresias+fastest"}
+    assert data["meta"]["env_kwargs"] == {"jobs_per_episode": 60}
+    for name in ("jct_cdf.png", "utilization.png", "timeline_fifo.png", "timeline_tiresias_fastest.png"):
+        png = (out / name).read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000, name
+
+
+def test_cluster_bench_run_rejects_unknown_names(tmp_path):
+    with pytest.raises(ValueError, match="unknown policy"):
+        cluster_bench(["run", "--policies", "nope", "--out", str(tmp_path), "--quiet"])
+    assert cluster_bench(["run", "--scenario", "nowhere-v0", "--out", str(tmp_path), "--quiet"]) == 2
+
+
+def test_cluster_bench_scenarios_lists_every_scenario(capsys):
+    assert cluster_bench(["scenarios"]) == 0
+    text = capsys.readouterr().out
+    for name in cluster_env.list_scenarios():
+        assert name in text
+    assert "152 GPUs" in text and "1213 machines" in text
+
+
+@pytest.mark.parametrize("scenario", ["toy-v0", "philly-v0", "openb-v0", "openb-full-v0"])
+def test_checked_in_baseline_scores_have_not_moved(scenario):
+    assert scenario in packaged_scenarios()
+    data = json.loads(packaged_scores_file(scenario).read_text())
+    assert set(data["scores"][scenario]) >= set(baselines.BASELINE_NAMES)
+    assert data["seeds"] == [0, 1, 2, 3, 4] and data["split"] == "test"
+    drifts = check_scores(packaged_scores_file(scenario), backend="auto")
+    assert drifts == [], "\n" + "\n".join(map(str, drifts))
+
+
+def test_scores_check_reports_drift_and_update_rewrites(tmp_path, capsys):
+    path = tmp_path / "mine.json"
+    assert cluster_bench(["scores", "--update", "--file", str(path), "--scenarios", "toy-v0",
+                          "--policies", "fifo,sjf", "--seeds", "0-1", "--quiet"]) == 0
+    assert cluster_bench(["scores", "--check", "--file", str(path), "--quiet"]) == 0
+    data = json.loads(path.read_text())
+    data["scores"]["toy-v0"]["sjf"]["1"]["avg_jct"] *= 1.01
+    path.write_text(json.dumps(data))
+    capsys.readouterr()
+    assert cluster_bench(["scores", "--check", "--file", str(path), "--quiet"]) == 1
+    text = capsys.readouterr().out
+    assert "FAIL" in text and "sjf" in text and "avg_jct" in text and "--update" in text
+    drifts = check_scores(path)
+    assert [(d.policy, d.seed, d.metric) for d in drifts] == [("sjf", 1, "avg_jct")]
+    assert drifts[0].relative == pytest.approx(0.01 / 1.01)
+
+
+def test_scores_file_errors_name_the_file(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ValueError, match="bad.json"):
+        check_scores(bad)
+    bad.write_text(json.dumps({"format": 99}))
+    with pytest.raises(ValueError, match="format"):
+        check_scores(bad)
+    with pytest.raises(FileNotFoundError, match="--update"):
+        check_scores(tmp_path / "missing.json")
+    path = update_scores(tmp_path / "u.json", ["toy-v0"], ["fifo"], [0])
+    assert json.loads(path.read_text())["scores"]["toy-v0"]["fifo"]["0"]["avg_jct"] == pytest.approx(440 / 6)
