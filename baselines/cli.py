@@ -97,7 +97,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                         ray_address=args.ray_address)
     wall = time.perf_counter() - t0
     records = [r.record for r in results]
-    print(format_table(records))
+    print(format_table(records, markdown=args.markdown))
     files = [write_csv(records, out / "results.csv"),
              write_json(records, out / "results.json", scenario=args.scenario, split=args.split,
                         seeds=args.seeds, policies=policies, env_kwargs=env_kwargs,
@@ -201,6 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                      help="environment override, repeatable (e.g. --env fluctuation=False)")
     run.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    run.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     run.add_argument("--ray-address", default=None, help="join this Ray cluster (with --backend ray)")
     common(run)
     run.set_defaults(func=cmd_run)

@@ -48,6 +48,20 @@ def test_evaluate_accepts_any_object_with_the_policy_methods():
         baselines.evaluate(object(), "toy-v0", seeds=[0], backend="serial")
 
 
+def test_policies_by_import_path():
+    from baselines.harness.sweep import resolve_policy
+
+    policy = resolve_policy("tests.test_baselines_harness:FirstAllowed")
+    assert type(policy).__name__ == "FirstAllowed" and policy.name == "first-allowed"
+    records = baselines.evaluate("tests.test_baselines_harness:FirstAllowed", "toy-v0", seeds=[0, 1],
+                                 backend="process", workers=2)
+    assert [r["policy"] for r in records] == ["first-allowed"] * 2
+    with pytest.raises(ValueError, match="cannot import policy"):
+        resolve_policy("tests.nowhere:Policy")
+    with pytest.raises(TypeError, match="did not give a policy"):
+        resolve_policy("collections:OrderedDict")
+
+
 def test_backends_give_identical_numbers():
     serial = baselines.evaluate("tiresias", "philly-v0", seeds=[0, 1], env_kwargs=SMALL, backend="serial")
     procs = baselines.evaluate("tiresias", "philly-v0", seeds=[0, 1], env_kwargs=SMALL, backend="process", workers=2)

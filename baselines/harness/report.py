@@ -43,12 +43,17 @@ def _fmt(value: float) -> str:
     return f"{value:.3f}"
 
 
-def format_table(records: Sequence[dict[str, Any]], metrics: Sequence[str] = TABLE_METRICS) -> str:
-    """A plain-text table: one line per scenario and policy, ``mean ± std`` per metric."""
+def format_table(records: Sequence[dict[str, Any]], metrics: Sequence[str] = TABLE_METRICS,
+                 markdown: bool = False) -> str:
+    """A table with one line per scenario and policy, ``mean ± std`` per metric (plain or Markdown)."""
     rows = summarize(records, metrics)
     header = ["scenario", "policy", "seeds", *metrics]
     cells = [[r["scenario"], r["policy"], str(r["seeds"]),
               *[f"{_fmt(r[m])} ± {_fmt(r[m + '_std'])}" for m in metrics]] for r in rows]
+    if markdown:
+        lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" if i < 2 else "---:" for i in range(len(header))) + "|"]
+        lines += ["| " + " | ".join(c) + " |" for c in cells]
+        return "\n".join(lines)
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(header)]
     lines = ["  ".join(h.ljust(w) if i < 2 else h.rjust(w) for i, (h, w) in enumerate(zip(header, widths)))]
     lines.append("  ".join("-" * w for w in widths))

@@ -33,6 +33,8 @@ def resolve_policy(spec: PolicySpec) -> Any:
         return spec
     from baselines.registry import make_policy
 
+    if ":" in spec:
+        return _import_policy(spec)
     try:
         return make_policy(spec)
     except ValueError as unknown:
@@ -42,6 +44,21 @@ def resolve_policy(spec: PolicySpec) -> Any:
             if policy is not None:
                 return policy
         raise unknown
+
+
+def _import_policy(spec: str) -> Any:
+    """``package.module:attribute``: a policy object, or a class/factory called without arguments."""
+    import importlib
+
+    module_name, _, attr = spec.partition(":")
+    try:
+        target = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"cannot import policy {spec!r}: {exc}") from exc
+    policy = target if callable(getattr(target, "act", None)) and not isinstance(target, type) else target()
+    if not callable(getattr(policy, "act", None)) or not callable(getattr(policy, "reset", None)):
+        raise TypeError(f"{spec!r} did not give a policy (an object with act(observations, infos) and reset(seed))")
+    return policy
 
 
 def _load_plugins() -> None:
