@@ -72,8 +72,12 @@ class Spread(Placer):
 
 class FastestFirst(Placer):
     """Heterogeneity-aware: the machine where the job runs fastest, judged by the job type's
-    nominal speed on the machine's GPU type times the machine's measured speed. Near ties (within
-    ``tolerance``) are broken by consolidation, as :class:`BestFit`.
+    nominal speed on the machine's GPU type times the machine's measured speed.
+
+    A job split over machines runs at its slowest part's speed and pays Gavel's spread penalty,
+    so a machine that can hold the job's whole remaining need is preferred whenever one exists;
+    among those (or, if none, among all) the fastest wins, and near ties (within ``tolerance``)
+    go to the tightest fit (whole) or the most free GPUs (fewest pieces).
 
     Args:
         tolerance: relative speed difference treated as a tie.
@@ -91,14 +95,13 @@ class FastestFirst(Placer):
         machines = obs["machines"]
         speed = (machines[ok, M["job_speed"]].astype(np.float64)
                  * machines[ok, M["measured_speed"]].astype(np.float64))
-        near = speed >= speed.max() * (1.0 - self.tolerance)
         free = machine_free_gpus(machines)[ok]
-        need = placing_need(obs)
-        big = np.iinfo(np.int64).max
-        # Among the fastest: a machine that holds the whole need most tightly, else the most free.
-        whole = near & (free >= need)
+        whole = free >= placing_need(obs)
+        pool = whole if whole.any() else np.ones(len(ok), dtype=bool)
+        best = speed[pool].max()
+        near = pool & (speed >= best * (1.0 - self.tolerance))
         if whole.any():
-            return int(ok[int(np.argmin(np.where(whole, free, big)))])
+            return int(ok[int(np.argmin(np.where(near, free, np.iinfo(np.int64).max)))])
         return int(ok[int(np.argmax(np.where(near, free, -1)))])
 
 
