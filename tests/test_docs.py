@@ -1,0 +1,46 @@
+"""The documentation stays true: its Python examples run, and its reference lists every feature and metric."""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+import cluster_env
+from cluster_env.envs.observation import GLOBAL_FEATURES, JOB_FEATURES, MACHINE_FEATURES, PLACING_FEATURES
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+BLOCK = re.compile(r"```python\n(.*?)```", re.S)
+
+
+def python_blocks(path: Path) -> list[str]:
+    return BLOCK.findall(path.read_text())
+
+
+@pytest.mark.parametrize("path", [p for p in DOCS if python_blocks(p)], ids=lambda p: p.name)
+def test_python_examples_in_docs_run(path, tmp_path, monkeypatch):
+    # Blocks of one page share a namespace, in order, as a reader would paste them.
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    namespace: dict = {"__name__": "__docs__"}
+    for i, block in enumerate(python_blocks(path)):
+        try:
+            exec(compile(block, f"{path.name}[block {i}]", "exec"), namespace)
+        except Exception as exc:  # pragma: no cover - the message is the point
+            raise AssertionError(f"{path.name}, python block {i} failed: {exc!r}\n{block}") from exc
+
+
+def test_reference_lists_every_feature_and_metric():
+    text = (ROOT / "docs" / "reference.md").read_text()
+    for name in (*JOB_FEATURES, *MACHINE_FEATURES, *GLOBAL_FEATURES, *PLACING_FEATURES, *cluster_env.METRIC_KEYS):
+        assert f"`{name}`" in text, name
+    for scenario in cluster_env.list_scenarios():
+        assert f"`{scenario}`" in text, scenario
+
+
+def test_docs_links_resolve():
+    for path in DOCS:
+        for target in re.findall(r"\]\(([^)#:]+)\)", path.read_text()):
+            assert (path.parent / target).exists(), f"{path.name} links to missing {target}"
