@@ -130,9 +130,10 @@ class Tiresias(Orderer):
     (free GPUs plus those of the visible running candidates). Then, in this order:
 
     1. start the highest-priority pending job of that set that fits now;
-    2. else preempt the lowest-priority running job outside the set when a job of the set is
-       waiting and preempting can make room (needs ``preemption=True``; the environment charges
-       the restart overhead when the job runs again);
+    2. else, at a scheduling tick (``infos["tick"]``; at every epoch with ``preempt_at="event"``),
+       preempt the lowest-priority running job outside the set when a job of the set is waiting
+       and preempting can make room (needs ``preemption=True``; the environment charges the
+       restart overhead when the job runs again);
     3. else backfill: start the highest-priority pending job that fits;
     4. else advance.
 
@@ -144,20 +145,26 @@ class Tiresias(Orderer):
     Args:
         queue_limits: attained-service limits in GPU-seconds between consecutive queues.
         starvation: the promotion knob (Tiresias' ``solve_starvation``).
+        preempt_at: ``"tick"`` (default) preempts only at the environment's scheduling ticks;
+            ``"event"`` at every decision epoch (as the Tiresias simulator, which reschedules at
+            every arrival, completion and queue change).
     """
 
     name = "tiresias"
     env_overrides = {"preemption": True}
 
     def __init__(self, queue_limits: Sequence[float] = TIRESIAS_QUEUE_LIMITS,
-                 starvation: float = TIRESIAS_STARVATION_KNOB) -> None:
+                 starvation: float = TIRESIAS_STARVATION_KNOB, preempt_at: str = "tick") -> None:
         limits = [float(x) for x in queue_limits]
         if any(b <= a for a, b in zip(limits, limits[1:])) or any(x <= 0 for x in limits):
             raise ValueError(f"queue_limits must be positive and increasing, got {queue_limits!r}")
         if not starvation >= 0:
             raise ValueError(f"starvation must be >= 0, got {starvation!r}")
+        if preempt_at not in ("tick", "event"):
+            raise ValueError(f"preempt_at must be 'tick' or 'event', got {preempt_at!r}")
         self.queue_limits = limits
         self.starvation = float(starvation)
+        self.preempt_at = preempt_at
 
     def reset(self, rng: np.random.Generator) -> None:
         super().reset(rng)
@@ -229,7 +236,9 @@ class Tiresias(Orderer):
         if i >= 0:
             return self._start(rows[i], ids[i])
         waiting = should & ~running & ~fits
-        if waiting.any():
+        # An environment without the "tick" info (a user's wrapper) is treated as always at a tick.
+        may_preempt = self.preempt_at == "event" or info.get("tick", True)
+        if may_preempt and waiting.any():
             victims = running & ~should & np.array([j not in self._started_now for j in ids.tolist()], dtype=bool)
             free = int(machine_free_gpus(obs["machines"]).sum())
             need = int(gpus[waiting].min())

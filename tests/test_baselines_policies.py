@@ -224,3 +224,20 @@ def test_make_policy_names_and_errors():
         baselines.make_policy("edf+first-fit")
     with pytest.raises(ValueError, match="starvation"):
         baselines.make_policy("tiresias", starvation=-1)
+
+
+def test_tiresias_preempts_only_at_scheduling_ticks_by_default():
+    policy = baselines.make_policy("tiresias")
+    env = cluster_env.parallel_env("philly-v0", split="test", preemption=True)
+    policy.reset(0)
+    obs, infos = env.reset(seed=0)
+    preempt_ticks = []
+    while env.agents:
+        actions = policy.act(obs, infos)
+        a = actions["orderer"]
+        if obs["orderer"]["jobs"][min(a, len(obs["orderer"]["jobs"]) - 1), J["running"]] > 0.5 \
+                and a < len(obs["orderer"]["action_mask"]) - 1:
+            preempt_ticks.append(bool(infos["orderer"]["tick"]))
+        obs, _, _, _, infos = env.step(actions)
+    assert len(preempt_ticks) == infos["orderer"]["metrics"]["preemptions"] > 0
+    assert all(preempt_ticks)
