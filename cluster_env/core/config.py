@@ -5,8 +5,11 @@ data each one comes from are documented in ``docs/world_model.md``.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any
+
+import numpy as np
 
 from cluster_env.world.fluctuation import DEFAULT_FLUCTUATION, FluctuationParams
 from cluster_env.world.throughputs import DEFAULT_CONTENTION_ALPHA
@@ -54,14 +57,20 @@ class WorldConfig:
                        spread_penalty=False, restart_overhead=0.0, measurement_noise=0.0)
 
     def validate(self) -> None:
-        if self.restart_overhead < 0:
-            raise ValueError(f"restart_overhead must be >= 0, got {self.restart_overhead}")
-        if self.contention_alpha < 0:
-            raise ValueError(f"contention_alpha must be >= 0, got {self.contention_alpha}")
-        if self.quiet_fluctuation_interval <= 0:
-            raise ValueError("quiet_fluctuation_interval must be > 0")
-        if self.measurement_noise < 0 or self.measurement_tau <= 0:
-            raise ValueError("measurement_noise must be >= 0 and measurement_tau > 0")
+        # Types and finiteness first: a string compared with a number failed deep inside with
+        # an unrelated TypeError, and NaN passed every "< 0" check and poisoned the clock.
+        if not isinstance(self.reference_gpu, str):
+            raise TypeError(f"reference_gpu must be a GPU type name, got {self.reference_gpu!r}")
+        for name in ("static_factors", "fluctuation", "contention", "spread_penalty"):
+            check_bool(name, getattr(self, name))
+        if not isinstance(self.fluctuation_params, FluctuationParams):
+            raise TypeError(f"fluctuation_params must be a FluctuationParams, got "
+                            f"{type(self.fluctuation_params).__name__}")
+        check_number("restart_overhead", self.restart_overhead, minimum=0.0)
+        check_number("contention_alpha", self.contention_alpha, minimum=0.0)
+        check_number("quiet_fluctuation_interval", self.quiet_fluctuation_interval, positive=True)
+        check_number("measurement_noise", self.measurement_noise, minimum=0.0)
+        check_number("measurement_tau", self.measurement_tau, positive=True)
 
 
 @dataclass(frozen=True)
@@ -78,14 +87,44 @@ class SchedulingConfig:
     max_time: float | None = None        # truncation when the clock passes this (s)
 
     def validate(self) -> None:
-        if self.pending_window < 1:
-            raise ValueError(f"pending_window must be >= 1, got {self.pending_window}")
-        if self.running_window < 0:
-            raise ValueError(f"running_window must be >= 0, got {self.running_window}")
+        check_bool("preemption", self.preemption)
+        check_bool("clairvoyant", self.clairvoyant)
+        check_int("pending_window", self.pending_window, minimum=1)
+        check_int("running_window", self.running_window, minimum=0)
         if self.invalid_action not in ("raise", "noop"):
             raise ValueError(f"invalid_action must be 'raise' or 'noop', got {self.invalid_action!r}")
-        if self.scheduling_tick <= 0:
-            raise ValueError("scheduling_tick must be > 0")
+        check_number("scheduling_tick", self.scheduling_tick, positive=True)
+        if self.max_steps is not None:
+            check_int("max_steps", self.max_steps, minimum=1)
+        if self.max_time is not None:
+            check_number("max_time", self.max_time, positive=True, allow_inf=True)
+
+
+def check_bool(name: str, value: Any) -> None:
+    """True/False (numpy booleans and the integers 0 and 1 too); a string such as "no" is truthy."""
+    ok = isinstance(value, (bool, np.bool_)) or (
+        isinstance(value, (int, np.integer)) and value in (0, 1))
+    if not ok:
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+
+
+def check_int(name: str, value: Any, minimum: int) -> None:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+
+
+def check_number(name: str, value: Any, *, minimum: float | None = None, positive: bool = False,
+                  allow_inf: bool = False) -> None:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
+    if math.isnan(value) or (math.isinf(value) and not allow_inf):
+        raise ValueError(f"{name} must be a finite number, got {value}")
+    if positive and not value > 0:
+        raise ValueError(f"{name} must be > 0, got {value}")
+    if minimum is not None and value < minimum:
+        raise ValueError(f"{name} must be >= {minimum:g}, got {value}")
 
 
 def split_overrides(overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:

@@ -53,6 +53,9 @@ class Cluster:
             raise ValueError(f"cluster {self.name!r} has no machine")
         if np.any(self.machine_gpus < 1):
             raise ValueError(f"cluster {self.name!r}: every machine needs at least one GPU")
+        if np.any((self.machine_type < 0) | (self.machine_type >= len(self.gpu_type_names))):
+            raise ValueError(f"cluster {self.name!r}: machine_type must index gpu_type_names "
+                             f"({len(self.gpu_type_names)} names)")
 
     @property
     def num_machines(self) -> int:
@@ -110,6 +113,24 @@ class Workload:
                 raise ValueError(f"workload {self.name!r}: {name} must have shape ({n},), got {arr.shape}")
         if n and np.any(np.diff(self.submit) < 0):
             raise ValueError(f"workload {self.name!r}: submit times must be sorted")
+        # Values a hand-built workload can get wrong; NaN and 0 used to fail deep in the
+        # simulator (or silently give NaN metrics).
+        from cluster_env.world.throughputs import JOB_TYPES
+
+        checks = (
+            ("submit", np.isfinite(self.submit) & (self.submit >= 0), "a finite number >= 0"),
+            ("duration", np.isfinite(self.duration) & (self.duration > 0), "a finite number > 0"),
+            ("gpus", self.gpus >= 1, "an integer >= 1"),
+            ("job_type", (self.job_type >= 0) & (self.job_type < len(JOB_TYPES)),
+             f"an index into the {len(JOB_TYPES)} job types"),
+            ("tenant", self.tenant >= 0, "an integer >= 0"),
+        )
+        for name, ok, rule in checks:
+            bad = np.flatnonzero(~ok)
+            if bad.size:
+                i = int(bad[0])
+                raise ValueError(f"workload {self.name!r}: {name} of job {i} ({self.job_ids[i]!r}) is "
+                                 f"{getattr(self, name)[i]}; it must be {rule}")
         if self.allowed_gpu_types is not None and len(self.allowed_gpu_types) != n:
             raise ValueError(f"workload {self.name!r}: allowed_gpu_types must have {n} entries")
 

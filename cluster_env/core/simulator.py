@@ -185,6 +185,7 @@ class ClusterSimulator:
         self._next_fluct = self._fluct_period() if self.fluct is not None else math.inf
         self._measure_time = 0.0
         self._next_tick = scheduling_tick if preemption else math.inf
+        self.last_tick = -math.inf                    # time of the last scheduling tick
 
         # Accounting since the start of the episode, and its current rates.
         self.busy_gpu_seconds = 0.0
@@ -501,6 +502,7 @@ class ClusterSimulator:
         if self.fluct is not None and self.now >= self._next_fluct - _EPS:
             self._update_fluctuation()
         if self.now >= self._next_tick - _EPS:
+            self.last_tick = self.now
             self._next_tick = self.now + self.scheduling_tick
         return dt
 
@@ -549,9 +551,13 @@ class ClusterSimulator:
         ms.measured_at[machines] = self.now
 
     def _complete_due(self) -> None:
-        """Finish running jobs whose remaining work takes under a microsecond at their speed."""
+        """Finish running jobs whose remaining work takes under a microsecond at their speed
+        (or under a few units of the clock's resolution, when that is coarser)."""
         n = self._n
-        due = np.flatnonzero(self._s_left[:n] <= self._s_rate[:n] * 1e-6 + 1e-12)
+        # Beyond ~1.7e10 s (very long, slow jobs) half an ulp of the clock exceeds a microsecond:
+        # a finish time that rounds to ``now`` would give zero-length advances forever.
+        tol = max(1e-6, 4.0 * math.ulp(self.now))
+        due = np.flatnonzero(self._s_left[:n] <= self._s_rate[:n] * tol + 1e-12)
         if not len(due):
             return
         js = self.jobs

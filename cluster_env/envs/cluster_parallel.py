@@ -45,7 +45,9 @@ future event exists. A forbidden action raises :class:`cluster_env.errors.Invali
 
 **Infos**: ``phase`` ("order"/"place"), ``time`` (simulated seconds), ``job_ids`` ((K + R,) int64:
 the job id of each row of ``jobs``, -1 for empty rows), ``placing_job`` (the job being placed, -1
-in ORDER). Job ids are what a real scheduler knows; they let a policy keep per-job state.
+in ORDER), ``tick`` (True at a scheduling tick, the periodic epoch of ``scheduling_tick`` seconds
+that exists with preemption). Job ids are what a real scheduler knows; they let a policy keep
+per-job state.
 
 **Metrics** (``infos[agent]["metrics"]`` on the final step and ``env.unwrapped.metrics()``):
 ``cluster_env.core.metrics.METRIC_KEYS``.
@@ -58,7 +60,8 @@ scheduling options of :class:`cluster_env.core.config.SchedulingConfig` (``preem
 ``max_steps``, ``max_time``); ``reward`` (``"jct"``, ``"cost"`` or a callable on
 :class:`cluster_env.core.rewards.StepStats`); ``jobs_per_episode``, ``time_scale``;
 ``workload_csv`` / ``cluster_csv`` (and ``workload_columns`` / ``cluster_columns``) for a user's
-own trace and cluster; ``render_mode``.
+own trace and cluster; ``render_mode``. Every argument is checked when the environment is
+built: a wrong type or value is a ``TypeError`` or ``ValueError`` that names it.
 
 **Version history.** v0 (0.1.0): first release.
 """
@@ -72,7 +75,8 @@ import numpy as np
 from gymnasium.utils import seeding
 from pettingzoo import ParallelEnv
 
-from cluster_env.core.config import SchedulingConfig, WorldConfig, split_overrides
+from cluster_env.core.config import (SchedulingConfig, WorldConfig, check_bool, check_int,
+                                     check_number, split_overrides)
 from cluster_env.core.metrics import compute_metrics
 from cluster_env.core.rewards import StepStats, make_reward
 from cluster_env.core.simulator import ClusterSimulator
@@ -100,27 +104,35 @@ class ClusterParallelEnv(ParallelEnv):
             valid = sorted(set(WorldConfig.__dataclass_fields__) | set(SchedulingConfig.__dataclass_fields__) | _ENV_KEYS)
             raise TypeError(f"unknown argument(s) {sorted(unknown)}; valid arguments: {valid}")
         base = get_scenario(scenario) if isinstance(scenario, str) else scenario
+        if not isinstance(base, Scenario):
+            raise TypeError(f"scenario must be a scenario name (see cluster_env.list_scenarios()) or a "
+                            f"Scenario, got {scenario!r}")
+        for csv_key in ("workload", "cluster"):
+            # A column mapping without its file was silently ignored.
+            if other.get(f"{csv_key}_columns") is not None and not other.get(f"{csv_key}_csv"):
+                raise TypeError(f"{csv_key}_columns needs {csv_key}_csv (the file it maps)")
         if other.get("workload_csv") or other.get("cluster_csv"):
             base = custom_scenario(base, workload_csv=other.get("workload_csv"),
                                    cluster_csv=other.get("cluster_csv"),
                                    workload_columns=other.get("workload_columns"),
                                    cluster_columns=other.get("cluster_columns"))
         world = replace(base.world, **world_kw)
+        check_bool("all_effects_off", other.get("all_effects_off", False))
         if other.get("all_effects_off"):
             world = world.all_effects_off()
         sched = replace(base.scheduling, **sched_kw)
         world.validate()
         sched.validate()
         if "time_scale" in other:
-            scale = float(other["time_scale"])
-            if not scale > 0 or not np.isfinite(scale):
-                raise ValueError(f"time_scale must be a positive number, got {other['time_scale']!r}")
-            base = replace(base, time_scale=scale)
+            check_number("time_scale", other["time_scale"], positive=True)
+            base = replace(base, time_scale=float(other["time_scale"]))
         self.scenario = base
         self.split = split
         base.split_range(split, 1)  # validates the split name early
         self.world, self.sched = world, sched
         self.jobs_per_episode = other.get("jobs_per_episode")
+        if self.jobs_per_episode is not None:
+            check_int("jobs_per_episode", self.jobs_per_episode, minimum=1)
         self.reward_fn = make_reward(other.get("reward"))
         render_mode = other.get("render_mode")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -152,6 +164,9 @@ class ClusterParallelEnv(ParallelEnv):
 
     # ------------------------------------------------------------------ episode
     def reset(self, seed: Optional[int] = None, options: Optional[dict] = None):
+        # Other keys are ignored (PettingZoo's API test passes some); only "split" is read.
+        if options is not None and not isinstance(options, dict):
+            raise TypeError(f"reset options must be None or a dict (key 'split'), got {options!r}")
         if seed is not None or self._np_random is None:
             self._np_random, _ = seeding.np_random(seed)
         split = (options or {}).get("split", self.split)
@@ -173,6 +188,8 @@ class ClusterParallelEnv(ParallelEnv):
         return obs, infos
 
     def step(self, actions: dict):
+        if self.sim is None:
+            raise RuntimeError("step() called before reset(); call reset() first")
         if not self.agents:
             raise RuntimeError("step() called after the episode ended; call reset() first")
         if not isinstance(actions, dict):
@@ -287,7 +304,8 @@ class ClusterParallelEnv(ParallelEnv):
 
     def _info(self, invalid: bool = False) -> dict:
         info = {"phase": "place" if self.phase == PLACE else "order", "time": self.sim.now,
-                "job_ids": self._job_ids, "placing_job": self.sim.placing}
+                "job_ids": self._job_ids, "placing_job": self.sim.placing,
+                "tick": self.sim.last_tick == self.sim.now}
         if invalid:
             info["invalid_action"] = True
         return info
@@ -325,6 +343,8 @@ class ClusterParallelEnv(ParallelEnv):
 
     def state(self) -> np.ndarray:
         """Global state for centralised critics: the flattened shared features."""
+        if self.sim is None:
+            raise RuntimeError("call reset() first")
         feats, _, _ = self.builder.build(self.phase == PLACE, self._cand_pending, self._cand_running)
         return np.concatenate([feats[k].ravel() for k in ("jobs", "machines", "global", "placing")])
 

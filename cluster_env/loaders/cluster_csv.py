@@ -23,7 +23,8 @@ Rules:
 * ``machine`` is the machine's name (default ``m<row>``); names must be unique (a duplicate is an
   error naming both rows); an empty name is an error.
 * ``count`` (default 1) describes that many identical machines, named ``<name>-0``, ``<name>-1``,
-  ...; a count of 0 **filters** the row (reason ``"count 0 (no machine)"``); at most 1,000,000.
+  ...; a count of 0 **filters** the row (reason ``"count 0 (no machine)"``); at most 1,000,000,
+  and at most 1,000,000 machines in the whole file.
 """
 from __future__ import annotations
 
@@ -64,6 +65,13 @@ def read_cluster_csv(path: PathLike, *, columns: Optional[Mapping[str, Optional[
     gpus = table.ints("num_gpus", max_value=MAX_GPUS, what="GPU count")
     if table.has("count"):
         counts = table.ints("count", max_value=MAX_COUNT, what="machine count")
+        # The limit per row alone let a few rows ask for tens of millions of machines (minutes
+        # and gigabytes before any error): the whole file gets the same limit.
+        total = np.cumsum(np.where(gpus > 0, counts, 0))
+        over = np.flatnonzero(total > MAX_COUNT)
+        if over.size:
+            raise table.error(f"the file describes {int(total[-1]):,} machines, more than the limit "
+                              f"of {MAX_COUNT:,} (absurdly large)", int(over[0]), "count")
     else:
         counts = np.ones(table.num_rows, dtype=np.int64)
     types_raw = table.strings("gpu_type")

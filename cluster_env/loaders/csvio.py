@@ -22,7 +22,7 @@ a unit mistake or a corrupt file):
 * :data:`MAX_SECONDS`: a duration or a time span of more than 10 years;
 * :data:`MAX_TIMESTAMP`: an absolute time value above 1e11 seconds (year ~5000 as a Unix time);
 * :data:`MAX_GPUS`: more than 100,000 GPUs in a job or a machine;
-* :data:`MAX_COUNT`: more than 1,000,000 identical machines in one row.
+* :data:`MAX_COUNT`: more than 1,000,000 identical machines in one row (or machines in a file).
 """
 from __future__ import annotations
 
