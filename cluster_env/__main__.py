@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 import cluster_env
+from cluster_env.core.metrics import format_metrics
 from cluster_env.scenarios import get_scenario
 from cluster_env.scenarios.base import scenario_summary
 
@@ -54,9 +55,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"{args.scenario} / {args.split} / seed {args.seed} / policy {args.policy}: "
           f"{env.sim.num_jobs} jobs on {env.cluster.num_machines} machines ({env.cluster.total_gpus} GPUs), "
           f"{steps} steps in {wall:.2f} s")
-    for key in cluster_env.METRIC_KEYS:
-        value = metrics[key]
-        print(f"  {key:<16} {value:>14,.3f}" if isinstance(value, float) else f"  {key:<16} {value:>14,}")
+    print(format_metrics(metrics))
     return metrics
 
 

@@ -74,3 +74,13 @@ def compute_metrics(submit: np.ndarray, first_start: np.ndarray, finish: np.ndar
         "fairness": jain_index(per_tenant),
         "jobs_per_hour": float(done.sum() / (makespan / 3600.0)) if makespan > 0 else 0.0,
     }
+
+
+def format_metrics(metrics: dict[str, float], indent: str = "  ") -> str:
+    """One aligned line per metric, in ``METRIC_KEYS`` order (for scripts and examples)."""
+    lines = []
+    for key in METRIC_KEYS:
+        value = metrics[key]
+        text = f"{value:>14,.3f}" if isinstance(value, float) else f"{value:>14,}"
+        lines.append(f"{indent}{key:<16} {text}")
+    return "\n".join(lines)
