@@ -6,14 +6,18 @@ Quick start::
     env = cluster_env.parallel_env("philly-v0", split="test")
     obs, infos = env.reset(seed=0)
 
-The environment's card is the docstring of ``cluster_env.envs.cluster_parallel``.
+The environment's card is the docstring of ``cluster_env.envs.cluster_parallel``; single-agent
+Gymnasium views (for Stable-Baselines3 and other single-agent libraries) are in
+``cluster_env.wrappers``.
 """
 from cluster_env.core.metrics import METRIC_KEYS
 from cluster_env.errors import ClusterEnvError, DataError, InvalidActionError, UnknownGPUTypeError
-from cluster_env.registration import ENV_ID, env, make, parallel_env, registered_ids
+from cluster_env.registration import ENV_ID, env, make, parallel_env, register_gymnasium, registered_ids
 from cluster_env.scenarios import get_scenario, list_scenarios, register_scenario
 
 __version__ = "0.1.0"
+
+register_gymnasium()  # the single-agent views' ids (cluster_env.wrappers), e.g. "cluster_env/HeteroClusterFlat-v0"
 
 __all__ = [
     "ENV_ID", "METRIC_KEYS", "ClusterEnvError", "DataError", "InvalidActionError", "UnknownGPUTypeError",

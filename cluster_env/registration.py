@@ -22,7 +22,36 @@ def env(scenario: str = "philly-v0", split: str = "train", **overrides: Any):
     return wrappers.AssertOutOfBoundsWrapper(aec)
 
 
-_REGISTRY: dict[str, Callable[..., Any]] = {ENV_ID: parallel_env, "cluster_env/HeteroClusterAEC-v0": env}
+def _view(class_name: str) -> Callable[..., Any]:
+    def make_view(scenario: str = "philly-v0", split: str = "train", **overrides: Any):
+        from cluster_env import wrappers
+
+        return getattr(wrappers, class_name)(scenario=scenario, split=split, **overrides)
+
+    make_view.__doc__ = f"The single-agent Gymnasium view ``cluster_env.wrappers.{class_name}``."
+    return make_view
+
+
+# Single-agent Gymnasium views (cluster_env.wrappers): also registered with Gymnasium, so that
+# ``gymnasium.make(id, scenario=..., split=..., **overrides)`` works after ``import cluster_env``.
+GYM_VIEWS = {
+    "cluster_env/HeteroClusterFlat-v0": "HeteroClusterFlatEnv",
+    "cluster_env/HeteroClusterOrderer-v0": "HeteroClusterOrdererEnv",
+    "cluster_env/HeteroClusterPlacer-v0": "HeteroClusterPlacerEnv",
+}
+
+_REGISTRY: dict[str, Callable[..., Any]] = {ENV_ID: parallel_env, "cluster_env/HeteroClusterAEC-v0": env,
+                                            **{k: _view(v) for k, v in GYM_VIEWS.items()}}
+
+
+def register_gymnasium() -> None:
+    """Register the single-agent views with Gymnasium (idempotent; done by ``import cluster_env``)."""
+    import gymnasium
+
+    for env_id, class_name in GYM_VIEWS.items():
+        if env_id not in gymnasium.registry:
+            gymnasium.register(id=env_id, entry_point=f"cluster_env.wrappers:{class_name}",
+                               kwargs={"scenario": "philly-v0", "split": "train"})
 
 
 def make(env_id: str = ENV_ID, **kwargs: Any):

@@ -55,8 +55,8 @@ class ClusterView(gymnasium.Env):
         return obs, infos
 
     def _info(self, infos: dict, acted: Optional[str] = None) -> dict:
-        info = dict(infos["orderer"])
-        info.pop("invalid_action", None)
+        info = {k: (v.copy() if isinstance(v, (np.ndarray, dict)) else v) for k, v in infos["orderer"].items()
+                if k != "invalid_action"}
         info["acting_agent"] = self.acting_agent
         if acted is not None and infos[acted].get("invalid_action"):
             info["invalid_action"] = True

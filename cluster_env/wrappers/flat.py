@@ -77,7 +77,7 @@ class HeteroClusterFlatEnv(ClusterView):
                     f"action {a} is a padding index: the {agent} (acting in this phase) has only "
                     f"{self.env.action_space(agent).n} actions (allowed now: {np.flatnonzero(self._mask).tolist()[:20]})")
             info = {"phase": "place" if agent == "placer" else "order", "time": self.env.sim.now,
-                    "job_ids": self.env._job_ids, "placing_job": self.env.sim.placing,
+                    "job_ids": self.env._job_ids.copy(), "placing_job": self.env.sim.placing,
                     "acting_agent": agent, "invalid_action": True}
             return self._obs.copy(), 0.0, False, False, info
         obs, rewards, terms, truncs, infos = self.env.step({agent: a, other: self._noop[other]})

@@ -29,6 +29,10 @@ from cluster_env.errors import InvalidActionError
 from cluster_env.wrappers.layout import FlatLayout
 
 
+def _copy_info(info: dict) -> dict:
+    return {k: (v.copy() if isinstance(v, (np.ndarray, dict)) else v) for k, v in info.items()}
+
+
 class AgentSlots:
     """One parallel env seen as one slot per agent, with automatic reset (see the module docstring)."""
 
@@ -52,7 +56,7 @@ class AgentSlots:
     def reset(self, seed: Optional[int] = None, options: Optional[dict] = None):
         obs, infos = self.env.reset(seed=seed, options=options)
         self._ep_return, self._ep_len, self._t0 = 0.0, 0, time.perf_counter()
-        return self._view(obs), [dict(infos[a]) for a in self.agents]
+        return self._view(obs), [_copy_info(infos[a]) for a in self.agents]
 
     def step(self, actions: Any):
         actions = np.asarray(actions).reshape(-1)
@@ -76,7 +80,7 @@ class AgentSlots:
         term, trunc = bool(terms[agent]), bool(truncs[agent])
         self._ep_return += reward
         self._ep_len += 1
-        out_infos = [dict(infos[b]) for b in self.agents]
+        out_infos = [_copy_info(infos[b]) for b in self.agents]
         flat = self._view(obs)
         done = term or trunc
         if done:
@@ -97,4 +101,68 @@ class AgentSlots:
         return self._obs.copy()
 
 
-__all__ = ["AgentSlots"]
+# ---------------------------------------------------------------------- subprocess plumbing
+# Used by cluster_env.wrappers.sb3_vec.ParallelVecEnv(subprocess=True); kept here, free of
+# stable_baselines3 and torch, so that worker processes start fast.
+class PickledFactory:
+    """An env factory sent to a worker process with cloudpickle (lambdas and closures work)."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def __getstate__(self):
+        import cloudpickle
+
+        return cloudpickle.dumps(self.fn)
+
+    def __setstate__(self, state) -> None:
+        import cloudpickle
+
+        self.fn = cloudpickle.loads(state)
+
+
+def handle_command(slots: AgentSlots, cmd: str, data: Any) -> Any:
+    env = slots.env
+    if cmd == "step":
+        obs, rews, dones, infos = slots.step(data)
+        return obs, rews, dones, infos, slots.masks.copy()
+    if cmd == "reset":
+        obs, infos = slots.reset(*data)
+        return obs, infos, slots.masks.copy()
+    if cmd == "getattr":
+        return getattr(env, data)
+    if cmd == "setattr":
+        return setattr(env, data[0], data[1])
+    if cmd == "call":
+        name, args, kwargs = data
+        return getattr(env, name)(*args, **kwargs)
+    if cmd == "spaces":
+        return slots.observation_space, slots.action_space, slots.num_slots
+    if cmd == "close":
+        return env.close()
+    raise ValueError(f"unknown command {cmd!r}")
+
+
+def slots_worker(remote, parent_remote, env_fn_wrapper) -> None:  # pragma: no cover - runs in a subprocess
+    parent_remote.close()
+    slots = AgentSlots(env_fn_wrapper.fn())
+    try:
+        while True:
+            try:
+                cmd, data = remote.recv()
+            except EOFError:
+                break
+            try:
+                result = (True, handle_command(slots, cmd, data))
+            except Exception as exc:  # sent back and re-raised in the parent
+                result = (False, exc)
+            remote.send(result)
+            if cmd == "close":
+                break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        remote.close()
+
+
+__all__ = ["AgentSlots", "PickledFactory", "handle_command", "slots_worker"]

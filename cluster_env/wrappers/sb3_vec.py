@@ -23,54 +23,10 @@ from typing import Any, Optional
 
 import numpy as np
 from stable_baselines3.common.vec_env import VecEnv
-from stable_baselines3.common.vec_env.base_vec_env import CloudpickleWrapper, VecEnvIndices, VecEnvStepReturn
+from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvStepReturn
 
 from cluster_env.envs.cluster_parallel import ClusterParallelEnv
-from cluster_env.wrappers.parallel import AgentSlots
-
-
-def _handle(slots: AgentSlots, cmd: str, data: Any) -> Any:
-    env = slots.env
-    if cmd == "step":
-        obs, rews, dones, infos = slots.step(data)
-        return obs, rews, dones, infos, slots.masks.copy()
-    if cmd == "reset":
-        obs, infos = slots.reset(*data)
-        return obs, infos, slots.masks.copy()
-    if cmd == "getattr":
-        return getattr(env, data)
-    if cmd == "setattr":
-        return setattr(env, data[0], data[1])
-    if cmd == "call":
-        name, args, kwargs = data
-        return getattr(env, name)(*args, **kwargs)
-    if cmd == "spaces":
-        return slots.observation_space, slots.action_space, slots.num_slots
-    if cmd == "close":
-        return env.close()
-    raise ValueError(f"unknown command {cmd!r}")
-
-
-def _worker(remote, parent_remote, env_fn_wrapper) -> None:  # pragma: no cover - runs in a subprocess
-    parent_remote.close()
-    slots = AgentSlots(env_fn_wrapper.var())
-    try:
-        while True:
-            try:
-                cmd, data = remote.recv()
-            except EOFError:
-                break
-            try:
-                result = (True, _handle(slots, cmd, data))
-            except Exception as exc:  # sent back and re-raised in the parent
-                result = (False, exc)
-            remote.send(result)
-            if cmd == "close":
-                break
-    except KeyboardInterrupt:
-        pass
-    finally:
-        remote.close()
+from cluster_env.wrappers.parallel import AgentSlots, PickledFactory, handle_command, slots_worker
 
 
 class _Local:
@@ -80,7 +36,7 @@ class _Local:
 
     def send(self, cmd: str, data: Any = None) -> None:
         try:
-            self._pending = (True, _handle(self.slots, cmd, data))
+            self._pending = (True, handle_command(self.slots, cmd, data))
         except Exception as exc:
             self._pending = (False, exc)
 
@@ -95,7 +51,7 @@ class _Local:
 class _Remote:
     def __init__(self, env_fn: Callable[[], ClusterParallelEnv], ctx) -> None:
         self.remote, work_remote = ctx.Pipe()
-        self.process = ctx.Process(target=_worker, args=(work_remote, self.remote, CloudpickleWrapper(env_fn)),
+        self.process = ctx.Process(target=slots_worker, args=(work_remote, self.remote, PickledFactory(env_fn)),
                                    daemon=True)
         self.process.start()
         work_remote.close()

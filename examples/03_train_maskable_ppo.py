@@ -1,0 +1,370 @@
+"""Train sb3-contrib's MaskablePPO on the flat single-agent view and compare it with random and FIFO.
+
+One policy makes both decisions (which job next, which machine) on
+``cluster_env/HeteroClusterFlat-v0`` (card: ``cluster_env/wrappers/flat.py``), trained on the
+scenario's ``train`` split with short episodes (``--jobs-per-episode``), then evaluated with the
+deterministic policy on full episodes of the ``test`` split, one per seed, next to two mask-only
+references run on the same seeds:
+
+* ``random``: a uniformly random allowed action for both agents (seeded by the episode seed);
+* ``fifo``:   the oldest pending job that fits, placed first-fit (lowest allowed machine).
+
+Needs the ``rl`` extra (torch, stable-baselines3, sb3-contrib). Small defaults so that a bare run
+finishes in about a minute; ``--timesteps 600000`` is the budget of the recorded result (about
+10 minutes on one CPU thread)::
+
+    python examples/03_train_maskable_ppo.py --timesteps 600000 --out runs/ppo
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--scenario", default="philly-v0")
+    p.add_argument("--timesteps", type=int, default=20_000, help="training steps (all envs together)")
+    p.add_argument("--n-envs", type=int, default=4, help="training envs")
+    p.add_argument("--subprocess", action="store_true", help="SubprocVecEnv instead of DummyVecEnv")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--eval-seeds", type=int, default=5, help="evaluate on seeds 0 .. N-1")
+    p.add_argument("--eval-split", default="test", choices=["train", "validation", "test"])
+    p.add_argument("--eval-jobs", type=int, default=None,
+                   help="jobs per evaluation episode (default: the scenario's)")
+    p.add_argument("--jobs-per-episode", type=int, default=200, help="jobs per training episode")
+    p.add_argument("--n-steps", type=int, default=512, help="rollout length per env")
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--n-epochs", type=int, default=4)
+    p.add_argument("--gamma", type=float, default=1.0,
+                   help="1: episodes are finite, and discounting per decision step (not per second) would reward "
+                   "an agent for creating extra steps (advancing while jobs fit) before costly periods")
+    p.add_argument("--gae-lambda", type=float, default=0.95)
+    p.add_argument("--lr", type=float, default=3e-4)
+    p.add_argument("--ent-coef", type=float, default=0.01)
+    p.add_argument("--policy", default="rows", choices=["rows", "mlp"],
+                   help="rows: shared per-job / per-machine scorers (see RowsExtractor); mlp: SB3's MlpPolicy")
+    p.add_argument("--hidden", type=int, default=64, help="hidden size of the rows policy")
+    p.add_argument("--advance-bias", type=float, default=-3.0,
+                   help="initial bias of the rows policy's advance logit (a work-conserving prior)")
+    p.add_argument("--work-conserving", action=argparse.BooleanOptionalAction, default=True,
+                   help="rows policy: never choose advance while a job may start (a constraint of the policy, "
+                   "like FIFO's; the env still allows it)")
+    p.add_argument("--net-arch", default="64,64", help="hidden sizes of the MLP policy and value nets")
+    p.add_argument("--reward-scale", type=float, default=10.0,
+                   help="training reward multiplier (the env's return is minus the average JCT in hours)")
+    p.add_argument("--shaping", type=float, default=0.25,
+                   help="potential-based shaping for training only (see VecPotentialShaping): hours charged per "
+                   "pending job (0 turns it off; with gamma 1 the optimal policy is unchanged)")
+    p.add_argument("--spread-shaping", type=float, default=0.5,
+                   help="hours charged per extra machine a running job is spread over (potential-based, training only)")
+    p.add_argument("--frag-shaping", type=float, default=0.1,
+                   help="hours charged per free GPU on a machine that runs a job (potential-based, training only)")
+    p.add_argument("--threads", type=int, default=1, help="torch threads")
+    p.add_argument("--out", default=None, help="folder for model.zip and results.json")
+    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--verbose", type=int, default=0, help="SB3 verbosity (1 prints the training statistics)")
+    return p.parse_args(argv)
+
+
+def rows_policy_class():
+    """MaskablePPO policy that scores every candidate job and every machine with shared weights.
+
+    The flat observation (``cluster_env/wrappers/layout.py``) is cut back into its job rows,
+    machine rows and global / placing vectors. A context vector (global + placing features) is
+    appended to every row; one small MLP scores each job row (ORDER actions ``0 .. K+R-1``), another
+    each machine row (PLACE actions ``0 .. M-1``), a third ``advance`` (action ``K+R``) from the
+    context and the pooled job rows. The phase (``global[0]``) selects which scores are the
+    logits. The critic has its own encoder of the same shape and reads the context and the pooled
+    rows (sharing it let the value loss drown the policy gradient). Same weights for every row:
+    the policy learns "which job" and "which machine" rules, not positions.
+    """
+    import torch as th
+    from sb3_contrib.common.maskable.policies import MaskableActorCriticPolicy
+    from torch import nn
+
+    class RowsEncoder(nn.Module):
+        """Context vector, per-job and per-machine embeddings of a batch of flat observations."""
+
+        def __init__(self, segments: dict, hidden: int) -> None:
+            super().__init__()
+            self.seg = segments
+            (self.nj, fj), (self.nm, fm) = segments["jobs"][2], segments["machines"][2]
+            ng, npl = segments["global"][2][0], segments["placing"][2][0]
+            h = hidden
+            self.ctx = nn.Sequential(nn.Linear(ng + npl, h), nn.ReLU())
+            self.job_enc = nn.Sequential(nn.Linear(fj + h, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU())
+            self.mach_enc = nn.Sequential(nn.Linear(fm + h, h), nn.ReLU(), nn.Linear(h, h), nn.ReLU())
+
+        def forward(self, x):
+            def part(name):
+                a, b, shape = self.seg[name]
+                return x[:, a:b].reshape(x.shape[0], *shape)
+
+            jobs, machines, g = part("jobs"), part("machines"), part("global")
+            ctx = self.ctx(th.cat([g, part("placing")], dim=1))
+            je = self.job_enc(th.cat([jobs, ctx[:, None].expand(-1, self.nj, -1)], dim=2))
+            me = self.mach_enc(th.cat([machines, ctx[:, None].expand(-1, self.nm, -1)], dim=2))
+            valid = jobs[:, :, :1]
+            jpool = (je * valid).sum(1) / valid.sum(1).clamp(min=1.0)
+            return g[:, :1], ctx, je, me, jpool, me.mean(1)
+
+    class RowsExtractor(nn.Module):
+        """Actor: per-row scores -> logits; critic: its own encoder, pooled -> value features."""
+
+        def __init__(self, segments: dict, n_actions: int, hidden: int, work_conserving: bool) -> None:
+            super().__init__()
+            h = hidden
+            a, b, _ = segments["action_mask"]
+            self.mask_slice, self.work_conserving = slice(a, b), work_conserving
+            self.actor, self.critic_enc = RowsEncoder(segments, h), RowsEncoder(segments, h)
+            self.nj, self.nm, self.n_actions = self.actor.nj, self.actor.nm, n_actions
+            self.job_score = nn.Linear(h, 1)
+            self.mach_score = nn.Linear(h, 1)
+            self.adv_score = nn.Sequential(nn.Linear(2 * h, h), nn.ReLU(), nn.Linear(h, 1))
+            self.critic = nn.Sequential(nn.Linear(3 * h, h), nn.ReLU())
+            self.latent_dim_pi, self.latent_dim_vf = n_actions, h
+
+        def forward_actor(self, x):
+            phase, ctx, je, me, jpool, _ = self.actor(x)
+            b = x.shape[0]
+            order = th.zeros(b, self.n_actions, device=x.device)
+            order[:, : self.nj] = self.job_score(je).squeeze(2)
+            adv = self.adv_score(th.cat([ctx, jpool], dim=1)).squeeze(1)
+            if self.work_conserving:   # never idle while a job may start (or be preempted): mask segment
+                can_start = x[:, self.mask_slice][:, : self.nj].amax(dim=1) > 0.5
+                adv = th.where(can_start, th.full_like(adv, -1e8), adv)
+            order[:, self.nj] = adv
+            place = th.zeros(b, self.n_actions, device=x.device)
+            place[:, : self.nm] = self.mach_score(me).squeeze(2)
+            return phase * place + (1 - phase) * order
+
+        def forward_critic(self, x):
+            _, ctx, _, _, jpool, mpool = self.critic_enc(x)
+            return self.critic(th.cat([ctx, jpool, mpool], dim=1))
+
+        def forward(self, x):
+            return self.forward_actor(x), self.forward_critic(x)
+
+    class RowsPolicy(MaskableActorCriticPolicy):
+        def __init__(self, *args, segments=None, hidden=64, advance_bias=0.0, work_conserving=False, **kwargs):
+            self.segments, self.hidden, self.advance_bias = segments, hidden, advance_bias
+            self.work_conserving = work_conserving
+            super().__init__(*args, **kwargs)
+
+        def _build_mlp_extractor(self) -> None:
+            self.mlp_extractor = RowsExtractor(self.segments, int(self.action_space.n), self.hidden,
+                                               self.work_conserving)
+
+        def _build(self, lr_schedule) -> None:
+            super()._build(lr_schedule)
+            self.action_net = nn.Identity()             # the extractor's output already is the logits
+            for head in (self.mlp_extractor.job_score, self.mlp_extractor.mach_score,
+                         self.mlp_extractor.adv_score[-1]):
+                nn.init.orthogonal_(head.weight, gain=0.01)
+                nn.init.zeros_(head.bias)
+            # Prior: start with a work-conserving orderer (advance unlikely while a job fits). Near
+            # the random policy, advancing looks no worse than starting a job (the random policy
+            # delays jobs anyway), so without this prior PPO drifts towards idling.
+            nn.init.constant_(self.mlp_extractor.adv_score[-1].bias, self.advance_bias)
+            self.optimizer = self.optimizer_class(self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs)
+
+        def _get_constructor_parameters(self):
+            return {**super()._get_constructor_parameters(), "segments": self.segments, "hidden": self.hidden,
+                    "advance_bias": self.advance_bias, "work_conserving": self.work_conserving}
+
+    return RowsPolicy
+
+
+def layout_segments(scenario: str) -> dict:
+    """``{name: (start, stop, shape)}`` of the flat view's observation (for the rows policy)."""
+    from cluster_env.wrappers import HeteroClusterFlatEnv
+
+    layout = HeteroClusterFlatEnv(scenario, "train").layout
+    return {k: (layout.slice(k).start, layout.slice(k).stop, layout.shapes[k]) for k in layout.shapes}
+
+
+def make_training_env(args):
+    from stable_baselines3.common.vec_env import VecEnvWrapper
+
+    from cluster_env.wrappers import make_vec_env
+
+    class VecScaleReward(VecEnvWrapper):
+        def __init__(self, venv, scale):
+            super().__init__(venv)
+            self.scale = scale
+
+        def reset(self):
+            return self.venv.reset()
+
+        def step_wait(self):
+            obs, rew, done, infos = self.venv.step_wait()
+            return obs, rew * self.scale, done, infos
+
+    class VecPotentialShaping(VecEnvWrapper):
+        """Adds gamma * phi(s') - phi(s) to the training reward, phi read from the observation.
+
+        phi = -(pending_coef x pending jobs + spread_coef x extra machines held by jobs spread
+        over several machines + frag_coef x free GPUs on machines that run a job) / jobs per episode. Potential-based (Ng et al., 1999): with
+        gamma = 1 and phi = 0 when the episode ends (no job left) it changes no policy's return,
+        only when credit arrives: starting a job is credited at once instead of hours later when
+        it finishes, spreading a job over machines is charged when it is placed, and so is breaking
+        up a free machine (fragmentation that later forces large jobs to wait or spread).
+        """
+
+        def __init__(self, venv, pending_coef, spread_coef, frag_coef, seg, gamma):
+            super().__init__(venv)
+            self.frag_coef = frag_coef
+            from cluster_env.envs.observation import GLOBAL_FEATURES, MACHINE_FEATURES
+
+            g0, (m0, m1, mshape) = seg["global"][0], seg["machines"]
+            self.pending_coef, self.spread_coef, self.gamma = pending_coef, spread_coef, gamma
+            self.i_pending = g0 + GLOBAL_FEATURES.index("pending_log")
+            self.i_running = g0 + GLOBAL_FEATURES.index("running_log")
+            self.machines, self.mshape = slice(m0, m1), mshape
+            self.j_jobs = MACHINE_FEATURES.index("jobs")
+            self.j_free = MACHINE_FEATURES.index("free_gpus")
+
+        def _phi(self, obs):
+            obs = obs.astype(np.float64)
+            pending = np.expm1(obs[:, self.i_pending])                       # pending_log = log1p(pending)
+            running = np.expm1(obs[:, self.i_running])
+            machines = obs[:, self.machines].reshape(len(obs), *self.mshape)
+            jobs = machines[:, :, self.j_jobs]
+            extra = np.maximum(np.round(jobs.sum(axis=1) - running), 0.0)    # (job, machine) pairs beyond one per job
+            stranded = (np.round(machines[:, :, self.j_free] * 8) * (jobs > 0)).sum(axis=1)   # free_gpus = free / 8
+            return -(self.pending_coef * pending + self.spread_coef * extra + self.frag_coef * stranded)
+
+        def reset(self):
+            obs = self.venv.reset()
+            self.phi = self._phi(obs)
+            return obs
+
+        def step_wait(self):
+            obs, rew, done, infos = self.venv.step_wait()
+            nxt = obs.copy()
+            for i in np.flatnonzero(done):
+                nxt[i] = infos[i]["terminal_observation"]
+            phi_next = self._phi(nxt)
+            shaped = rew + (self.gamma * phi_next - self.phi).astype(np.float32)
+            self.phi = self._phi(obs)
+            return obs, shaped, done, infos
+
+    vec = make_vec_env("flat", args.n_envs, args.scenario, "train", seed=args.seed, subprocess=args.subprocess,
+                       jobs_per_episode=args.jobs_per_episode)
+    if args.shaping or args.spread_shaping or args.frag_shaping:
+        n = args.jobs_per_episode
+        vec = VecPotentialShaping(vec, args.shaping / n, args.spread_shaping / n, args.frag_shaping / n,
+                                  layout_segments(args.scenario), args.gamma)
+    return VecScaleReward(vec, args.reward_scale) if args.reward_scale != 1.0 else vec
+
+
+def progress_callback(every: int):
+    """Prints steps, seconds and the mean training return (minus the average JCT in hours x scale)."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class Progress(BaseCallback):
+        def _on_training_start(self) -> None:
+            self.t0, self.next = time.perf_counter(), every
+
+        def _on_step(self) -> bool:
+            if every and self.num_timesteps >= self.next:
+                self.next += every
+                returns = [e["r"] for e in self.model.ep_info_buffer]
+                mean = f"{np.mean(returns):.3f}" if returns else "n/a"
+                print(f"  {self.num_timesteps:>9,} steps {time.perf_counter() - self.t0:>6.0f} s  "
+                      f"mean episode return {mean} (last {len(returns)} episodes)", flush=True)
+            return True
+
+    return Progress()
+
+
+def run_episode(env, choose, seed: int) -> dict:
+    """One episode of a flat view with ``choose(obs, mask) -> action``; returns the final metrics."""
+    obs, info = env.reset(seed=seed)
+    done = False
+    while not done:
+        obs, _, term, trunc, info = env.step(choose(obs, env.action_masks()))
+        done = term or trunc
+    return info["metrics"]
+
+
+def evaluate(args, model=None) -> dict:
+    from cluster_env.wrappers import HeteroClusterFlatEnv
+
+    overrides = {} if args.eval_jobs is None else {"jobs_per_episode": args.eval_jobs}
+    env = HeteroClusterFlatEnv(args.scenario, args.eval_split, **overrides)
+    seeds = list(range(args.eval_seeds))
+    choosers = {}
+    if model is not None:
+        choosers["ppo"] = lambda seed: (
+            lambda obs, mask: int(model.predict(obs, action_masks=mask, deterministic=True)[0]))
+    choosers["random"] = lambda seed: (
+        lambda rng: (lambda obs, mask: int(rng.choice(np.flatnonzero(mask)))))(np.random.default_rng(seed))
+    choosers["fifo"] = lambda seed: (lambda obs, mask: int(np.argmax(mask)))
+    results = {}
+    for name, factory in choosers.items():
+        per_seed = [run_episode(env, factory(s), s)["avg_jct"] for s in seeds]
+        results[name] = {"avg_jct_per_seed": per_seed, "mean_avg_jct": float(np.mean(per_seed))}
+    if importlib.util.find_spec("baselines") is not None:   # the project's harness, when installed
+        import baselines
+
+        for name in ("random", "fifo"):
+            records = baselines.evaluate(name, args.scenario, split=args.eval_split, seeds=seeds,
+                                         env_kwargs=overrides, backend="serial")
+            per_seed = [r["avg_jct"] for r in records]
+            results[f"baselines:{name}"] = {"avg_jct_per_seed": per_seed, "mean_avg_jct": float(np.mean(per_seed))}
+    return {"seeds": seeds, "split": args.eval_split, **results}
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    from sb3_contrib import MaskablePPO
+
+    vec = make_training_env(args)
+    if args.policy == "rows":
+        policy, policy_kwargs = rows_policy_class(), {"segments": layout_segments(args.scenario),
+                                                      "hidden": args.hidden, "advance_bias": args.advance_bias,
+                                                      "work_conserving": args.work_conserving}
+    else:
+        policy, policy_kwargs = "MlpPolicy", {"net_arch": [int(x) for x in args.net_arch.split(",") if x]}
+    model = MaskablePPO(policy, vec, n_steps=args.n_steps, batch_size=args.batch_size, n_epochs=args.n_epochs,
+                        gamma=args.gamma, gae_lambda=args.gae_lambda, learning_rate=args.lr, ent_coef=args.ent_coef,
+                        policy_kwargs=policy_kwargs, seed=args.seed, device="cpu", verbose=args.verbose)
+    t0 = time.perf_counter()
+    model.learn(args.timesteps, callback=None if args.quiet else progress_callback(args.timesteps // 10))
+    train_wall = time.perf_counter() - t0
+    vec.close()
+    result = {"scenario": args.scenario, "timesteps": int(model.num_timesteps), "train_wall_s": round(train_wall, 1),
+              "args": vars(args), **evaluate(args, model)}
+    seeds = result["seeds"]
+    names = [n for n in ("ppo", "random", "fifo", "baselines:random", "baselines:fifo") if n in result]
+    print(f"MaskablePPO on {args.scenario} (flat view): {result['timesteps']:,} steps in {train_wall:.0f} s; "
+          f"average JCT (s) on the {args.eval_split} split, deterministic policy:")
+    print(f"  {'seed':>6} " + " ".join(f"{name:>16}" for name in names))
+    for i, s in enumerate(seeds):
+        print(f"  {s:>6} " + " ".join(f"{result[n]['avg_jct_per_seed'][i]:>16,.0f}" for n in names))
+    print(f"  {'mean':>6} " + " ".join(f"{result[n]['mean_avg_jct']:>16,.0f}" for n in names))
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        model.save(out / "model.zip")
+        (out / "results.json").write_text(json.dumps(result, indent=2))
+        print(f"model and results written to {out}/")
+    return result
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

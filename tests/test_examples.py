@@ -1,0 +1,42 @@
+"""The runnable examples under examples/ work end to end (tiny budgets, one thread, no network)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def _run(script: str, *args: str, timeout: float = 120) -> str:
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / script), *args], capture_output=True, text=True,
+                         env=ENV, cwd=ROOT, timeout=timeout)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+def test_quickstart_random_agent_prints_the_metrics():
+    text = _run("01_quickstart_random_agent.py", "--scenario", "philly-v0", "--split", "test",
+                "--jobs-per-episode", "60", "--seed", "3")
+    assert "random masked agent" in text
+    for key in ("avg_jct", "p95_jct", "gpu_utilization", "jobs_finished"):
+        assert key in text
+    assert "60" in text.split("jobs_finished")[1].splitlines()[0]
+
+
+def test_train_maskable_ppo_tiny_budget(tmp_path):
+    pytest.importorskip("sb3_contrib")
+    text = _run("03_train_maskable_ppo.py", "--timesteps", "256", "--n-envs", "2", "--n-steps", "64",
+                "--batch-size", "64", "--n-epochs", "1", "--hidden", "16", "--jobs-per-episode", "30",
+                "--eval-seeds", "2", "--eval-jobs", "30", "--out", str(tmp_path))
+    assert "mean" in text and "ppo" in text and "fifo" in text
+    result = json.loads((tmp_path / "results.json").read_text())
+    assert result["timesteps"] >= 256 and result["seeds"] == [0, 1]
+    for name in ("ppo", "random", "fifo"):
+        assert len(result[name]["avg_jct_per_seed"]) == 2 and result[name]["mean_avg_jct"] > 0
+    assert (tmp_path / "model.zip").exists()
