@@ -17,6 +17,8 @@ Numpy and gymnasium only: ``torch`` and ``stable_baselines3`` are never imported
                                          agent (parameter sharing; :mod:`cluster_env.wrappers.sb3_vec`)
 ``AgentSlots``                           the numpy core of it (:mod:`cluster_env.wrappers.parallel`)
 ``FlatLayout``                           the flat observation layout (:mod:`cluster_env.wrappers.layout`)
+``FlatViewPolicy``                       a flat-view predictor (e.g. a trained SB3 model) as a policy
+                                         of the parallel env, for ``baselines.evaluate``
 ``FirstAllowedPolicy``,                  built-in mask-only policies (``"fifo"``, ``"first-fit"``,
 ``RandomMaskedPolicy``,                  ``"random"``) and the resolver of fixed sides
 ``resolve_policy``
@@ -39,6 +41,7 @@ from __future__ import annotations
 from typing import Any
 
 from cluster_env.wrappers.flat import HeteroClusterFlatEnv
+from cluster_env.wrappers.flat_policy import FlatViewPolicy
 from cluster_env.wrappers.layout import FEATURE_KEYS, FlatLayout
 from cluster_env.wrappers.orderer import HeteroClusterOrdererEnv
 from cluster_env.wrappers.parallel import AgentSlots
@@ -60,7 +63,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "AgentSlots", "BUILTIN_POLICIES", "FEATURE_KEYS", "FLAT_ID", "FirstAllowedPolicy", "FlatLayout",
+    "AgentSlots", "BUILTIN_POLICIES", "FEATURE_KEYS", "FLAT_ID", "FirstAllowedPolicy", "FlatLayout", "FlatViewPolicy",
     "HeteroClusterFlatEnv", "HeteroClusterOrdererEnv", "HeteroClusterPlacerEnv", "ORDERER_ID", "PLACER_ID",
     "ParallelVecEnv", "RandomMaskedPolicy", "VIEW_IDS", "make_vec_env", "resolve_policy",
 ]
