@@ -15,6 +15,7 @@ import time
 import numpy as np
 
 import cluster_env
+from cluster_env.core.metrics import format_metrics
 
 
 def main(argv=None) -> dict:
@@ -39,9 +40,7 @@ def main(argv=None) -> dict:
     metrics = infos["orderer"]["metrics"]
     print(f"{args.scenario} / {args.split} / seed {args.seed}: random masked agent, {steps} steps in "
           f"{time.perf_counter() - t0:.2f} s, return {ret:.4f} (minus the average JCT in hours)")
-    for key in cluster_env.METRIC_KEYS:
-        value = metrics[key]
-        print(f"  {key:<16} {value:>14,.3f}" if isinstance(value, float) else f"  {key:<16} {value:>14,}")
+    print(format_metrics(metrics))
     return metrics
 
 
