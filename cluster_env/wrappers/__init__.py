@@ -55,7 +55,9 @@ PLACER_ID = VIEW_IDS["placer"]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "ParallelVecEnv":  # imports stable_baselines3, hence only on demand
+    # ParallelVecEnv imports stable_baselines3, hence only on demand (and not in __all__, so that
+    # ``from cluster_env.wrappers import *`` does not load it either).
+    if name == "ParallelVecEnv":
         from cluster_env.wrappers.sb3_vec import ParallelVecEnv
 
         return ParallelVecEnv
@@ -65,5 +67,5 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "AgentSlots", "BUILTIN_POLICIES", "FEATURE_KEYS", "FLAT_ID", "FirstAllowedPolicy", "FlatLayout", "FlatViewPolicy",
     "HeteroClusterFlatEnv", "HeteroClusterOrdererEnv", "HeteroClusterPlacerEnv", "ORDERER_ID", "PLACER_ID",
-    "ParallelVecEnv", "RandomMaskedPolicy", "VIEW_IDS", "make_vec_env", "resolve_policy",
+    "RandomMaskedPolicy", "VIEW_IDS", "make_vec_env", "resolve_policy",
 ]
