@@ -85,7 +85,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     policies = _split_names(args.policies) if args.policies else default_policies(args.scenario)
     for name in policies:                      # fail fast, before any worker starts
-        resolve_policy(name)
+        resolve_policy(name, args.scenario)
     env_kwargs = parse_env_overrides(args.env)
     out = Path(args.out)
     tasks = make_tasks(policies, [args.scenario], args.split, args.seeds, env_kwargs,
@@ -206,6 +206,15 @@ def build_parser() -> argparse.ArgumentParser:
     common(run)
     run.set_defaults(func=cmd_run)
 
+    train = sub.add_parser("train", help="train the dual agent with MAPPO (needs the rl extra)")
+    try:
+        from dual_agent.cli import add_train_arguments, cmd_train
+
+        add_train_arguments(train)
+        train.set_defaults(func=cmd_train)
+    except ImportError as exc:  # pragma: no cover - dual_agent ships in the same distribution
+        train.set_defaults(func=lambda _args: _missing(exc))
+
     scen = sub.add_parser("scenarios", help="list the scenarios with their cluster and workload")
     scen.set_defaults(func=cmd_scenarios)
 
@@ -219,6 +228,11 @@ def build_parser() -> argparse.ArgumentParser:
     common(scores)
     scores.set_defaults(func=cmd_scores)
     return parser
+
+
+def _missing(exc: Exception) -> int:
+    print(f"cluster-bench train needs dual_agent and torch: pip install -e '.[rl]' ({exc})", file=sys.stderr)
+    return 2
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

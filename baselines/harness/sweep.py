@@ -18,17 +18,24 @@ PolicySpec = Union[str, Any]
 BACKENDS = ("auto", "serial", "process", "ray")
 
 # Extra name resolvers registered by other packages (e.g. the dual agent's "dual" policy).
-_RESOLVERS: list[Callable[[str], Optional[Any]]] = []
+_RESOLVERS: list[Callable[[str, Optional[str]], Optional[Any]]] = []
 
 
-def register_policy_resolver(resolver: Callable[[str], Optional[Any]]) -> None:
-    """Let ``resolve_policy`` build more names: ``resolver(name)`` returns a policy or None."""
+def register_policy_resolver(resolver: Callable[[str, Optional[str]], Optional[Any]]) -> None:
+    """Let ``resolve_policy`` build more names: ``resolver(name, scenario)`` returns a policy or None.
+
+    ``scenario`` is the scenario the policy will run on (None when unknown), so that a name like
+    ``"dual"`` can load the checkpoint trained for it.
+    """
     if resolver not in _RESOLVERS:
         _RESOLVERS.append(resolver)
 
 
-def resolve_policy(spec: PolicySpec) -> Any:
-    """A policy object from a name (baseline, composition, or a registered resolver's) or an object."""
+def resolve_policy(spec: PolicySpec, scenario: Optional[str] = None) -> Any:
+    """A policy object from a name (baseline, composition, or a registered resolver's) or an object.
+
+    ``scenario`` is passed to the registered resolvers (e.g. ``"dual"`` loads its checkpoint).
+    """
     if not isinstance(spec, str):
         return spec
     from baselines.registry import make_policy
@@ -40,7 +47,7 @@ def resolve_policy(spec: PolicySpec) -> Any:
     except ValueError as unknown:
         _load_plugins()
         for resolver in _RESOLVERS:
-            policy = resolver(spec)
+            policy = resolver(spec, scenario)
             if policy is not None:
                 return policy
         raise unknown
@@ -84,7 +91,7 @@ class Task:
 def run_task(task: Task) -> EpisodeResult:
     """Run one task (in whatever process the backend chose)."""
     _limit_threads()
-    policy = resolve_policy(task.policy)
+    policy = resolve_policy(task.policy, task.scenario)
     return run_episode(policy, task.scenario, task.split, task.seed, dict(task.env_kwargs), record=task.record)
 
 

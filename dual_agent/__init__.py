@@ -1,0 +1,68 @@
+"""The dual-agent scheduler (KDD 2023, "A Dual-Agent Scheduler for Distributed Deep Learning Jobs
+on Public Cloud via Reinforcement Learning"), trained jointly with MAPPO on ``cluster_env``.
+
+* :class:`DualAgentPolicy`: the trained agent as a policy (``load(path)``, ``pretrained(scenario)``);
+* :class:`MAPPOTrainer`, :class:`TrainConfig`, :class:`DualAgentConfig`: training;
+* :func:`has_pretrained`: whether a checkpoint ships for a scenario.
+
+Importing the package registers the ``"dual"`` policy name with the harness
+(``baselines.evaluate("dual", ...)``, ``cluster-bench run --policies dual``), and names ending in
+``.pt`` load that checkpoint. Torch is imported only when a policy or trainer is built.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
+
+_LAZY = {
+    "DualAgentPolicy": "dual_agent.policy", "DualAgentConfig": "dual_agent.config",
+    "TrainConfig": "dual_agent.config", "MAPPOTrainer": "dual_agent.mappo", "TrainResult": "dual_agent.mappo",
+    "CheckpointError": "dual_agent.checkpoint", "load_checkpoint": "dual_agent.checkpoint",
+    "save_checkpoint": "dual_agent.checkpoint", "pretrained_path": "dual_agent.checkpoint",
+    "RandomWalkGP": "dual_agent.rwgp", "RWGPConfig": "dual_agent.rwgp",
+}
+__all__ = sorted([*_LAZY, "PRETRAINED_DIR", "has_pretrained", "pretrained_scenarios"])
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'dual_agent' has no attribute {name!r}")
+
+
+def has_pretrained(scenario: str) -> bool:
+    """Whether a pretrained checkpoint ships for ``scenario``."""
+    return (PRETRAINED_DIR / f"{scenario}.pt").is_file()
+
+
+def pretrained_scenarios() -> list[str]:
+    """The scenarios with a shipped checkpoint."""
+    return sorted(p.stem for p in PRETRAINED_DIR.glob("*.pt"))
+
+
+def _resolve(name: str, scenario: Optional[str] = None) -> Any:
+    """Harness names: ``dual`` (the pretrained agent of the scenario) and ``path/to/agent.pt``."""
+    from dual_agent.policy import DualAgentPolicy
+
+    if name == "dual":
+        if scenario is None:
+            raise ValueError("policy 'dual' needs the scenario to pick its pretrained checkpoint")
+        return DualAgentPolicy.pretrained(scenario)
+    if name.endswith(".pt"):
+        return DualAgentPolicy.load(name)
+    return None
+
+
+def _register() -> None:
+    try:
+        from baselines.harness.sweep import register_policy_resolver
+    except ImportError:  # pragma: no cover - baselines ships in the same distribution
+        return
+    register_policy_resolver(_resolve)
+
+
+_register()

@@ -1,0 +1,100 @@
+"""Checkpoints of the dual agent: one ``torch.save`` file with everything needed to rebuild it.
+
+Contents (a dict of plain values and tensors, so it loads with ``weights_only=True``: a checkpoint
+can never run code):
+
+* ``format`` / ``version``: :data:`FORMAT`, :data:`VERSION`; anything else is refused;
+* ``config``: :class:`DualAgentConfig` as a dict; ``spaces``: the spaces signature;
+  ``scenario``: the scenario trained on;
+* ``model``: the networks' state dict;
+* ``train`` (training checkpoints): the :class:`TrainConfig`, the optimiser state, the iteration
+  and timestep counters and the log so far, for ``resume``.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Optional
+
+import torch
+
+from dual_agent.config import DualAgentConfig
+
+FORMAT = "cluster-env/dual-agent"
+VERSION = 1
+from dual_agent import PRETRAINED_DIR
+
+
+class CheckpointError(ValueError):
+    """A file that is not a usable dual-agent checkpoint; the message names the file and why."""
+
+
+def save_checkpoint(path: "str | Path", model: torch.nn.Module, config: DualAgentConfig, spaces: dict,
+                    scenario: Optional[str], train: Optional[dict] = None) -> Path:
+    """Write a checkpoint atomically (a crash mid-write never leaves a truncated file behind)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"format": FORMAT, "version": VERSION, "config": config.to_dict(), "spaces": dict(spaces),
+            "scenario": scenario, "model": model.state_dict()}
+    if train is not None:
+        data["train"] = train
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            torch.save(data, fh)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load_checkpoint(path: "str | Path", scenario: Optional[str] = None) -> dict:
+    """Read and validate a checkpoint; ``scenario`` (if given) must be the one it was trained on."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: no such checkpoint file")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many kinds for truncated or foreign files
+        raise CheckpointError(f"{path}: not a readable dual-agent checkpoint (truncated or foreign file: "
+                              f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: not a dual-agent checkpoint (format tag {FORMAT!r} missing)")
+    if data.get("version") != VERSION:
+        raise CheckpointError(f"{path}: checkpoint version {data.get('version')!r}; this dual_agent reads "
+                              f"version {VERSION}")
+    for key in ("config", "spaces", "model"):
+        if key not in data:
+            raise CheckpointError(f"{path}: checkpoint lacks its {key!r} entry")
+    if scenario is not None and data.get("scenario") != scenario:
+        raise CheckpointError(f"{path}: trained on scenario {data.get('scenario')!r}, not {scenario!r}")
+    data["path"] = str(path)
+    return data
+
+
+def policy_from_checkpoint(data: dict, **kwargs: Any):
+    """A :class:`DualAgentPolicy` from a loaded checkpoint dict (``kwargs`` go to the policy)."""
+    from dual_agent.policy import DualAgentPolicy, build_model
+
+    where = data.get("path", "checkpoint")
+    try:
+        config = DualAgentConfig.from_dict(data["config"])
+        model = build_model(config, data["spaces"])
+        model.load_state_dict(data["model"])
+    except (TypeError, ValueError, KeyError, RuntimeError) as exc:
+        raise CheckpointError(f"{where}: its networks do not match this dual_agent version: {exc}") from None
+    return DualAgentPolicy(model, config, data["spaces"], scenario=data.get("scenario"), **kwargs)
+
+
+def pretrained_path(scenario: str) -> Path:
+    """The shipped checkpoint of ``scenario``; a clear error lists the scenarios that have one."""
+    path = PRETRAINED_DIR / f"{scenario}.pt"
+    if not path.is_file():
+        from dual_agent import pretrained_scenarios
+
+        have = pretrained_scenarios()
+        raise FileNotFoundError(f"no pretrained dual agent for scenario {scenario!r}; shipped: {have}. "
+                                f"Train one with: cluster-bench train --scenario {scenario}")
+    return path

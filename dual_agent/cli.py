@@ -1,0 +1,85 @@
+"""``cluster-bench train``: train the dual agent with MAPPO (arguments and command).
+
+Kept free of torch at import time so that ``cluster-bench --help`` stays fast.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+#: ``--smoke``: a tiny run that CI executes (seconds, not a useful agent).
+SMOKE = {"timesteps": 600, "steps_per_worker": 150, "jobs_per_episode": 30, "minibatch": 128, "epochs": 2,
+         "eval_every": 1, "eval_seeds": 1, "n_envs": 2}
+
+
+def add_train_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scenario", default="philly-v0")
+    p.add_argument("--timesteps", type=int, default=None, help="environment steps (default 200,000)")
+    p.add_argument("--out", default=None, help="run folder (default runs/dual-<scenario>)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--n-envs", type=int, default=None, help="rollout worker processes (default 2; 0 = in-process)")
+    p.add_argument("--steps-per-worker", type=int, default=None, help="decisions per worker per iteration")
+    p.add_argument("--jobs-per-episode", type=int, default=None, help="shorter training episodes")
+    p.add_argument("--lr", type=float, default=None, help="learning rate (default 3e-4)")
+    p.add_argument("--entropy-coef", type=float, default=None)
+    p.add_argument("--imitate", default=None, metavar="POLICY",
+                   help="warm start: first imitate this baseline's decisions (e.g. fifo+fastest)")
+    p.add_argument("--imitate-iterations", type=int, default=None, help="iterations of imitation (default 0)")
+    p.add_argument("--eval-every", type=int, default=None, help="iterations between validation runs (default 10)")
+    p.add_argument("--max-minutes", type=float, default=None, help="stop after this much wall time")
+    p.add_argument("--hidden", type=int, default=None, help="network width (default 64)")
+    p.add_argument("--orderer", default="learned", help="'learned' or a heuristic orderer (ablation)")
+    p.add_argument("--placer", default="learned", help="'learned' or a heuristic placer (ablation)")
+    p.add_argument("--no-gp", action="store_true", help="feed zeros instead of the RWGP posterior (ablation)")
+    p.add_argument("--no-work-conserving", action="store_true",
+                   help="let the orderer idle while a job could start (needed to imitate Tiresias)")
+    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                   help="environment override used in training and evaluation, repeatable")
+    p.add_argument("--agent-env", action="append", default=[], metavar="KEY=VALUE",
+                   help="setting the agent needs wherever it runs (stored in the checkpoint), e.g. preemption=True")
+    p.add_argument("--resume", default=None, metavar="LAST_PT", help="continue the run of this last.pt")
+    p.add_argument("--smoke", action="store_true", help="a tiny run for CI (seconds)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    import torch
+
+    from baselines.cli import parse_env_overrides
+    from dual_agent.config import DualAgentConfig, TrainConfig
+    from dual_agent.mappo import MAPPOTrainer
+
+    torch.set_num_threads(1)
+    out = Path(args.out or f"runs/dual-{args.scenario}{'-smoke' if args.smoke else ''}")
+    if args.resume:
+        trainer = MAPPOTrainer.resume(args.resume, out_dir=args.out, timesteps=args.timesteps)
+    else:
+        train_kw = dict(SMOKE) if args.smoke else {}
+        for key, value in (("timesteps", args.timesteps), ("n_envs", args.n_envs),
+                           ("steps_per_worker", args.steps_per_worker), ("jobs_per_episode", args.jobs_per_episode),
+                           ("learning_rate", args.lr), ("entropy_coef", args.entropy_coef),
+                           ("eval_every", args.eval_every), ("imitate", args.imitate),
+                           ("imitate_iterations", args.imitate_iterations)):
+            if value is not None:
+                train_kw[key] = value
+        agent_kw = {"orderer": args.orderer, "placer": args.placer, "use_gp": not args.no_gp,
+                    "work_conserving": not args.no_work_conserving,
+                    "env_overrides": parse_env_overrides(args.agent_env)}
+        if args.hidden is not None:
+            agent_kw["hidden"] = args.hidden
+        train = TrainConfig(scenario=args.scenario, seed=args.seed, env_kwargs=parse_env_overrides(args.env),
+                            **train_kw)
+        trainer = MAPPOTrainer(train, DualAgentConfig(**agent_kw), out)
+    t0 = time.perf_counter()
+    result = trainer.train(progress=not args.quiet, max_minutes=args.max_minutes)
+    wall = time.perf_counter() - t0
+    summary = {"scenario": trainer.train_cfg.scenario, "iterations": result.iterations,
+               "timesteps": result.timesteps, "wall_s": round(wall, 1),
+               "best_val_avg_jct": result.best_val_avg_jct, "best": str(result.best_path),
+               "last": str(result.last_path), "log": str(result.out_dir / "log.csv")}
+    print(json.dumps(summary, indent=2))
+    print(f"\nscore it: cluster-bench run --scenario {trainer.train_cfg.scenario} "
+          f"--policies fifo,tiresias,{result.best_path}")
+    return 0

@@ -1,0 +1,136 @@
+"""Configuration of the dual agent (architecture) and of its MAPPO training.
+
+Both are frozen dataclasses checked on construction, stored inside every checkpoint as plain dicts
+so that a checkpoint rebuilds exactly the network it was trained with.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Optional
+
+#: Values of :attr:`DualAgentConfig.orderer` / ``placer`` that mean "the learned agent".
+LEARNED = "learned"
+
+
+def _positive(name: str, value: Any, integer: bool = False, allow_zero: bool = False) -> None:
+    kind = int if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kind):
+        raise ValueError(f"{name} must be {'an integer' if integer else 'a number'}, got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class DualAgentConfig:
+    """Architecture of the two agents and of the centralised critic.
+
+    ``orderer`` / ``placer`` are ``"learned"`` or the name of a heuristic from
+    :mod:`baselines.registry` (``ORDERERS`` / ``PLACERS``): a heuristic half is how the ablations
+    "orderer only" and "placer only" are built. ``use_gp=False`` feeds zeros instead of the
+    Random Walk GP's posterior (the "without GP" ablation).
+    """
+
+    hidden: int = 64               # width of every encoder and head
+    orderer: str = LEARNED
+    placer: str = LEARNED
+    use_gp: bool = True
+    work_conserving: bool = True   # the orderer may not `advance` while a pending job can start
+    gp_rank: int = 64              # low-rank size of the RWGP kernel (exact below it)
+    gp_steps: int = 3              # p of the p-step random-walk kernel
+    env_overrides: dict = field(default_factory=dict)   # settings the agent was trained with (e.g. preemption)
+
+    def __post_init__(self) -> None:
+        from baselines.registry import ORDERERS, PLACERS
+
+        _positive("hidden", self.hidden, integer=True)
+        _positive("gp_rank", self.gp_rank, integer=True)
+        _positive("gp_steps", self.gp_steps, integer=True)
+        if self.orderer != LEARNED and self.orderer not in ORDERERS:
+            raise ValueError(f"orderer must be {LEARNED!r} or one of {sorted(ORDERERS)}, got {self.orderer!r}")
+        if self.placer != LEARNED and self.placer not in PLACERS:
+            raise ValueError(f"placer must be {LEARNED!r} or one of {sorted(PLACERS)}, got {self.placer!r}")
+        if self.orderer != LEARNED and self.placer != LEARNED:
+            raise ValueError("at least one of orderer / placer must be 'learned'")
+        for name in ("use_gp", "work_conserving"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if not isinstance(self.env_overrides, dict):
+            raise ValueError(f"env_overrides must be a dict, got {self.env_overrides!r}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "DualAgentConfig":
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """MAPPO hyper-parameters and the run's scenario.
+
+    A *rollout* is ``n_envs`` workers each playing whole episodes until it holds at least
+    ``steps_per_worker`` decisions; episode seeds derive from ``seed``, the iteration and the worker,
+    so a resumed run sees the same episodes as an uninterrupted one.
+    """
+
+    scenario: str = "philly-v0"
+    split: str = "train"
+    env_kwargs: dict = field(default_factory=dict)
+    jobs_per_episode: Optional[int] = None     # shorter training episodes (None: the scenario's window)
+    timesteps: int = 200_000
+    n_envs: int = 2                # rollout worker processes (0: collect in this process)
+    steps_per_worker: int = 2048
+    learning_rate: float = 3e-4
+    gamma: float = 1.0             # the reward sums to -avg JCT: undiscounted is the objective itself
+    gae_lambda: float = 0.95
+    clip: float = 0.2
+    entropy_coef: float = 0.01
+    value_coef: float = 0.5
+    epochs: int = 4
+    minibatch: int = 512
+    max_grad_norm: float = 0.5
+    seed: int = 0
+    imitate: Optional[str] = None  # warm start: a baseline name whose decisions the actors first imitate
+    imitate_iterations: int = 0    # iterations of behaviour cloning (teacher plays, cross-entropy loss)
+    eval_every: int = 10           # iterations between validation evaluations (0: never)
+    eval_seeds: int = 2            # validation episodes per evaluation
+
+    def __post_init__(self) -> None:
+        for name in ("timesteps", "steps_per_worker", "epochs", "minibatch", "eval_seeds"):
+            _positive(name, getattr(self, name), integer=True)
+        for name in ("n_envs", "eval_every", "seed", "imitate_iterations"):
+            _positive(name, getattr(self, name), integer=True, allow_zero=True)
+        for name in ("learning_rate", "clip", "max_grad_norm"):
+            _positive(name, getattr(self, name))
+        for name in ("entropy_coef", "value_coef"):
+            _positive(name, getattr(self, name), allow_zero=True)
+        for name in ("gamma", "gae_lambda"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+        if self.jobs_per_episode is not None:
+            _positive("jobs_per_episode", self.jobs_per_episode, integer=True)
+        if not isinstance(self.env_kwargs, dict):
+            raise ValueError(f"env_kwargs must be a dict, got {self.env_kwargs!r}")
+        if self.imitate_iterations and not self.imitate:
+            raise ValueError("imitate_iterations needs imitate (the teacher's policy name)")
+        if self.imitate is not None:
+            from baselines.registry import make_policy
+
+            make_policy(self.imitate)  # a clear ValueError for an unknown teacher, now rather than in a worker
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TrainConfig":
+        return cls(**_known(cls, data))
+
+
+def _known(cls: type, data: dict) -> dict:
+    names = {f.name for f in fields(cls)}
+    unknown = set(data) - names
+    if unknown:
+        raise ValueError(f"unknown {cls.__name__} field(s) {sorted(unknown)}; valid: {sorted(names)}")
+    return dict(data)

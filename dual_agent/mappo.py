@@ -1,0 +1,345 @@
+"""MAPPO training of the dual agent: decentralised actors, a centralised critic, one shared reward.
+
+Each iteration:
+
+1. the rollout workers play whole episodes with the current weights (sampling), in subprocesses;
+2. the critic values every state; GAE turns the shared reward into advantages;
+3. a few epochs of the clipped PPO objective on shuffled minibatches: only the acting agent's
+   decision enters its loss (the idle agent's no-op is not a decision), plus an entropy bonus
+   and the critic's value loss; heuristic halves (ablations) are not trained;
+4. a CSV log row (and TensorBoard, when installed); ``last.pt`` for resuming; every
+   ``eval_every`` iterations the deterministic agent is scored on validation episodes and the
+   best one is kept as ``best.pt``.
+
+Episode seeds and minibatch order derive from the run's seed and the iteration, so a resumed
+run continues exactly as the uninterrupted one would (tested).
+"""
+from __future__ import annotations
+
+import csv
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import torch
+from torch.distributions import Categorical
+
+from dual_agent.checkpoint import load_checkpoint, save_checkpoint
+from dual_agent.config import DualAgentConfig, TrainConfig
+from dual_agent.networks import masked_logits
+from dual_agent.policy import DualAgentPolicy, build_model, required_env, spaces_signature
+from dual_agent.rollout import Rollout, RolloutWorkers, make_env
+
+LOG_COLUMNS = ("iteration", "timesteps", "wall_s", "steps_per_s", "episodes", "episode_return", "train_avg_jct",
+               "policy_loss", "value_loss", "entropy_orderer", "entropy_placer", "approx_kl", "clip_frac", "learned_frac",
+               "val_avg_jct")
+_TENSOR_KEYS = ("jobs", "machines", "global", "placing", "order_mask", "place_mask")
+
+
+@dataclass
+class TrainResult:
+    """Where a training run left its files, and its last figures."""
+
+    out_dir: Path
+    iterations: int
+    timesteps: int
+    wall_s: float
+    best_val_avg_jct: Optional[float]
+    best_path: Path
+    last_path: Path
+
+
+class MAPPOTrainer:
+    """Train a :class:`DualAgentConfig` agent with :class:`TrainConfig` into ``out_dir``.
+
+    Args:
+        train: the run's hyper-parameters and scenario.
+        agent: the architecture (and which halves are learned).
+        out_dir: receives ``last.pt``, ``best.pt``, ``log.csv`` and ``config.json``.
+        subprocess: collect rollouts in worker processes (False: in this process, same numbers).
+        tensorboard: also write TensorBoard scalars when ``tensorboard`` is installed.
+    """
+
+    def __init__(self, train: TrainConfig, agent: DualAgentConfig = DualAgentConfig(),
+                 out_dir: "str | Path" = "runs/dual", subprocess: bool = True, tensorboard: bool = True) -> None:
+        torch.set_num_threads(1)
+        self.train_cfg, self.agent_cfg = train, agent
+        self.out_dir = Path(out_dir)
+        self.subprocess = subprocess
+        env_settings = {**train.env_kwargs, **required_env(agent)}
+        _check_teacher(train.imitate, env_settings)
+        probe = make_env(train.scenario, train.split, env_settings, train.jobs_per_episode)
+        self.spaces = spaces_signature(probe)
+        torch.manual_seed(train.seed)
+        self.model = build_model(agent, self.spaces)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=train.learning_rate, eps=1e-5)
+        self.iteration, self.timesteps, self.wall_s = 0, 0, 0.0
+        self.best: Optional[float] = None
+        self.log: list[dict] = []
+        self._tb = _tensorboard(self.out_dir) if tensorboard else None
+
+    # ----------------------------------------------------------------- resume
+    @classmethod
+    def resume(cls, path: "str | Path", out_dir: "Optional[str | Path]" = None, timesteps: Optional[int] = None,
+               **kwargs: Any) -> "MAPPOTrainer":
+        """Continue a run from its ``last.pt`` (optionally with a new total ``timesteps``)."""
+        data = load_checkpoint(path)
+        if "train" not in data:
+            raise ValueError(f"{path}: a policy checkpoint without training state; resume needs a run's last.pt")
+        state = data["train"]
+        train = TrainConfig.from_dict(state["config"])
+        if timesteps is not None:
+            train = TrainConfig.from_dict({**train.to_dict(), "timesteps": timesteps})
+        self = cls(train, DualAgentConfig.from_dict(data["config"]), out_dir or Path(path).parent, **kwargs)
+        if data["spaces"] != self.spaces:
+            raise ValueError(f"{path}: made for other spaces than {train.scenario} has now")
+        self.model.load_state_dict(data["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.iteration, self.timesteps, self.wall_s = state["iteration"], state["timesteps"], state["wall_s"]
+        self.best = state["best"]
+        self.log = [dict(row) for row in state["log"]]
+        return self
+
+    # ----------------------------------------------------------------- loop
+    def train(self, progress: bool = True, max_minutes: Optional[float] = None,
+              max_iterations: Optional[int] = None) -> TrainResult:
+        """Train until ``timesteps`` (or the wall-time / iteration limit); returns the result."""
+        cfg = self.train_cfg
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        (self.out_dir / "config.json").write_text(json.dumps(
+            {"train": cfg.to_dict(), "agent": self.agent_cfg.to_dict(), "spaces": self.spaces}, indent=2))
+        if self.iteration == 0:  # a fresh run starts a fresh log; a resumed one appends
+            (self.out_dir / "log.csv").unlink(missing_ok=True)
+        bar = _progress(progress, cfg.timesteps, self.timesteps)
+        start, done_iters = time.perf_counter(), 0
+        workers = RolloutWorkers(cfg.n_envs if cfg.n_envs > 0 else 1, self.subprocess and cfg.n_envs > 0,
+                                 cfg.scenario, cfg.split, cfg.env_kwargs, cfg.jobs_per_episode,
+                                 self.agent_cfg.to_dict(), self.spaces)
+        try:
+            while self.timesteps < cfg.timesteps:
+                if max_iterations is not None and done_iters >= max_iterations:
+                    break
+                if max_minutes is not None and time.perf_counter() - start > 60.0 * max_minutes:
+                    break
+                t0 = time.perf_counter()
+                imitating = self.iteration < cfg.imitate_iterations
+                rollout = workers.collect(self.model.state_dict(), cfg.seed, self.iteration, cfg.steps_per_worker,
+                                          teacher=cfg.imitate if imitating else None)
+                stats = self.update(rollout, imitation=imitating)
+                self.iteration += 1
+                self.timesteps += len(rollout)
+                self.wall_s += time.perf_counter() - t0
+                row = self._log_row(rollout, stats, time.perf_counter() - t0)
+                if cfg.eval_every and self.iteration % cfg.eval_every == 0:
+                    row["val_avg_jct"] = self.evaluate()
+                    if self.best is None or row["val_avg_jct"] < self.best:
+                        self.best = row["val_avg_jct"]
+                        self.save(self.out_dir / "best.pt", with_train=False)
+                self.log.append(row)
+                self._write_log(row)
+                self.save(self.out_dir / "last.pt")
+                done_iters += 1
+                if bar is not None:
+                    bar.update(len(rollout))
+                    bar.set_postfix(ret=f"{row['episode_return']:.2f}", val=_fmt(self.best))
+        finally:
+            workers.close()
+            if bar is not None:
+                bar.close()
+            if self._tb is not None:
+                self._tb.flush()
+        if not (self.out_dir / "best.pt").exists():  # no evaluation ran: the last weights are the best known
+            self.save(self.out_dir / "best.pt", with_train=False)
+        return TrainResult(self.out_dir, self.iteration, self.timesteps, self.wall_s, self.best,
+                           self.out_dir / "best.pt", self.out_dir / "last.pt")
+
+    # ----------------------------------------------------------------- PPO
+    def update(self, rollout: Rollout, imitation: bool = False) -> dict[str, float]:
+        """GAE, then the clipped objective for ``epochs`` over shuffled minibatches.
+
+        The actors are evaluated only on learned decisions (each agent on its own steps), the
+        critic on every step: forced moves and the idle agent's no-ops cost no actor compute.
+        With ``imitation`` (a teacher played the rollout) the actors' loss is the cross-entropy
+        of the teacher's decisions instead, and the critic learns the teacher's values.
+        """
+        cfg = self.train_cfg
+        batch = {k: torch.from_numpy(rollout.steps[k]) for k in _TENSOR_KEYS}
+        agent = torch.from_numpy(rollout.steps["agent"].astype(np.int64))
+        action = torch.from_numpy(rollout.steps["action"])
+        learned = torch.from_numpy(rollout.steps["learned"])
+        with torch.no_grad():
+            values = torch.cat([self.model.value({k: v[idx] for k, v in batch.items()})
+                                for idx in _chunks(len(rollout), 2048)])
+            old_logp = torch.zeros(len(rollout))
+            for idx in _chunks(len(rollout), 2048):
+                idx = idx[learned[idx]]
+                old_logp[idx] = self._logp_entropy({k: v[idx] for k, v in batch.items()}, agent[idx], action[idx])[0]
+        adv = torch.from_numpy(gae(rollout.steps["reward"], rollout.steps["done"], values.numpy(),
+                                   cfg.gamma, cfg.gae_lambda))
+        returns = adv + values
+        if learned.sum() > 1:
+            learned_adv = adv[learned]
+            adv = (adv - learned_adv.mean()) / (learned_adv.std() + 1e-8)
+        rng = np.random.default_rng([cfg.seed, self.iteration])
+        sums = {"policy_loss": 0.0, "value_loss": 0.0, "approx_kl": 0.0, "clip_frac": 0.0}
+        ent = {0: [0.0, 0], 1: [0.0, 0]}
+        n_mb = 0
+        self.model.train()
+        for _ in range(cfg.epochs):
+            for idx in _chunks(len(rollout), cfg.minibatch, rng.permutation(len(rollout))):
+                value_loss = ((self.model.value({k: v[idx] for k, v in batch.items()}) - returns[idx]) ** 2).mean()
+                loss = cfg.value_coef * value_loss
+                act = idx[learned[idx]]
+                if len(act):
+                    logp, entropy = self._logp_entropy({k: v[act] for k, v in batch.items()}, agent[act], action[act])
+                    ratio = torch.exp(logp - old_logp[act])
+                    a = adv[act]
+                    surrogate = torch.min(ratio * a, ratio.clamp(1 - cfg.clip, 1 + cfg.clip) * a)
+                    policy_loss = -logp.mean() if imitation else -surrogate.mean()
+                    loss = loss + policy_loss - cfg.entropy_coef * entropy.mean()
+                self.optimizer.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+                self.optimizer.step()
+                sums["value_loss"] += float(value_loss.detach())
+                if len(act):
+                    with torch.no_grad():
+                        log_ratio = logp - old_logp[act]
+                        sums["policy_loss"] += float(policy_loss)
+                        sums["approx_kl"] += float(((ratio - 1) - log_ratio).mean())
+                        sums["clip_frac"] += float(((ratio - 1).abs() > cfg.clip).float().mean())
+                        for who in (0, 1):
+                            sel = agent[act] == who
+                            ent[who][0] += float(entropy[sel].sum())
+                            ent[who][1] += int(sel.sum())
+                n_mb += 1
+        self.model.eval()
+        out = {k: v / max(1, n_mb) for k, v in sums.items()}
+        out["entropy_orderer"] = ent[0][0] / max(1, ent[0][1])
+        out["entropy_placer"] = ent[1][0] / max(1, ent[1][1])
+        out["learned_frac"] = float(learned.float().mean())
+        return out
+
+    def _logp_entropy(self, sub: dict, agent: torch.Tensor, action: torch.Tensor
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probability and entropy of the acting agent's decision, per step.
+
+        Each actor runs only on its own steps: the orderer on ORDER steps, the orderer's summary
+        and the placer on PLACE steps.
+        """
+        n = len(agent)
+        logp, entropy = torch.zeros(n), torch.zeros(n)
+        order, place = (agent == 0).nonzero().squeeze(1), (agent == 1).nonzero().squeeze(1)
+        if len(order):
+            logits, _ = self.model.orderer(sub["jobs"][order], sub["machines"][order], sub["global"][order])
+            dist = Categorical(logits=masked_logits(logits, sub["order_mask"][order]))
+            logp = logp.index_copy(0, order, dist.log_prob(action[order]))
+            entropy = entropy.index_copy(0, order, dist.entropy())
+        if len(place):
+            _, _, summary = self.model.orderer.summarise(sub["jobs"][place], sub["machines"][place],
+                                                         sub["global"][place])
+            logits = self.model.placer(sub["machines"][place], sub["placing"][place], summary.detach())
+            dist = Categorical(logits=masked_logits(logits, sub["place_mask"][place]))
+            logp = logp.index_copy(0, place, dist.log_prob(action[place]))
+            entropy = entropy.index_copy(0, place, dist.entropy())
+        return logp, entropy
+
+    # ----------------------------------------------------------------- evaluation and files
+    def policy(self, deterministic: bool = True) -> DualAgentPolicy:
+        """The current agent as a harness policy (shares the weights)."""
+        return DualAgentPolicy(self.model, self.agent_cfg, self.spaces, scenario=self.train_cfg.scenario,
+                               deterministic=deterministic)
+
+    def evaluate(self, split: str = "validation", seeds: Optional[list[int]] = None) -> float:
+        """Mean average JCT of the deterministic agent on ``split`` (default: ``eval_seeds`` seeds)."""
+        from baselines.harness.episode import run_episode
+
+        seeds = list(range(self.train_cfg.eval_seeds)) if seeds is None else seeds
+        policy = self.policy()
+        jcts = [run_episode(policy, self.train_cfg.scenario, split, s, dict(self.train_cfg.env_kwargs)).record["avg_jct"]
+                for s in seeds]
+        return float(np.mean(jcts))
+
+    def save(self, path: "str | Path", with_train: bool = True) -> Path:
+        train = None
+        if with_train:
+            train = {"config": self.train_cfg.to_dict(), "optimizer": self.optimizer.state_dict(),
+                     "iteration": self.iteration, "timesteps": self.timesteps, "wall_s": self.wall_s,
+                     "best": self.best, "log": [dict(r) for r in self.log]}
+        return save_checkpoint(path, self.model, self.agent_cfg, self.spaces, self.train_cfg.scenario, train)
+
+    def _log_row(self, rollout: Rollout, stats: dict, seconds: float) -> dict:
+        eps = rollout.episodes
+        row = {"iteration": self.iteration, "timesteps": self.timesteps, "wall_s": round(self.wall_s, 3),
+               "steps_per_s": round(len(rollout) / max(seconds, 1e-9), 1), "episodes": len(eps),
+               "episode_return": float(np.mean([e["return"] for e in eps])),
+               "train_avg_jct": float(np.mean([e.get("avg_jct", np.nan) for e in eps])),
+               **stats, "val_avg_jct": None}
+        if self._tb is not None:
+            for key, value in row.items():
+                if key not in ("iteration", "timesteps") and value is not None:
+                    self._tb.add_scalar(f"dual_agent/{key}", value, self.timesteps)
+        return row
+
+    def _write_log(self, row: dict) -> None:
+        path = self.out_dir / "log.csv"
+        new = not path.exists()
+        with path.open("a", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=LOG_COLUMNS)
+            if new:
+                writer.writeheader()
+            writer.writerow({k: row.get(k) for k in LOG_COLUMNS})
+
+
+def _check_teacher(name: Optional[str], env_settings: dict) -> None:
+    """A teacher must be able to act in the agent's environment (e.g. Tiresias needs preemption)."""
+    if name is None:
+        return
+    from baselines.registry import make_policy
+
+    for key, value in make_policy(name).env_overrides.items():
+        if env_settings.get(key) != value:
+            raise ValueError(f"teacher {name!r} needs {key}={value!r}; train the agent with that setting "
+                             f"(--agent-env {key}={value!r})")
+
+
+def gae(rewards: np.ndarray, dones: np.ndarray, values: np.ndarray, gamma: float, lam: float) -> np.ndarray:
+    """Generalised advantage estimates over concatenated whole episodes (``dones`` ends each)."""
+    adv = np.zeros(len(rewards), dtype=np.float32)
+    last = 0.0
+    for t in range(len(rewards) - 1, -1, -1):
+        nonterminal = 0.0 if dones[t] else 1.0
+        next_value = values[t + 1] if t + 1 < len(rewards) else 0.0
+        delta = rewards[t] + gamma * next_value * nonterminal - values[t]
+        last = delta + gamma * lam * nonterminal * last
+        adv[t] = last
+    return adv
+
+
+def _chunks(n: int, size: int, order: Optional[np.ndarray] = None):
+    order = np.arange(n) if order is None else order
+    for i in range(0, n, size):
+        yield torch.from_numpy(order[i:i + size])
+
+
+def _fmt(value: Optional[float]) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _progress(enabled: bool, total: int, initial: int):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=initial, unit="step", desc="dual-agent MAPPO")
+
+
+def _tensorboard(out_dir: Path):
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except Exception:  # tensorboard not installed: CSV only
+        return None
+    return SummaryWriter(str(out_dir / "tb"))

@@ -1,0 +1,221 @@
+"""The dual agent as a policy: usable anywhere a baseline is (harness, CLI, examples).
+
+:class:`DualAgentPolicy` follows the policy protocol of :mod:`baselines.policy`
+(``reset(seed)``, ``act(observations, infos)``) and reads nothing but the observation, its masks
+and the infos. Each step it refreshes the Random Walk GP from the measured machine speeds, then
+the acting agent decides: the ordering agent in the ORDER phase, the placement agent (with the
+ordering agent's summary of the queue) in the PLACE phase. Deterministic by default (arg max);
+``deterministic=False`` samples, which is how the training workers explore.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+from baselines.obs import is_place_phase
+from dual_agent.config import LEARNED, DualAgentConfig
+from dual_agent.networks import GP_FEATURES, DualAgentModel
+
+ORDERER, PLACER = 0, 1
+
+
+def feature_dims(spaces: dict) -> dict[str, int]:
+    """Widths of the feature arrays from a spaces signature (see :func:`spaces_signature`)."""
+    return {"job_dim": len(spaces["job_features"]), "machine_dim": len(spaces["machine_features"]),
+            "global_dim": len(spaces["global_features"]), "placing_dim": len(spaces["placing_features"])}
+
+
+def spaces_signature(env: Any) -> dict:
+    """What a checkpoint must match: feature names and the sizes of the action spaces."""
+    from cluster_env.envs.observation import GLOBAL_FEATURES, JOB_FEATURES, MACHINE_FEATURES, PLACING_FEATURES
+
+    space = env.observation_space("orderer")
+    return {"job_features": list(JOB_FEATURES), "machine_features": list(MACHINE_FEATURES),
+            "global_features": list(GLOBAL_FEATURES), "placing_features": list(PLACING_FEATURES),
+            "rows": int(space["jobs"].shape[0]), "machines": int(space["machines"].shape[0])}
+
+
+def build_model(config: DualAgentConfig, spaces: dict) -> DualAgentModel:
+    return DualAgentModel(hidden=config.hidden, **feature_dims(spaces))
+
+
+class DualAgentPolicy:
+    """The trained (or freshly initialised) dual agent.
+
+    Args:
+        model: the networks.
+        config: their architecture and which halves are learned.
+        spaces: the spaces signature the model was trained on (:func:`spaces_signature`); an
+            environment whose observations differ is refused at the first step.
+        scenario: the scenario it was trained on (informative; checked by :meth:`load`).
+        deterministic: arg max (evaluation) or sampling.
+        allow_transfer: accept another number of candidate rows or machines (the networks are
+            size-agnostic); feature layouts must still match.
+    """
+
+    def __init__(self, model: DualAgentModel, config: DualAgentConfig, spaces: dict,
+                 scenario: Optional[str] = None, deterministic: bool = True, allow_transfer: bool = False,
+                 name: str = "dual") -> None:
+        self.model, self.config, self.spaces, self.scenario = model, config, dict(spaces), scenario
+        self.deterministic, self.allow_transfer, self.name = deterministic, allow_transfer, name
+        self.env_overrides = required_env(config)
+        self.gp = None
+        if config.use_gp:
+            from dual_agent.rwgp import RandomWalkGP, RWGPConfig
+
+            self.gp = RandomWalkGP(RWGPConfig(rank=config.gp_rank, steps=config.gp_steps))
+        self._orderer = _heuristic("orderer", config.orderer)
+        self._placer = _heuristic("placer", config.placer)
+        self.teacher: Any = None   # training warm start: a baseline whose decisions are recorded instead
+        self.model.eval()
+        self.reset(None)
+
+    # ----------------------------------------------------------------- loading
+    @classmethod
+    def load(cls, path: "str | Path", scenario: Optional[str] = None, **kwargs: Any) -> "DualAgentPolicy":
+        """Load a checkpoint written by training (:mod:`dual_agent.checkpoint`).
+
+        ``scenario``, when given, must be the one the checkpoint was trained on.
+        """
+        from dual_agent.checkpoint import load_checkpoint, policy_from_checkpoint
+
+        return policy_from_checkpoint(load_checkpoint(path, scenario=scenario), **kwargs)
+
+    @classmethod
+    def pretrained(cls, scenario: str, **kwargs: Any) -> "DualAgentPolicy":
+        """The checkpoint shipped in the package for ``scenario`` (see :func:`has_pretrained`)."""
+        from dual_agent.checkpoint import pretrained_path
+
+        return cls.load(pretrained_path(scenario), scenario=scenario, **kwargs)
+
+    # ----------------------------------------------------------------- protocol
+    def reset(self, seed: Optional[int] = None) -> None:
+        """Start an episode: new sampling stream, heuristic halves reset, GP rebuilt at first step."""
+        order_seq, place_seq, sample_seq = np.random.SeedSequence(seed).spawn(3)
+        if self._orderer is not None:
+            self._orderer.reset(np.random.default_rng(order_seq))
+        if self._placer is not None:
+            self._placer.reset(np.random.default_rng(place_seq))
+        self.rng = np.random.default_rng(sample_seq)
+        if self.teacher is not None:
+            self.teacher.reset(seed)
+        self._new_episode = True
+
+    def act(self, observations: dict, infos: dict) -> dict[str, int]:
+        agent, action, _, _ = self.decide(observations, infos)
+        noop = {"orderer": len(observations["orderer"]["action_mask"]) - 1,
+                "placer": len(observations["placer"]["action_mask"]) - 1}
+        noop["orderer" if agent == ORDERER else "placer"] = action
+        return noop
+
+    # ----------------------------------------------------------------- decisions
+    def features(self, observations: dict) -> dict[str, np.ndarray]:
+        """The networks' inputs for one step: features, GP-augmented machines and both masks."""
+        obs = observations["orderer"]
+        if self._new_episode:
+            self._check_spaces(obs)
+            if self.gp is not None:
+                self.gp.reset(obs["machines"])
+            self._new_episode = False
+        machines = obs["machines"]
+        order_mask = obs["action_mask"].astype(bool)
+        if self.config.work_conserving:
+            order_mask = work_conserving_mask(order_mask, obs["jobs"])
+        gp = self.gp.features(machines) if self.gp is not None else np.zeros((len(machines), GP_FEATURES), np.float32)
+        return {"jobs": obs["jobs"], "machines": np.concatenate([machines, gp], axis=1), "global": obs["global"],
+                "placing": obs["placing"], "order_mask": order_mask,
+                "place_mask": observations["placer"]["action_mask"].astype(bool)}
+
+    def decide(self, observations: dict, infos: dict) -> tuple[int, int, bool, dict[str, np.ndarray]]:
+        """(acting agent, its action, whether a learned half decided it, the features it saw).
+
+        Forced moves (one legal action) and heuristic halves' choices are not learned decisions.
+        """
+        feats = self.features(observations)
+        agent = PLACER if is_place_phase(observations["orderer"]) else ORDERER
+        if self.teacher is not None:  # behaviour cloning: the teacher decides, every step (it may keep state)
+            action = self.teacher.act(observations, infos)["orderer" if agent == ORDERER else "placer"]
+            mask = feats["order_mask"] if agent == ORDERER else feats["place_mask"]
+            if not mask[action]:  # e.g. a teacher that idles where the work-conserving rule forbids it
+                raise ValueError(f"teacher {getattr(self.teacher, 'name', self.teacher)!r} chose action {action}, "
+                                 f"which this agent's mask forbids (work_conserving={self.config.work_conserving})")
+            return agent, int(action), int(mask.sum()) > 1, feats
+        heuristic = self._orderer if agent == ORDERER else self._placer
+        if heuristic is not None:
+            name = "orderer" if agent == ORDERER else "placer"
+            act = heuristic.order if agent == ORDERER else heuristic.place
+            return agent, int(act(observations[name], infos[name])), False, feats
+        mask = feats["order_mask"] if agent == ORDERER else feats["place_mask"]
+        legal = np.flatnonzero(mask)
+        if len(legal) == 1:  # a forced move is not a decision: no network call, nothing to learn
+            return agent, int(legal[0]), False, feats
+        with torch.inference_mode():
+            batch = {k: torch.from_numpy(np.ascontiguousarray(v)).unsqueeze(0) for k, v in feats.items()}
+            if agent == ORDERER:
+                logits, _ = self.model.orderer(batch["jobs"], batch["machines"], batch["global"])
+                mask = batch["order_mask"]
+            else:
+                _, _, summary = self.model.orderer.summarise(batch["jobs"], batch["machines"], batch["global"])
+                logits = self.model.placer(batch["machines"], batch["placing"], summary)
+                mask = batch["place_mask"]
+            logits = logits[0].double().numpy()
+        return agent, self._choose(logits, mask[0].numpy()), True, feats
+
+    def _choose(self, logits: np.ndarray, mask: np.ndarray) -> int:
+        if not mask.any():
+            raise RuntimeError("no legal action in the acting agent's mask")
+        logits = np.where(mask, logits, -np.inf)
+        if not self.deterministic:
+            # Gumbel-max: a draw from the masked softmax, from the policy's own seeded stream.
+            logits = logits + self.rng.gumbel(size=logits.shape)
+        return int(np.argmax(logits))
+
+    def _check_spaces(self, obs: dict) -> None:
+        from cluster_env.envs.observation import JOB_FEATURES, MACHINE_FEATURES
+
+        want, got = self.spaces, {"rows": obs["jobs"].shape[0], "machines": obs["machines"].shape[0]}
+        if (list(want["job_features"]) != list(JOB_FEATURES) or list(want["machine_features"]) != list(MACHINE_FEATURES)
+                or obs["jobs"].shape[1] != len(want["job_features"])
+                or obs["machines"].shape[1] != len(want["machine_features"])):
+            raise ValueError("this dual agent was trained on another observation layout "
+                             "(feature names differ from this cluster_env version); retrain it")
+        if not self.allow_transfer and (got["rows"] != want["rows"] or got["machines"] != want["machines"]):
+            raise ValueError(
+                f"this dual agent was trained on {self.scenario or 'another scenario'} with "
+                f"{want['rows']} candidate rows and {want['machines']} machines; this environment has "
+                f"{got['rows']} rows and {got['machines']} machines. Pass allow_transfer=True to run it anyway.")
+
+
+def work_conserving_mask(order_mask: np.ndarray, jobs: np.ndarray) -> np.ndarray:
+    """Forbid ``advance`` while a pending job can start (running rows, i.e. preemptions, stay legal).
+
+    Idling a fitting job is almost never right and an untrained agent that idles can stretch an
+    episode a thousandfold; this rule keeps exploration where it matters.
+    """
+    starts = order_mask[:-1] & (jobs[:, 1] < 0.5)          # legal rows that are pending jobs
+    if starts.any():
+        order_mask = order_mask.copy()
+        order_mask[-1] = False
+    return order_mask
+
+
+def required_env(config: DualAgentConfig) -> dict:
+    """Environment settings the agent needs: its heuristic halves' (e.g. Tiresias: preemption), then its own."""
+    needs: dict = {}
+    for agent, name in (("placer", config.placer), ("orderer", config.orderer)):
+        half = _heuristic(agent, name)
+        if half is not None:
+            needs.update(half.env_overrides)
+    return {**needs, **config.env_overrides}
+
+
+def _heuristic(agent: str, name: str) -> Any:
+    """The heuristic half for ``name``, or None when that half is learned."""
+    if name == LEARNED:
+        return None
+    from baselines.registry import ORDERERS, PLACERS
+
+    return (ORDERERS if agent == "orderer" else PLACERS)[name]()
