@@ -53,7 +53,7 @@ def _resolve(name: str, scenario: Optional[str] = None) -> Any:
             raise ValueError("policy 'dual' needs the scenario to pick its pretrained checkpoint")
         return DualAgentPolicy.pretrained(scenario)
     if name.endswith(".pt"):
-        return DualAgentPolicy.load(name)
+        return DualAgentPolicy.load(name, name=f"dual({Path(name).stem})")
     return None
 
 

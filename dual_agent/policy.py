@@ -103,6 +103,7 @@ class DualAgentPolicy:
         if self.teacher is not None:
             self.teacher.reset(seed)
         self._new_episode = True
+        self._touched: dict[int, float] = {}   # job id -> time it was last started or preempted
 
     def act(self, observations: dict, infos: dict) -> dict[str, int]:
         agent, action, _, _ = self.decide(observations, infos)
@@ -112,8 +113,12 @@ class DualAgentPolicy:
         return noop
 
     # ----------------------------------------------------------------- decisions
-    def features(self, observations: dict) -> dict[str, np.ndarray]:
-        """The networks' inputs for one step: features, GP-augmented machines and both masks."""
+    def features(self, observations: dict, infos: Optional[dict] = None) -> dict[str, np.ndarray]:
+        """The networks' inputs for one step: features, GP-augmented machines and both masks.
+
+        With ``infos``, the orderer's mask also forbids touching a job again in the instant it was
+        started or preempted (a preempt-restart loop at one instant would never end).
+        """
         obs = observations["orderer"]
         if self._new_episode:
             self._check_spaces(obs)
@@ -122,6 +127,8 @@ class DualAgentPolicy:
             self._new_episode = False
         machines = obs["machines"]
         order_mask = obs["action_mask"].astype(bool)
+        if infos is not None and self._touched:
+            order_mask = self._livelock_guard(order_mask, infos["orderer"])
         if self.config.work_conserving:
             order_mask = work_conserving_mask(order_mask, obs["jobs"])
         gp = self.gp.features(machines) if self.gp is not None else np.zeros((len(machines), GP_FEATURES), np.float32)
@@ -134,24 +141,40 @@ class DualAgentPolicy:
 
         Forced moves (one legal action) and heuristic halves' choices are not learned decisions.
         """
-        feats = self.features(observations)
+        feats = self.features(observations, infos)
         agent = PLACER if is_place_phase(observations["orderer"]) else ORDERER
+        action, learned = self._decide(agent, feats, observations, infos)
+        if agent == ORDERER and action < len(feats["jobs"]) and infos:
+            self._touched[int(infos["orderer"]["job_ids"][action])] = float(infos["orderer"]["time"])
+        return agent, action, learned, feats
+
+    def _livelock_guard(self, order_mask: np.ndarray, info: dict) -> np.ndarray:
+        now, ids = float(info["time"]), info["job_ids"]
+        recent = np.fromiter((self._touched.get(int(j), -1.0) == now for j in ids), bool, len(ids))
+        if recent.any():
+            guarded = order_mask.copy()
+            guarded[:-1] &= ~recent
+            if guarded.any():  # never leave the agent without a move
+                return guarded
+        return order_mask
+
+    def _decide(self, agent: int, feats: dict, observations: dict, infos: dict) -> tuple[int, bool]:
         if self.teacher is not None:  # behaviour cloning: the teacher decides, every step (it may keep state)
             action = self.teacher.act(observations, infos)["orderer" if agent == ORDERER else "placer"]
             mask = feats["order_mask"] if agent == ORDERER else feats["place_mask"]
             if not mask[action]:  # e.g. a teacher that idles where the work-conserving rule forbids it
                 raise ValueError(f"teacher {getattr(self.teacher, 'name', self.teacher)!r} chose action {action}, "
                                  f"which this agent's mask forbids (work_conserving={self.config.work_conserving})")
-            return agent, int(action), int(mask.sum()) > 1, feats
+            return int(action), int(mask.sum()) > 1
         heuristic = self._orderer if agent == ORDERER else self._placer
         if heuristic is not None:
             name = "orderer" if agent == ORDERER else "placer"
             act = heuristic.order if agent == ORDERER else heuristic.place
-            return agent, int(act(observations[name], infos[name])), False, feats
+            return int(act(observations[name], infos[name])), False
         mask = feats["order_mask"] if agent == ORDERER else feats["place_mask"]
         legal = np.flatnonzero(mask)
         if len(legal) == 1:  # a forced move is not a decision: no network call, nothing to learn
-            return agent, int(legal[0]), False, feats
+            return int(legal[0]), False
         with torch.inference_mode():
             batch = {k: torch.from_numpy(np.ascontiguousarray(v)).unsqueeze(0) for k, v in feats.items()}
             if agent == ORDERER:
@@ -162,7 +185,7 @@ class DualAgentPolicy:
                 logits = self.model.placer(batch["machines"], batch["placing"], summary)
                 mask = batch["place_mask"]
             logits = logits[0].double().numpy()
-        return agent, self._choose(logits, mask[0].numpy()), True, feats
+        return self._choose(logits, mask[0].numpy()), True
 
     def _choose(self, logits: np.ndarray, mask: np.ndarray) -> int:
         if not mask.any():

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+from collections import Counter
 import os
 import subprocess
 import sys
@@ -218,7 +219,7 @@ def test_cli_train_smoke_then_score_the_checkpoint(tmp_path):
                            f"fifo,{out / 'best.pt'}", "--out", str(tmp_path / "res")],
                           capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert "best.pt" in proc.stdout or "dual" in proc.stdout
+    assert "dual(best)" in proc.stdout and "fifo" in proc.stdout
 
 
 def test_dual_name_without_a_checkpoint_says_how_to_train_one():
@@ -226,3 +227,23 @@ def test_dual_name_without_a_checkpoint_says_how_to_train_one():
 
     with pytest.raises(FileNotFoundError, match="cluster-bench train --scenario toy-v0"):
         resolve_policy("dual", "toy-v0")
+
+
+def test_agent_never_touches_a_job_twice_in_one_instant():
+    """With preemption, an agent could preempt and restart one job forever at one instant (untrained: it
+    preempts a lot, which makes this a hard case)."""
+    policy = fresh_policy(env_overrides={"preemption": True}, work_conserving=False)
+    env = cluster_env.parallel_env("philly-v0", split="test", preemption=True, jobs_per_episode=40)
+    obs, infos = env.reset(seed=4)
+    policy.reset(4)
+    touched = []
+    while env.agents:
+        agent, action, _, feats = policy.decide(obs, infos)
+        if agent == 0 and action < len(feats["jobs"]):
+            touched.append((infos["orderer"]["time"], int(infos["orderer"]["job_ids"][action])))
+        actions = {"orderer": len(obs["orderer"]["action_mask"]) - 1, "placer": len(obs["placer"]["action_mask"]) - 1}
+        actions["orderer" if agent == 0 else "placer"] = action
+        obs, _, _, _, infos = env.step(actions)
+    # A job is touched at most twice per instant: once, and a restart only when nothing else can move.
+    assert len(touched) >= 40 and max(Counter(touched).values()) <= 2
+    assert env.unwrapped.metrics()["jobs_finished"] == 40

@@ -40,3 +40,14 @@ def test_train_maskable_ppo_tiny_budget(tmp_path):
     for name in ("ppo", "random", "fifo"):
         assert len(result[name]["avg_jct_per_seed"]) == 2 and result[name]["mean_avg_jct"] > 0
     assert (tmp_path / "model.zip").exists()
+
+
+def test_train_dual_agent_tiny_budget(tmp_path):
+    text = _run("04_train_dual_agent.py", "--timesteps", "300", "--steps-per-worker", "80", "--jobs-per-episode",
+                "20", "--imitate-iterations", "1", "--hidden", "16", "--eval-seeds", "2", "--eval-jobs", "30",
+                "--out", str(tmp_path / "run"), "--quiet", timeout=300)
+    assert "dual (this run)" in text and "fifo+fastest" in text
+    assert "mean avg JCT" in text
+    assert (tmp_path / "run" / "last.pt").is_file()
+    log = (tmp_path / "run" / "log.csv").read_text().splitlines()
+    assert len(log) >= 3       # header + the imitation iteration + at least one MAPPO iteration

@@ -1,0 +1,107 @@
+"""Dual-agent figures: decision latency against candidates and machines, training throughput.
+
+``measure(quick)`` returns rows ``{section, case, value, unit}`` (the suite in ``suite.py``
+prints them with the rest); run alone with ``python benchmarks/bench_dual_agent.py [--quick]``.
+
+* ORDER latency at 64, 256 and 1,024 candidate jobs (64 machines): the squeeze-and-communicate
+  orderer is linear in the candidates, so the time per candidate should stay flat;
+* PLACE latency at 64 and 1,213 machines (the openb-full cluster), RWGP refresh included;
+* training: environment steps per second of one rollout worker (sampling agent, philly-v0), and
+  of a whole MAPPO iteration (collection + update) in this process.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import cluster_env  # noqa: E402
+from dual_agent.config import DualAgentConfig, TrainConfig  # noqa: E402
+from dual_agent.policy import DualAgentPolicy, build_model, spaces_signature  # noqa: E402
+
+
+def _observation(jobs: int, machine_rows: np.ndarray, place: bool, rng: np.random.Generator) -> dict:
+    """A synthetic observation with ``jobs`` valid candidates on real machine rows."""
+    job_arr = rng.random((jobs, 14)).astype(np.float32)
+    job_arr[:, 0], job_arr[:, 1] = 1.0, 0.0
+    glob = np.zeros(10, np.float32)
+    glob[0] = 1.0 if place else 0.0
+    feats = {"jobs": job_arr, "machines": machine_rows, "global": glob, "placing": rng.random(9).astype(np.float32)}
+    return {"orderer": {**feats, "action_mask": np.ones(jobs + 1, np.int8)},
+            "placer": {**feats, "action_mask": np.ones(len(machine_rows) + 1, np.int8)}}
+
+
+def _latency(policy: DualAgentPolicy, obs: dict, repeats: int) -> float:
+    policy.reset(0)
+    policy.decide(obs, {})                  # GP reset and warm-up outside the timing
+    t0 = time.perf_counter()
+    for _ in range(repeats):
+        policy.decide(obs, {})
+    return (time.perf_counter() - t0) / repeats * 1e3
+
+
+def decision_latency(quick: bool) -> list[dict]:
+    torch.set_num_threads(1)
+    env = cluster_env.parallel_env("openb-full-v0", split="test")
+    obs, _ = env.reset(seed=0)
+    machines = obs["orderer"]["machines"]                      # (1213, 11) real machine rows
+    spaces = spaces_signature(env)
+    cfg = DualAgentConfig()
+    torch.manual_seed(0)
+    policy = DualAgentPolicy(build_model(cfg, spaces), cfg, spaces, allow_transfer=True)
+    rng = np.random.default_rng(0)
+    repeats = 20 if quick else 200
+    rows = []
+    for n in (64, 256, 1024):
+        ms = _latency(policy, _observation(n, machines[:64], False, rng), repeats)
+        rows.append({"section": "dual agent: ORDER decision", "case": f"{n} candidates, 64 machines",
+                     "value": round(ms, 3), "unit": "ms"})
+        rows.append({"section": "dual agent: ORDER decision", "case": f"{n} candidates, per candidate",
+                     "value": round(ms * 1e3 / n, 2), "unit": "us"})
+    for m in (64, len(machines)):
+        policy.reset(0)
+        ms = _latency(policy, _observation(32, machines[:m], True, rng), repeats)
+        rows.append({"section": "dual agent: PLACE decision", "case": f"{m} machines (RWGP included)",
+                     "value": round(ms, 3), "unit": "ms"})
+    return rows
+
+
+def training_throughput(quick: bool) -> list[dict]:
+    from dual_agent.mappo import MAPPOTrainer
+    from dual_agent.rollout import RolloutWorkers
+
+    steps = 1000 if quick else 8000
+    cfg = TrainConfig(scenario="philly-v0", n_envs=1, steps_per_worker=steps, eval_every=0)
+    trainer = MAPPOTrainer(cfg, out_dir="/tmp/bench-dual-agent", subprocess=False, tensorboard=False)
+    workers = RolloutWorkers(1, False, cfg.scenario, cfg.split, {}, None, trainer.agent_cfg.to_dict(), trainer.spaces)
+    t0 = time.perf_counter()
+    rollout = workers.collect(trainer.model.state_dict(), 0, 0, steps)
+    t1 = time.perf_counter()
+    trainer.update(rollout)
+    t2 = time.perf_counter()
+    return [{"section": "dual agent: training", "case": "rollout worker, philly-v0 (env steps/s)",
+             "value": round(len(rollout) / (t1 - t0)), "unit": "steps/s"},
+            {"section": "dual agent: training", "case": "collect + MAPPO update, one process (env steps/s)",
+             "value": round(len(rollout) / (t2 - t0)), "unit": "steps/s"}]
+
+
+def measure(quick: bool = False) -> list[dict]:
+    """All dual-agent rows (``quick``: fewer repeats and a shorter rollout)."""
+    return decision_latency(quick) + training_throughput(quick)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    for row in measure(args.quick):
+        print(f"{row['section']:<28} {row['case']:<52} {row['value']:>12,} {row['unit']}")
+
+
+if __name__ == "__main__":
+    main()
