@@ -15,7 +15,7 @@ from baselines.policy import Placer
 
 def allowed_machines(obs: dict) -> np.ndarray:
     """Indices of the machines the mask allows (the last action is the no-op)."""
-    return np.flatnonzero(obs["action_mask"][:-1])
+    return obs["action_mask"][:-1].nonzero()[0]     # np.flatnonzero, minus its overhead
 
 
 def _noop_or_first(obs: dict) -> int:

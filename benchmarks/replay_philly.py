@@ -10,12 +10,15 @@ Figure 1: the 82,247 jobs of the Philly trace on Philly's real 552-machine clust
 231 x 8 P40; every world-model effect on) with FIFO + first-fit (the lowest allowed action of each
 agent). Prints wall time, environment steps per second and simulator events per second.
 Figure 2: steps per second on ``philly-v0`` (train split) with the same policy, over a few episodes.
-Both run on one core: the script pins numpy's threads to one.
+Both run on one core: the script pins numpy's threads to one. ``benchmarks/suite.py`` reuses
+:func:`replay` and :func:`run` for its replay and scaling sections.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import resource
+import sys
 import time
 from dataclasses import replace
 
@@ -45,7 +48,14 @@ def run(env, seed: int) -> tuple[int, float, dict]:
     return steps, wall, infos["orderer"]["metrics"]
 
 
-def full_replay(jobs: int | None) -> None:
+def peak_rss_mib() -> float:
+    """Peak resident set size of this process so far, in MiB (Linux reports KiB, macOS bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10
+
+
+def replay(jobs: int | None) -> dict:
+    """Replay the first ``jobs`` Philly jobs (all if None) on Philly's cluster; return the figures."""
     trace = philly_trace()
     base = cluster_env.get_scenario("philly-v0")
     scenario = replace(base, name="philly-full-replay", cluster=philly_cluster, splits=dict(WHOLE_SPLITS),
@@ -54,11 +64,18 @@ def full_replay(jobs: int | None) -> None:
     env = cluster_env.parallel_env(scenario, split="test")
     build = time.perf_counter() - t0
     steps, wall, metrics = run(env, seed=0)
-    events = env.sim.events
-    n = env.sim.num_jobs
-    print(f"full replay: {n:,} jobs of {trace.num_jobs:,} on {env.cluster.num_machines} machines / "
-          f"{env.cluster.total_gpus:,} GPUs (every effect on), FIFO + first-fit")
-    print(f"  env construction {build:.2f} s; episode wall time {wall:.2f} s")
+    return {"jobs": env.sim.num_jobs, "trace_jobs": trace.num_jobs, "machines": env.cluster.num_machines,
+            "gpus": env.cluster.total_gpus, "build_s": build, "wall_s": wall, "steps": steps,
+            "events": env.sim.events, "metrics": metrics, "peak_rss_mib": peak_rss_mib()}
+
+
+def full_replay(jobs: int | None) -> None:
+    r = replay(jobs)
+    wall, steps, events, metrics = r["wall_s"], r["steps"], r["events"], r["metrics"]
+    print(f"full replay: {r['jobs']:,} jobs of {r['trace_jobs']:,} on {r['machines']} machines / "
+          f"{r['gpus']:,} GPUs (every effect on), FIFO + first-fit")
+    print(f"  env construction {r['build_s']:.2f} s; episode wall time {wall:.2f} s; "
+          f"peak RSS {r['peak_rss_mib']:,.0f} MiB")
     print(f"  {steps:,} steps -> {steps / wall:,.0f} steps/s; {events:,} events -> {events / wall:,.0f} events/s")
     print(f"  avg JCT {metrics['avg_jct']:,.0f} s, utilisation {metrics['gpu_utilization']:.3f}, "
           f"makespan {metrics['makespan'] / 86400:.1f} days")

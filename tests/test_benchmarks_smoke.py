@@ -1,6 +1,8 @@
 """The benchmark scripts stay runnable: a small smoke run in CI, the full replay marked slow."""
 from __future__ import annotations
 
+import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -8,6 +10,7 @@ from pathlib import Path
 import pytest
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "replay_philly.py"
+SUITE = SCRIPT.parent / "suite.py"
 
 
 def _run(*args: str) -> str:
@@ -25,3 +28,22 @@ def test_replay_benchmark_smoke():
 def test_full_philly_replay():
     out = _run("--episodes", "5")
     assert "full replay: 82,247 jobs of 82,247" in out
+
+
+def test_suite_quick_reports_every_section(tmp_path):
+    out = tmp_path / "suite.json"
+    proc = subprocess.run([sys.executable, str(SUITE), "--quick", "--json", str(out)],
+                          capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    assert set(data["sections"]) == {"env_steps", "replay", "scaling_jobs", "scaling_cluster", "dual_agent"}
+    for section, status in data["sections"].items():
+        # Only the dual agent may be missing (when it is not installed); the others always run.
+        if section == "dual_agent" and status.startswith("skipped"):
+            assert "dual_agent section skipped" in proc.stdout
+            continue
+        assert status.endswith("rows") and int(status.split()[0]) > 0, (section, status)
+    assert {r["section"] for r in data["rows"]} >= {"env_steps", "replay", "scaling_jobs", "scaling_cluster"}
+    for r in data["rows"]:
+        assert r["case"] and r["unit"] and math.isfinite(r["value"]) and r["value"] > 0, r
+    assert data["machine"]["quick"] is True

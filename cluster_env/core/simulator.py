@@ -3,8 +3,9 @@
 The clock jumps from event to event: job arrival, job completion, end of a restart overhead,
 fluctuation update (only while jobs run) and, when preemption is on, a periodic scheduling tick.
 Between two events every running job progresses at a constant speed, so the cost of an episode
-grows with its number of events, not with simulated seconds. All per-event work is vectorised
-over the running jobs.
+grows with its number of events, not with simulated seconds. Per-event work is vectorised over
+the running jobs, except after a launch or a release: only the speeds of the jobs sharing its
+machines change, and they are recomputed one by one (the same arithmetic, the same bits).
 
 Running jobs live in compact slot arrays (swap-remove), so each event costs a handful of numpy
 operations over the running jobs; the per-job arrays of :class:`JobState` are authoritative for
@@ -90,11 +91,13 @@ class ClusterSimulator:
         self.num_jobs, self.num_machines, self.num_types = n, m, t
 
         self.submit = workload.submit
+        self._submit_list = workload.submit.tolist()     # Python floats: cheap scalar reads
         self.duration = workload.duration
         self.gpus = workload.gpus
         self._gpus_list = workload.gpus.tolist()
         self.job_type = workload.job_type
         self.machine_type = cluster.machine_type
+        self._machine_type_list = cluster.machine_type.tolist()
         self.machine_gpus = cluster.machine_gpus
         self.total_gpus = cluster.total_gpus
 
@@ -140,6 +143,8 @@ class ClusterSimulator:
             measured=np.ones(m), measured_at=np.full(m, -np.inf),
         )
         self.machine_factor = static * (self.fluct.factors if self.fluct is not None else np.ones(m))
+        # machines.jobs - 1 as floats: the contention term's input without an int-to-float cast.
+        self._crowd = np.full(m, -1.0)
 
         # Running jobs in compact slots (cap: every running job holds at least one GPU).
         cap = max(1, min(n, self.total_gpus))
@@ -149,13 +154,17 @@ class ClusterSimulator:
         self._s_left = np.zeros(cap)                       # (cap,) work left (reference seconds)
         self._s_rate = np.zeros(cap)                       # (cap,) true speed
         self._s_nominal = np.zeros(cap)                    # (cap,) nominal speed
-        self._s_comm = np.zeros(cap)                       # (cap,) comm intensity of the job type
+        self._s_acomm = np.zeros(cap)                      # (cap,) alpha x comm intensity of the job type
         self._s_fm = np.zeros(cap, dtype=np.int64)         # (cap,) first machine of the placement
         self._s_multi = np.zeros(cap, dtype=bool)          # (cap,) placed on more than one machine
+        self._s_single = np.zeros(cap, dtype=bool)         # (cap,) not _s_multi (its speed is measured)
         self._s_until = np.zeros(cap)                      # (cap,) end of the restart overhead
         self._s_t0 = np.zeros(cap)                         # (cap,) launch time
+        self._slot_arrays = (self._s_job, self._s_left, self._s_rate, self._s_nominal, self._s_acomm,
+                             self._s_fm, self._s_multi, self._s_single, self._s_until, self._s_t0)
+        self._scratch = np.zeros(cap)                      # (cap,) per-event temporaries
         self._n_multi = 0
-        self._job_machines: dict[int, np.ndarray] = {}     # multi-machine job -> its machines
+        self._job_machines: dict[int, list[int]] = {}      # multi-machine job -> its machines
         self._layout = None                                # cached segments of multi-machine jobs
         self._held_before = np.zeros(n)                    # (N,) seconds holding GPUs in past runs
         self._exec_before = np.zeros(n)                    # (N,) seconds executed in past runs
@@ -171,6 +180,11 @@ class ClusterSimulator:
         # Opt-in record of (time, job, [(machine, gpus)]) at launch and (time, job, None) at
         # release, for timelines; None keeps the hot path free of it.
         self.allocation_log: list | None = None
+        # Change records for observers that cache what they derive from ``machines``: every
+        # machine whose free GPUs or job count changed, in order (observers keep a read position),
+        # and a counter bumped whenever measured speeds change.
+        self.machine_log: list[int] = []
+        self.measure_version = 0
         self.placing_need: int = 0                    # GPUs it still needs
 
         self.next_arrival = 0
@@ -178,7 +192,8 @@ class ClusterSimulator:
         self.arrived_count = 0
         self.events = 0
         self.preemptions = 0
-        self._dirty = True
+        self._dirty = True              # every rate must be recomputed (machine factors moved)
+        self._stale: set[int] = set()   # jobs whose rate must be recomputed (neighbours changed)
         self._restarting = False
         self._next_finish = math.inf
         self._fluct_time = 0.0
@@ -260,9 +275,19 @@ class ClusterSimulator:
         if not head:
             return False
         if self.allowed is None:
-            gpus = self._gpus_list
-            return min(gpus[j] for j in head) <= self.free_total
+            return min(map(self._gpus_list.__getitem__, head)) <= self.free_total
         return bool(self.fits(np.array(head, dtype=np.int64)).any())
+
+    def _fits_one(self, job: int) -> bool:
+        if self.allowed is None:
+            return self._gpus_list[job] <= self.free_total
+        return bool(self.fits(np.array([job]))[0])
+
+    def _placeable(self, job: int, machine: int) -> bool:
+        """``placeable_machines(job)[machine]`` without building the whole mask."""
+        if self.machines.free[machine] <= 0:
+            return False
+        return self.allowed is None or bool(self.allowed[job, self._machine_type_list[machine]])
 
     def placeable_machines(self, job: int) -> np.ndarray:
         """(M,) bool: machines with a free GPU of a type the job may use."""
@@ -295,7 +320,7 @@ class ClusterSimulator:
             raise RuntimeError("a job is already being placed")
         if self.jobs.status[job] != PENDING:
             raise ValueError(f"job {job} is not pending")
-        if not self.fits(np.array([job]))[0]:
+        if not self._fits_one(job):
             raise ValueError(f"job {job} does not fit the free GPUs")
         self.placing, self.placing_need = job, int(self.gpus[job])
         self.alloc[job] = []
@@ -308,16 +333,17 @@ class ClusterSimulator:
         job = self.placing
         if job < 0:
             raise RuntimeError("no job is being placed")
-        if not self.placeable_machines(job)[machine]:
+        if not self._placeable(job, machine):
             raise ValueError(f"machine {machine} has no free GPU that job {job} may use")
-        take = int(min(self.machines.free[machine], self.placing_need))
+        take = min(int(self.machines.free[machine]), self.placing_need)
         self.machines.free[machine] -= take
-        t = self.machine_type[machine]
+        t = self._machine_type_list[machine]
         self.free_per_type[t] -= take
         self.held_per_type[t] += take
-        self._hold(int(t), take)
+        self._hold(t, take)
         self.alloc[job].append((machine, take))
         self.placing_need -= take
+        self.machine_log.append(machine)
         if self.placing_need == 0:
             self._launch(job)
             self.placing = -1
@@ -333,10 +359,13 @@ class ClusterSimulator:
         for m, g in alloc:
             self.machine_jobs[m][job] = g
             self.machines.jobs[m] += 1
-        types = self.machine_type[machines]
-        nominal = float(self.job_speed[job, types].min())
-        if len(machines) > 1:
-            nominal *= float(self.job_spread[job, types].min())
+            self._crowd[m] += 1.0
+        self.machine_log.extend(machines)
+        if len(machines) == 1:
+            nominal = float(self.job_speed[job, self._machine_type_list[machines[0]]])
+        else:
+            types = self.machine_type[machines]
+            nominal = float(self.job_speed[job, types].min()) * float(self.job_spread[job, types].min())
         js.nominal[job] = nominal
         if math.isnan(js.first_start[job]):
             js.first_start[job] = self.now
@@ -351,17 +380,18 @@ class ClusterSimulator:
         self._s_job[k] = job
         self._s_left[k] = self.duration[job] - js.progress[job]
         self._s_nominal[k] = nominal
-        self._s_comm[k] = self.comm[job]
+        self._s_acomm[k] = self.alpha * self.comm[job]
         self._s_fm[k] = machines[0]
         self._s_multi[k] = len(machines) > 1
+        self._s_single[k] = len(machines) == 1
         self._s_until[k] = until
         self._s_t0[k] = self.now
         if len(machines) > 1:
             self._n_multi += 1
-            self._job_machines[job] = np.array(machines, dtype=np.int64)
+            self._job_machines[job] = machines
             self._layout = None
         self._n = k + 1
-        self._dirty = True
+        self._stale_neighbours(machines)     # the new job and those sharing its machines
 
     def preempt(self, job: int) -> None:
         """Stop a running job; it keeps its progress and returns to the pending queue."""
@@ -402,20 +432,19 @@ class ClusterSimulator:
                 arr[k] = arr[last]
             self._slot[moved] = k
         self._n = last
-        for m, g in self.alloc.pop(job):
-            self.machines.free[m] += g
-            self.machines.jobs[m] -= 1
+        ms, types = self.machines, self._machine_type_list
+        alloc = self.alloc.pop(job)
+        for m, g in alloc:
+            ms.free[m] += g
+            ms.jobs[m] -= 1
+            self._crowd[m] -= 1.0
             del self.machine_jobs[m][job]
-            t = self.machine_type[m]
+            t = types[m]
             self.free_per_type[t] += g
             self.held_per_type[t] -= g
-            self._hold(int(t), -g)
-        self._dirty = True
-
-    @property
-    def _slot_arrays(self) -> tuple[np.ndarray, ...]:
-        return (self._s_job, self._s_left, self._s_rate, self._s_nominal, self._s_comm, self._s_fm,
-                self._s_multi, self._s_until, self._s_t0)
+            self._hold(t, -g)
+            self.machine_log.append(m)
+        self._stale_neighbours(m for m, _ in alloc)
 
     def _remove_pending(self, job: int) -> None:
         i = bisect.bisect_left(self.pending, job)
@@ -432,15 +461,49 @@ class ClusterSimulator:
         self._power += gpus * self._extra_watts[gpu_type]
 
     # ------------------------------------------------------------------ dynamics
+    def _stale_neighbours(self, machines) -> None:
+        """Mark the jobs on ``machines`` stale: their contention changed."""
+        if not self._dirty:
+            for m in machines:
+                self._stale.update(self.machine_jobs[m])
+
+    def _ensure_rates(self) -> None:
+        """Bring the true speeds up to date: all of them after a fluctuation update, else only
+        those of the jobs next to a launch or a release (scalar work, the same arithmetic)."""
+        if self._dirty:
+            self._refresh_rates()
+        elif self._stale:
+            self._refresh_stale()
+
+    def _refresh_stale(self) -> None:
+        mf, crowd, alpha = self.machine_factor, self._crowd, self.alpha
+        for job in self._stale:
+            k = self._slot.get(job)
+            if k is None:             # released since
+                continue
+            machines = self._job_machines.get(job)
+            if machines is None:
+                m = self._s_fm[k]
+                factor, most = mf[m], crowd[m]
+            else:
+                factor = min([mf[m] for m in machines])
+                most = max([crowd[m] for m in machines])
+            rate = self._s_nominal[k] * factor
+            if alpha:
+                rate = rate / (most * self._s_acomm[k] + 1.0)
+            self._s_rate[k] = rate
+        self._stale.clear()
+
     def _refresh_rates(self) -> None:
         """Recompute the true speed of every running job."""
         n = self._n
         self._dirty = False
+        self._stale.clear()
         if not n:
             return
         fm = self._s_fm[:n]
-        factor = self.machine_factor[fm]
-        crowd = self.machines.jobs[fm] - 1
+        factor = self.machine_factor.take(fm)
+        crowd = self._crowd.take(fm)
         if self._n_multi:
             # A job spread over machines runs at the pace of its slowest machine and feels the
             # most crowded one: segmented min / max over the concatenated machine lists.
@@ -449,28 +512,30 @@ class ClusterSimulator:
                 lists = [self._job_machines[j] for j in self._s_job[slots].tolist()]
                 seg = np.fromiter(itertools.accumulate([0] + [len(x) for x in lists[:-1]]),
                                   dtype=np.int64, count=len(lists))
-                self._layout = (slots, np.concatenate(lists), seg)
+                flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64)
+                self._layout = (slots, flat, seg)
             slots, flat, seg = self._layout
-            factor[slots] = np.minimum.reduceat(self.machine_factor[flat], seg)
-            crowd[slots] = np.maximum.reduceat(self.machines.jobs[flat], seg) - 1
+            factor[slots] = np.minimum.reduceat(self.machine_factor.take(flat), seg)
+            crowd[slots] = np.maximum.reduceat(self._crowd.take(flat), seg)
         rate = self._s_rate[:n]
         np.multiply(self._s_nominal[:n], factor, out=rate)
         if self.alpha:
-            rate /= 1.0 + self.alpha * self._s_comm[:n] * crowd
+            crowd *= self._s_acomm[:n]      # the slowdown 1 + alpha * comm * crowd, in place
+            crowd += 1.0
+            rate /= crowd
 
     def next_event_time(self) -> float:
-        t = self.submit[self.next_arrival] if self.next_arrival < self.num_jobs else math.inf
+        t = self._submit_list[self.next_arrival] if self.next_arrival < self.num_jobs else math.inf
         n = self._n
         if n:
-            if self._dirty:
-                self._refresh_rates()
-            ttf = self._s_left[:n] / self._s_rate[:n]
+            self._ensure_rates()
+            ttf = np.divide(self._s_left[:n], self._s_rate[:n], out=self._scratch[:n])
             if self._restarting:
                 until = self._s_until[:n]
                 self._restarting = bool((until > self.now).any())
                 finish = float((np.maximum(until, self.now) + ttf).min())
             else:
-                finish = self.now + float(ttf.min())
+                finish = self.now + float(np.minimum.reduce(ttf))
             self._next_finish = finish
             t = min(t, finish, self._next_fluct, self._next_tick)
         return t
@@ -524,7 +589,7 @@ class ClusterSimulator:
             exec_dt = np.clip(self.now + dt - np.maximum(until, self.now), 0.0, dt)
             left -= self._s_rate[:n] * exec_dt
         else:
-            left -= self._s_rate[:n] * dt
+            left -= np.multiply(self._s_rate[:n], dt, out=self._scratch[:n])
 
     def _measure(self) -> None:
         """Measured machine speeds: a noisy moving average of each single-machine job's observed
@@ -535,20 +600,36 @@ class ClusterSimulator:
         n = self._n
         if not n or dt <= 0:
             return
-        if self._dirty:
-            self._refresh_rates()
-        ok = ~self._s_multi[:n] & (self._s_until[:n] <= self.now)
-        if not ok.any():
+        self._ensure_rates()
+        ok = self._measurable()
+        if ok is None:
             return
         ratio = self._s_rate[:n][ok] / self._s_nominal[:n][ok]
         noise = self.world.measurement_noise
         if noise > 0:
-            ratio = ratio * (1.0 + noise * self.rng.standard_normal(len(ratio)))
+            z = self.rng.standard_normal(len(ratio))
+            z *= noise
+            z += 1.0
+            ratio *= z
         machines = self._s_fm[:n][ok]
         ms = self.machines
         w = np.where(np.isfinite(ms.measured_at[machines]), -math.expm1(-dt / self.world.measurement_tau), 1.0)
-        ms.measured[machines] += w * (ratio - ms.measured[machines])
+        measured = ms.measured[machines]
+        measured += w * (ratio - measured)
+        ms.measured[machines] = measured
         ms.measured_at[machines] = self.now
+        self.measure_version += 1
+
+    def _measurable(self) -> "np.ndarray | slice | None":
+        """Index of the running slots whose speed is measured now: single-machine jobs past their
+        restart overhead (None if there is none). A slice when every slot qualifies."""
+        n = self._n
+        if self._restarting:
+            ok = self._s_single[:n] & (self._s_until[:n] <= self.now)
+            return ok if ok.any() else None
+        if self._n_multi == 0:
+            return slice(None)
+        return self._s_single[:n] if self._n_multi < n else None
 
     def _complete_due(self) -> None:
         """Finish running jobs whose remaining work takes under a microsecond at their speed
@@ -557,7 +638,9 @@ class ClusterSimulator:
         # Beyond ~1.7e10 s (very long, slow jobs) half an ulp of the clock exceeds a microsecond:
         # a finish time that rounds to ``now`` would give zero-length advances forever.
         tol = max(1e-6, 4.0 * math.ulp(self.now))
-        due = np.flatnonzero(self._s_left[:n] <= self._s_rate[:n] * tol + 1e-12)
+        threshold = np.multiply(self._s_rate[:n], tol, out=self._scratch[:n])
+        threshold += 1e-12
+        due = (self._s_left[:n] <= threshold).nonzero()[0]
         if not len(due):
             return
         js = self.jobs
@@ -570,8 +653,8 @@ class ClusterSimulator:
             self.finished_count += 1
 
     def _arrive_until(self, t: float) -> None:
-        n = self.num_jobs
-        while self.next_arrival < n and self.submit[self.next_arrival] <= t:
+        n, submit = self.num_jobs, self._submit_list
+        while self.next_arrival < n and submit[self.next_arrival] <= t:
             job = self.next_arrival
             self.jobs.status[job] = PENDING
             self.pending.append(job)

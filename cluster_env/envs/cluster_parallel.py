@@ -152,6 +152,8 @@ class ClusterParallelEnv(ParallelEnv):
         self.action_spaces = self.builder.action_spaces
         self._order_noop = self.builder.n_orderer_actions - 1
         self._place_noop = self.builder.n_placer_actions - 1
+        self._agent_set = set(AGENTS)     # the agents of a running episode (all of them)
+        self._n_actions = {agent: space.n for agent, space in self.action_spaces.items()}
         self._np_random: Optional[np.random.Generator] = None
         self.sim: Optional[ClusterSimulator] = None
 
@@ -194,7 +196,7 @@ class ClusterParallelEnv(ParallelEnv):
             raise RuntimeError("step() called after the episode ended; call reset() first")
         if not isinstance(actions, dict):
             raise TypeError(f"actions must be a dict of agent -> action, got {type(actions).__name__}")
-        if set(actions) != set(self.agents):
+        if actions.keys() != self._agent_set:
             missing = sorted(set(self.agents) - set(actions))
             extra = sorted(set(actions) - set(self.agents))
             raise KeyError(f"actions must have exactly the keys {self.agents}; missing {missing}, extra {extra}")
@@ -231,10 +233,14 @@ class ClusterParallelEnv(ParallelEnv):
             (self.sched.max_steps is not None and self.num_steps >= self.sched.max_steps)
             or (self.sched.max_time is not None and sim.now >= self.sched.max_time))
         obs = self._observe()
-        rewards = {a: reward for a in self.agents}
-        terminations = {a: done for a in self.agents}
-        truncations = {a: truncated for a in self.agents}
-        infos = {a: self._info(invalid[a]) for a in self.agents}
+        rewards = dict.fromkeys(self.agents, reward)
+        terminations = dict.fromkeys(self.agents, done)
+        truncations = dict.fromkeys(self.agents, truncated)
+        info = self._info()
+        infos = {"orderer": info, "placer": dict(info)}
+        for agent, bad in invalid.items():
+            if bad:
+                infos[agent]["invalid_action"] = True
         if done or truncated:
             infos = self._final_infos(infos)
             self.agents = []
@@ -242,6 +248,8 @@ class ClusterParallelEnv(ParallelEnv):
 
     # ------------------------------------------------------------------ helpers
     def _as_action(self, agent: str, action: Any) -> int:
+        if type(action) is int and 0 <= action < self._n_actions[agent]:
+            return action     # the common case, checked first
         if isinstance(action, (bool, np.bool_)) or not isinstance(action, (int, np.integer)):
             if isinstance(action, np.ndarray) and action.shape == () and np.issubdtype(action.dtype, np.integer):
                 action = int(action)
@@ -284,10 +292,7 @@ class ClusterParallelEnv(ParallelEnv):
             self._cand_pending, self._cand_running = pending, running
         feats, self._order_mask, self._place_mask = self.builder.build(placing, pending, running)
         if not placing:
-            ids = np.full(self.builder.K + self.builder.R, -1, dtype=np.int64)
-            ids[: len(pending)] = pending
-            ids[self.builder.K: self.builder.K + len(running)] = running
-            self._job_ids = ids
+            self._job_ids = self.builder.candidate_ids(pending, running)
         return {
             "orderer": {**feats, "action_mask": self._order_mask},
             "placer": {**feats, "action_mask": self._place_mask},
@@ -302,13 +307,10 @@ class ClusterParallelEnv(ParallelEnv):
         self._last = (sim.now, sim.job_seconds, sim.fee, sim.energy_joules, sim.finished_count)
         return float(self.reward_fn(stats))
 
-    def _info(self, invalid: bool = False) -> dict:
-        info = {"phase": "place" if self.phase == PLACE else "order", "time": self.sim.now,
-                "job_ids": self._job_ids, "placing_job": self.sim.placing,
-                "tick": self.sim.last_tick == self.sim.now}
-        if invalid:
-            info["invalid_action"] = True
-        return info
+    def _info(self) -> dict:
+        sim = self.sim
+        return {"phase": "place" if self.phase == PLACE else "order", "time": sim.now,
+                "job_ids": self._job_ids, "placing_job": sim.placing, "tick": sim.last_tick == sim.now}
 
     def _final_infos(self, infos: dict) -> dict:
         metrics = self.metrics()

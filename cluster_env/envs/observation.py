@@ -71,6 +71,9 @@ PLACING_FEATURES = (
 )
 
 _LOG2 = np.log2
+# Changed machine rows are updated one by one up to one per this many machines; beyond that,
+# whole columns (a scalar row update costs about as much as a column op over 64 machines).
+_MACHINES_PER_ROW_UPDATE = 64
 
 
 class ObservationBuilder:
@@ -105,6 +108,9 @@ class ObservationBuilder:
         self._prices = np.array([gpu_spec(n).price_per_gpu_hour for n in gpu_type_names])
         self._comm = comm_intensity()
         self._n_types = len(gpu_type_names)
+        self._idle_placing = np.zeros(len(PLACING_FEATURES), dtype=np.float32)   # ORDER phase
+        self._idle_placing[PLACING_FEATURES.index("duration_log")] = -1.0
+        self._no_ids = np.full(self.K + self.R, -1, dtype=np.int64)
 
     # ------------------------------------------------------------------ per episode
     def bind(self, sim: ClusterSimulator, num_tenants: int) -> None:
@@ -116,12 +122,21 @@ class ObservationBuilder:
         static[:, 1] = self._type_speed[sim.machine_type]
         static[:, 2] = sim.machine_gpus / 8.0
         static[:, 8] = self._prices[sim.machine_type] / 10.0
-        self._machine_static = static
         self._gpus_inv = 1.0 / sim.machine_gpus
+        self._gpus_inv_list = self._gpus_inv.tolist()
+        # Private ORDER-phase machine block, refreshed only where the machines or the clock
+        # changed (observations get copies, so a caller may modify what it receives).
+        self._machines = static
+        self._log_read = 0               # read position in sim.machine_log
+        self._measure_read = -1          # sim.measure_version the measured column shows
+        self._age_key = None             # (measure_version, now) the age column shows
+        self._refresh_machine_columns()
+        self._order_jobs = None          # (pending candidates, jobs block) of the last ORDER build
         self._best_speed = sim.best_speed                                 # (N,)
-        # Per-job features that never change within an episode, one row per job.
+        # Per-job features that never change within an episode, one row per job, and a last row
+        # of zeros that job id -1 (an empty candidate row) picks.
         n = sim.num_jobs
-        rows = np.zeros((n, len(JOB_FEATURES)), dtype=np.float32)
+        rows = np.zeros((n + 1, len(JOB_FEATURES)), dtype=np.float32)[:n]
         rows[:, 0] = 1.0
         rows[:, 2] = np.log2(sim.gpus)
         rows[:, 6] = sim.job_type / max(1, len(JOB_TYPES) - 1)
@@ -130,7 +145,7 @@ class ObservationBuilder:
         rows[:, 10] = -1.0
         rows[:, 12] = self._comm[sim.job_type]
         rows[:, 13] = self._best_speed
-        self._job_static = rows
+        self._job_static = rows.base
 
     # ------------------------------------------------------------------ building
     def candidates(self) -> tuple[np.ndarray, np.ndarray]:
@@ -146,13 +161,21 @@ class ObservationBuilder:
             running = np.zeros(0, dtype=np.int64)
         return pending, running
 
+    def candidate_ids(self, pending: np.ndarray, running: np.ndarray) -> np.ndarray:
+        """(K + R,) the job id of each row of ``jobs``, -1 for empty rows."""
+        ids = self._no_ids.copy()
+        ids[: len(pending)] = pending
+        if len(running):
+            ids[self.K: self.K + len(running)] = running
+        return ids
+
     def _job_rows(self, out: np.ndarray, ids: np.ndarray, running: bool) -> None:
+        """Fill the time-dependent columns of the rows of ``ids`` (static columns already set)."""
         n = len(ids)
         if n == 0:
             return
         sim, js = self.sim, self.sim.jobs
         rows = out[:n]
-        rows[:] = self._job_static[ids]
         rows[:, 3] = np.log1p(sim.now - sim.submit[ids])
         if running or sim.preemption:
             rows[:, 4] = np.log1p(js.attained[ids])
@@ -165,62 +188,116 @@ class ObservationBuilder:
         if self.clairvoyant:
             rows[:, 10] = np.log1p((sim.duration[ids] - js.progress[ids]) / self._best_speed[ids])
 
+    def _jobs_block(self, placing_phase: bool, pending: np.ndarray, running: np.ndarray) -> np.ndarray:
+        """The candidates' rows. While a job is placed the clock stands still and only the free
+        GPUs change, so the PLACE phase reuses the ORDER block and refreshes the ``fits`` column."""
+        cached = self._order_jobs
+        if placing_phase and cached is not None and cached[0] is pending:
+            jobs = cached[1].copy()
+            if len(pending):
+                jobs[: len(pending), 11] = self.sim.fits(pending)
+            return jobs
+        jobs = self._job_static.take(self.candidate_ids(pending, running), axis=0)
+        self._job_rows(jobs, pending, running=False)
+        if self.R:
+            self._job_rows(jobs[self.K:], running, running=True)
+        if not placing_phase:
+            self._order_jobs = (pending, jobs.copy())
+        return jobs
+
+    def _machines_block(self) -> np.ndarray:
+        """The machine rows of the ORDER phase (a copy). The private buffer is brought up to date
+        from the simulator's change records: rows of the machines whose free GPUs or jobs changed
+        (every row when many did), the measured speed when it changed, the age when the clock or
+        the measurements moved."""
+        sim = self.sim
+        ms, buf = sim.machines, self._machines
+        log = sim.machine_log
+        if self._log_read < len(log):
+            changed = log[self._log_read:]
+            self._log_read = len(log)
+            if len(changed) > self.M // _MACHINES_PER_ROW_UPDATE:
+                self._refresh_machine_columns()
+            else:
+                # Python scalars: the same float64 products as the column ops, without numpy's
+                # per-scalar overhead.
+                gpus_inv = self._gpus_inv_list
+                for m in changed:
+                    free = int(ms.free[m])
+                    buf[m, 3] = free * 0.125
+                    buf[m, 4] = free * gpus_inv[m]
+                    buf[m, 5] = int(ms.jobs[m])
+        if self._measure_read != sim.measure_version:
+            buf[:, 6] = ms.measured
+            self._measure_read = sim.measure_version
+        key = (sim.measure_version, sim.now)
+        if key != self._age_key:
+            # Never-measured machines have measured_at = -inf: log1p(inf) is replaced by -1.
+            age = np.log1p(sim.now - ms.measured_at)
+            age[age == np.inf] = -1.0
+            buf[:, 7] = age
+            self._age_key = key
+        return buf.copy()
+
+    def _refresh_machine_columns(self) -> None:
+        """Free GPUs, free fraction and jobs of every machine into the private buffer."""
+        ms, buf = self.sim.machines, self._machines
+        free = ms.free
+        buf[:, 3] = free * 0.125
+        buf[:, 4] = free * self._gpus_inv
+        buf[:, 5] = ms.jobs
+
+    def _global(self, placing_phase: bool) -> np.ndarray:
+        sim = self.sim
+        n = sim.num_jobs
+        return np.array([
+            1.0 if placing_phase else 0.0,
+            math.log1p(sim.now),
+            math.log1p(len(sim.pending)),
+            math.log1p(sim.num_running),
+            sim.free_total / sim.total_gpus,
+            (n - sim.next_arrival) / n,
+            sim.finished_count / n,
+            math.log1p(sim.pending_gpus),
+            1.0 if self.preemption else 0.0,
+            1.0 if self.clairvoyant else 0.0,
+        ], dtype=np.float32)
+
+    def _placing(self) -> np.ndarray:
+        """Features of the job being placed (PLACE phase)."""
+        sim = self.sim
+        j = sim.placing
+        static = self._job_static[j]
+        return np.array([
+            1.0,
+            float(static[2]),
+            math.log2(1 + sim.placing_need),
+            float(static[6]),
+            math.log1p(sim.now - float(sim.submit[j])),
+            math.log1p(float(sim.jobs.attained[j])),
+            math.log1p(float(sim.duration[j])) if self.clairvoyant else -1.0,
+            float(static[12]),
+            len(sim.alloc[j]),
+        ], dtype=np.float32)
+
     def build(self, placing_phase: bool, pending: np.ndarray, running: np.ndarray
               ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
         """Shared feature arrays, the orderer's mask and the placer's mask."""
         sim = self.sim
-        ms = sim.machines
-        jobs = np.zeros((self.K + self.R, len(JOB_FEATURES)), dtype=np.float32)
-        self._job_rows(jobs, pending, running=False)
-        if self.R:
-            self._job_rows(jobs[self.K:], running, running=True)
-
-        machines = self._machine_static.copy()
-        free = ms.free
-        machines[:, 3] = free * 0.125
-        machines[:, 4] = free * self._gpus_inv
-        machines[:, 5] = ms.jobs
-        machines[:, 6] = ms.measured
-        # Never-measured machines have measured_at = -inf: log1p(inf) is replaced by -1.
-        age = np.log1p(sim.now - ms.measured_at)
-        age[age == np.inf] = -1.0
-        machines[:, 7] = age
-
-        g = np.zeros(len(GLOBAL_FEATURES), dtype=np.float32)
-        n = sim.num_jobs
-        g[0] = 1.0 if placing_phase else 0.0
-        g[1] = math.log1p(sim.now)
-        g[2] = math.log1p(len(sim.pending))
-        g[3] = math.log1p(sim.num_running)
-        g[4] = sim.free_total / sim.total_gpus
-        g[5] = (n - sim.next_arrival) / n
-        g[6] = sim.finished_count / n
-        g[7] = math.log1p(sim.pending_gpus)
-        g[8] = 1.0 if self.preemption else 0.0
-        g[9] = 1.0 if self.clairvoyant else 0.0
-
-        p = np.zeros(len(PLACING_FEATURES), dtype=np.float32)
+        jobs = self._jobs_block(placing_phase, pending, running)
+        machines = self._machines_block()
+        g = self._global(placing_phase)
         order_mask = np.zeros(self.n_orderer_actions, dtype=np.int8)
         place_mask = np.zeros(self.n_placer_actions, dtype=np.int8)
         if placing_phase:
-            j = sim.placing
-            js = sim.jobs
-            usable = sim.placeable_machines(j)
+            usable = sim.placeable_machines(sim.placing)
             machines[:, 9] = usable
-            machines[:, 10] = sim.job_speed[j][sim.machine_type]
-            p[0] = 1.0
-            p[1] = self._job_static[j, 2]
-            p[2] = math.log2(1 + sim.placing_need)
-            p[3] = self._job_static[j, 6]
-            p[4] = math.log1p(sim.now - sim.submit[j])
-            p[5] = math.log1p(js.attained[j])
-            p[6] = math.log1p(sim.duration[j]) if self.clairvoyant else -1.0
-            p[7] = self._comm[sim.job_type[j]]
-            p[8] = len(sim.alloc[j])
+            machines[:, 10] = sim.job_speed[sim.placing][sim.machine_type]
+            p = self._placing()
             order_mask[-1] = 1
             place_mask[: self.M] = usable
         else:
-            p[6] = -1.0
+            p = self._idle_placing.copy()
             k = len(pending)
             order_mask[:k] = jobs[:k, 11] > 0
             if self.R:

@@ -248,7 +248,7 @@ class FluctuationProcess:
         lam, mu = self.params.straggler_rate, 1.0 / self._on_mean
         tot = lam + mu
         pi = lam / tot
-        due = np.flatnonzero(nxt <= self.time)
+        due = (nxt <= self.time).nonzero()[0]
         if due.size == 1:                          # the common case: scalar work
             i = int(due[0])
             entered = not strag[i]
@@ -272,7 +272,7 @@ class FluctuationProcess:
             strag[due] = on
             log_mult[due] = np.where(on, self._log_slow, 0.0) - self._shift
             nxt[due] = self.time + self._waits(on, self.rng.standard_exponential(due.size))
-        self._next_min = float(nxt.min())
+        self._next_min = float(np.minimum.reduce(nxt))
 
     def advance(self, dt: float) -> np.ndarray:
         """Move the process ``dt >= 0`` seconds forward (exact transition); return ``factors``.
