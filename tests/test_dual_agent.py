@@ -134,6 +134,9 @@ def test_truncated_foreign_and_mismatched_checkpoints_are_refused(tmp_path):
     (tmp_path / "trunc.pt").write_bytes(data[: len(data) // 2])
     with pytest.raises(CheckpointError, match="trunc.pt.*truncated or foreign"):
         DualAgentPolicy.load(tmp_path / "trunc.pt")
+    (tmp_path / "empty.pt").write_bytes(b"")
+    with pytest.raises(CheckpointError, match="empty.pt"):
+        DualAgentPolicy.load(tmp_path / "empty.pt")
     (tmp_path / "text.pt").write_text("hello")
     with pytest.raises(CheckpointError, match="text.pt"):
         DualAgentPolicy.load(tmp_path / "text.pt")
