@@ -19,11 +19,11 @@ from typing import Any, Optional
 
 import torch
 
+from dual_agent import PRETRAINED_DIR, pretrained_scenarios
 from dual_agent.config import DualAgentConfig
 
 FORMAT = "cluster-env/dual-agent"
 VERSION = 1
-from dual_agent import PRETRAINED_DIR
 
 
 class CheckpointError(ValueError):
@@ -92,9 +92,6 @@ def pretrained_path(scenario: str) -> Path:
     """The shipped checkpoint of ``scenario``; a clear error lists the scenarios that have one."""
     path = PRETRAINED_DIR / f"{scenario}.pt"
     if not path.is_file():
-        from dual_agent import pretrained_scenarios
-
-        have = pretrained_scenarios()
-        raise FileNotFoundError(f"no pretrained dual agent for scenario {scenario!r}; shipped: {have}. "
+        raise FileNotFoundError(f"no pretrained dual agent for scenario {scenario!r}; shipped: {pretrained_scenarios()}. "
                                 f"Train one with: cluster-bench train --scenario {scenario}")
     return path

@@ -174,7 +174,7 @@ class MAPPOTrainer:
             values = torch.cat([self.model.value({k: v[idx] for k, v in batch.items()})
                                 for idx in _chunks(len(rollout), 2048)])
             old_logp = torch.zeros(len(rollout))
-            for idx in _chunks(len(rollout), 2048):
+            for idx in ([] if imitation else _chunks(len(rollout), 2048)):  # imitation needs no ratio
                 idx = idx[learned[idx]]
                 old_logp[idx] = self._logp_entropy({k: v[idx] for k, v in batch.items()}, agent[idx], action[idx])[0]
         adv = torch.from_numpy(gae(rollout.steps["reward"], rollout.steps["done"], values.numpy(),
@@ -195,10 +195,12 @@ class MAPPOTrainer:
                 act = idx[learned[idx]]
                 if len(act):
                     logp, entropy = self._logp_entropy({k: v[act] for k, v in batch.items()}, agent[act], action[act])
-                    ratio = torch.exp(logp - old_logp[act])
-                    a = adv[act]
-                    surrogate = torch.min(ratio * a, ratio.clamp(1 - cfg.clip, 1 + cfg.clip) * a)
-                    policy_loss = -logp.mean() if imitation else -surrogate.mean()
+                    if imitation:
+                        policy_loss = -logp.mean()
+                    else:
+                        ratio = torch.exp(logp - old_logp[act])
+                        a = adv[act]
+                        policy_loss = -torch.min(ratio * a, ratio.clamp(1 - cfg.clip, 1 + cfg.clip) * a).mean()
                     loss = loss + policy_loss - cfg.entropy_coef * entropy.mean()
                 self.optimizer.zero_grad()
                 loss.backward()
@@ -207,10 +209,10 @@ class MAPPOTrainer:
                 sums["value_loss"] += float(value_loss.detach())
                 if len(act):
                     with torch.no_grad():
-                        log_ratio = logp - old_logp[act]
                         sums["policy_loss"] += float(policy_loss)
-                        sums["approx_kl"] += float(((ratio - 1) - log_ratio).mean())
-                        sums["clip_frac"] += float(((ratio - 1).abs() > cfg.clip).float().mean())
+                        if not imitation:  # KL and clipping are PPO's; 0 in the log while imitating
+                            sums["approx_kl"] += float(((ratio - 1) - (logp - old_logp[act])).mean())
+                            sums["clip_frac"] += float(((ratio - 1).abs() > cfg.clip).float().mean())
                         for who in (0, 1):
                             sel = agent[act] == who
                             ent[who][0] += float(entropy[sel].sum())

@@ -107,10 +107,7 @@ class DualAgentPolicy:
 
     def act(self, observations: dict, infos: dict) -> dict[str, int]:
         agent, action, _, _ = self.decide(observations, infos)
-        noop = {"orderer": len(observations["orderer"]["action_mask"]) - 1,
-                "placer": len(observations["placer"]["action_mask"]) - 1}
-        noop["orderer" if agent == ORDERER else "placer"] = action
-        return noop
+        return joint_action(observations, agent, action)
 
     # ----------------------------------------------------------------- decisions
     def features(self, observations: dict, infos: Optional[dict] = None) -> dict[str, np.ndarray]:
@@ -210,6 +207,13 @@ class DualAgentPolicy:
                 f"this dual agent was trained on {self.scenario or 'another scenario'} with "
                 f"{want['rows']} candidate rows and {want['machines']} machines; this environment has "
                 f"{got['rows']} rows and {got['machines']} machines. Pass allow_transfer=True to run it anyway.")
+
+
+def joint_action(observations: dict, agent: int, action: int) -> dict[str, int]:
+    """The environment's action dict: ``action`` for the acting agent, the no-op for the other."""
+    actions = {name: len(observations[name]["action_mask"]) - 1 for name in ("orderer", "placer")}
+    actions["orderer" if agent == ORDERER else "placer"] = action
+    return actions
 
 
 def work_conserving_mask(order_mask: np.ndarray, jobs: np.ndarray) -> np.ndarray:

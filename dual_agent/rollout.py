@@ -56,6 +56,8 @@ def collect(policy: Any, env: Any, seeds: list[int], min_steps: int) -> Rollout:
 
     ``seeds`` must be long enough; episode ``e`` uses ``seeds[e]``.
     """
+    from dual_agent.policy import joint_action
+
     rows: dict[str, list] = {k: [] for k in STEP_FIELDS}
     episodes = []
     e = 0
@@ -66,9 +68,7 @@ def collect(policy: Any, env: Any, seeds: list[int], min_steps: int) -> Rollout:
         total, n = 0.0, 0
         while True:
             agent, action, learned, feats = policy.decide(obs, infos)
-            actions = {"orderer": len(obs["orderer"]["action_mask"]) - 1, "placer": len(obs["placer"]["action_mask"]) - 1}
-            actions["orderer" if agent == 0 else "placer"] = action
-            obs, rewards, term, trunc, infos = env.step(actions)
+            obs, rewards, term, trunc, infos = env.step(joint_action(obs, agent, action))
             done = bool(term["orderer"] or trunc["orderer"])
             for k in ("jobs", "machines", "global", "placing", "order_mask", "place_mask"):
                 rows[k].append(np.array(feats[k], copy=True))  # env buffers may be reused

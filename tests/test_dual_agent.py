@@ -18,7 +18,7 @@ from dual_agent import CheckpointError, DualAgentConfig, DualAgentPolicy, MAPPOT
 from dual_agent.checkpoint import load_checkpoint, save_checkpoint
 from dual_agent.mappo import gae
 from dual_agent.networks import OrderingAgent
-from dual_agent.policy import build_model, required_env, spaces_signature, work_conserving_mask
+from dual_agent.policy import build_model, joint_action, required_env, spaces_signature, work_conserving_mask
 from dual_agent.rollout import RolloutWorkers
 
 torch.set_num_threads(1)
@@ -244,9 +244,7 @@ def test_agent_never_touches_a_job_twice_in_one_instant():
         agent, action, _, feats = policy.decide(obs, infos)
         if agent == 0 and action < len(feats["jobs"]):
             touched.append((infos["orderer"]["time"], int(infos["orderer"]["job_ids"][action])))
-        actions = {"orderer": len(obs["orderer"]["action_mask"]) - 1, "placer": len(obs["placer"]["action_mask"]) - 1}
-        actions["orderer" if agent == 0 else "placer"] = action
-        obs, _, _, _, infos = env.step(actions)
+        obs, _, _, _, infos = env.step(joint_action(obs, agent, action))
     # A job is touched at most twice per instant: once, and a restart only when nothing else can move.
     assert len(touched) >= 40 and max(Counter(touched).values()) <= 2
     assert env.unwrapped.metrics()["jobs_finished"] == 40
