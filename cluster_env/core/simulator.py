@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cluster_env.core import kernels
 from cluster_env.core.config import WorldConfig
 from cluster_env.core.instance import Cluster, Workload
 from cluster_env.world.fluctuation import FluctuationProcess, draw_static_factors
@@ -163,6 +164,12 @@ class ClusterSimulator:
         self._slot_arrays = (self._s_job, self._s_left, self._s_rate, self._s_nominal, self._s_acomm,
                              self._s_fm, self._s_multi, self._s_single, self._s_until, self._s_t0)
         self._scratch = np.zeros(cap)                      # (cap,) per-event temporaries
+        self._due = np.zeros(cap, dtype=np.int64)          # (cap,) slots found finished by an event
+        self._no_slots = np.zeros(0, dtype=np.int64)
+        self._k = kernels.active()
+        # Compiled kernels refresh every speed in about the time of one numpy call, so they skip
+        # the bookkeeping of which jobs a launch or release touched.
+        self._refresh_all = self._k.name == "numba"
         self._n_multi = 0
         self._job_machines: dict[int, list[int]] = {}      # multi-machine job -> its machines
         self._layout = None                                # cached segments of multi-machine jobs
@@ -463,7 +470,9 @@ class ClusterSimulator:
     # ------------------------------------------------------------------ dynamics
     def _stale_neighbours(self, machines) -> None:
         """Mark the jobs on ``machines`` stale: their contention changed."""
-        if not self._dirty:
+        if self._refresh_all:
+            self._dirty = True
+        elif not self._dirty:
             for m in machines:
                 self._stale.update(self.machine_jobs[m])
 
@@ -501,9 +510,6 @@ class ClusterSimulator:
         self._stale.clear()
         if not n:
             return
-        fm = self._s_fm[:n]
-        factor = self.machine_factor.take(fm)
-        crowd = self._crowd.take(fm)
         if self._n_multi:
             # A job spread over machines runs at the pace of its slowest machine and feels the
             # most crowded one: segmented min / max over the concatenated machine lists.
@@ -515,27 +521,18 @@ class ClusterSimulator:
                 flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64)
                 self._layout = (slots, flat, seg)
             slots, flat, seg = self._layout
-            factor[slots] = np.minimum.reduceat(self.machine_factor.take(flat), seg)
-            crowd[slots] = np.maximum.reduceat(self._crowd.take(flat), seg)
-        rate = self._s_rate[:n]
-        np.multiply(self._s_nominal[:n], factor, out=rate)
-        if self.alpha:
-            crowd *= self._s_acomm[:n]      # the slowdown 1 + alpha * comm * crowd, in place
-            crowd += 1.0
-            rate /= crowd
+        else:
+            slots = flat = seg = self._no_slots
+        self._k.refresh_rates(n, self._s_fm, self.machine_factor, self._crowd, self._s_nominal,
+                              self._s_acomm, self._s_rate, self.alpha, slots, flat, seg)
 
     def next_event_time(self) -> float:
         t = self._submit_list[self.next_arrival] if self.next_arrival < self.num_jobs else math.inf
         n = self._n
         if n:
             self._ensure_rates()
-            ttf = np.divide(self._s_left[:n], self._s_rate[:n], out=self._scratch[:n])
-            if self._restarting:
-                until = self._s_until[:n]
-                self._restarting = bool((until > self.now).any())
-                finish = float((np.maximum(until, self.now) + ttf).min())
-            else:
-                finish = self.now + float(np.minimum.reduce(ttf))
+            finish, self._restarting = self._k.next_finish(
+                n, self._s_left, self._s_rate, self._s_until, self.now, self._restarting, self._scratch)
             self._next_finish = finish
             t = min(t, finish, self._next_fluct, self._next_tick)
         return t
@@ -556,13 +553,13 @@ class ClusterSimulator:
         if not math.isfinite(t_next):
             raise RuntimeError("no future event: nothing running and no arrival left")
         dt = t_next - self.now
-        self._accrue(dt)
+        due = self._accrue(dt, t_next)
         self.now = t_next
         self.events += 1
         if self.fluct is None:
             self._measure()     # without fluctuation updates, measure at every event
-        if self._n and self._next_finish <= self.now * (1 + _EPS) + _EPS:
-            self._complete_due()
+        if due:
+            self._complete_due(due)
         self._arrive_until(self.now)
         if self.fluct is not None and self.now >= self._next_fluct - _EPS:
             self._update_fluctuation()
@@ -571,25 +568,28 @@ class ClusterSimulator:
             self._next_tick = self.now + self.scheduling_tick
         return dt
 
-    def _accrue(self, dt: float) -> None:
-        """Progress and accounting over ``dt`` seconds at constant speeds."""
-        if dt <= 0:
-            return
-        self.job_seconds += (self.arrived_count - self.finished_count) * dt
-        self.fee += self._fee_rate * dt
-        self.energy_joules += self._power * dt
+    def _accrue(self, dt: float, t_next: float) -> int:
+        """Progress and accounting over ``dt`` seconds at constant speeds, up to ``t_next``.
+
+        Returns how many running jobs finish at ``t_next`` (their slots in ``self._due``): those
+        whose remaining work takes under a microsecond at their speed (or under a few units of the
+        clock's resolution, when that is coarser), looked for only when the earliest finish is due.
+        """
+        if dt > 0:
+            self.job_seconds += (self.arrived_count - self.finished_count) * dt
+            self.fee += self._fee_rate * dt
+            self.energy_joules += self._power * dt
         n = self._n
         if not n:
-            return
-        self.busy_gpu_seconds += self._held_total * dt
-        left = self._s_left[:n]
-        if self._restarting:
-            # Time spent in the restart overhead makes no progress.
-            until = self._s_until[:n]
-            exec_dt = np.clip(self.now + dt - np.maximum(until, self.now), 0.0, dt)
-            left -= self._s_rate[:n] * exec_dt
-        else:
-            left -= np.multiply(self._s_rate[:n], dt, out=self._scratch[:n])
+            return 0
+        if dt > 0:
+            self.busy_gpu_seconds += self._held_total * dt
+        check = self._next_finish <= t_next * (1 + _EPS) + _EPS
+        # Beyond ~1.7e10 s (very long, slow jobs) half an ulp of the clock exceeds a microsecond:
+        # a finish time that rounds to ``now`` would give zero-length advances forever.
+        tol = max(1e-6, 4.0 * math.ulp(t_next)) if check else 0.0
+        return self._k.accrue_due(n, self._s_left, self._s_rate, self._s_until, self.now, dt,
+                                  self._restarting, check, tol, self._scratch, self._due)
 
     def _measure(self) -> None:
         """Measured machine speeds: a noisy moving average of each single-machine job's observed
@@ -601,50 +601,22 @@ class ClusterSimulator:
         if not n or dt <= 0:
             return
         self._ensure_rates()
-        ok = self._measurable()
-        if ok is None:
+        k = self._k
+        count = k.measurable_count(n, self._s_single, self._s_until, self.now, self._restarting, self._n_multi)
+        if not count:
             return
-        ratio = self._s_rate[:n][ok] / self._s_nominal[:n][ok]
         noise = self.world.measurement_noise
-        if noise > 0:
-            z = self.rng.standard_normal(len(ratio))
-            z *= noise
-            z += 1.0
-            ratio *= z
-        machines = self._s_fm[:n][ok]
+        z = self.rng.standard_normal(count) if noise > 0 else self._scratch[:0]
         ms = self.machines
-        w = np.where(np.isfinite(ms.measured_at[machines]), -math.expm1(-dt / self.world.measurement_tau), 1.0)
-        measured = ms.measured[machines]
-        measured += w * (ratio - measured)
-        ms.measured[machines] = measured
-        ms.measured_at[machines] = self.now
+        k.measure(n, self._s_single, self._s_until, self.now, self._restarting, self._n_multi,
+                  self._s_rate, self._s_nominal, self._s_fm, z, noise,
+                  -math.expm1(-dt / self.world.measurement_tau), ms.measured, ms.measured_at, self._scratch)
         self.measure_version += 1
 
-    def _measurable(self) -> "np.ndarray | slice | None":
-        """Index of the running slots whose speed is measured now: single-machine jobs past their
-        restart overhead (None if there is none). A slice when every slot qualifies."""
-        n = self._n
-        if self._restarting:
-            ok = self._s_single[:n] & (self._s_until[:n] <= self.now)
-            return ok if ok.any() else None
-        if self._n_multi == 0:
-            return slice(None)
-        return self._s_single[:n] if self._n_multi < n else None
-
-    def _complete_due(self) -> None:
-        """Finish running jobs whose remaining work takes under a microsecond at their speed
-        (or under a few units of the clock's resolution, when that is coarser)."""
-        n = self._n
-        # Beyond ~1.7e10 s (very long, slow jobs) half an ulp of the clock exceeds a microsecond:
-        # a finish time that rounds to ``now`` would give zero-length advances forever.
-        tol = max(1e-6, 4.0 * math.ulp(self.now))
-        threshold = np.multiply(self._s_rate[:n], tol, out=self._scratch[:n])
-        threshold += 1e-12
-        due = (self._s_left[:n] <= threshold).nonzero()[0]
-        if not len(due):
-            return
+    def _complete_due(self, count: int) -> None:
+        """Finish the ``count`` running jobs whose slots ``_accrue`` wrote into ``_due``."""
         js = self.jobs
-        for job in self._s_job[due].tolist():
+        for job in self._s_job[self._due[:count]].tolist():
             self._s_left[self._slot[job]] = 0.0
             self._release(job)
             js.progress[job] = self.duration[job]
