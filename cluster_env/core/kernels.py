@@ -17,6 +17,7 @@ Every kernel works on the first ``n`` entries of the simulator's slot arrays (ru
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from types import SimpleNamespace
 
@@ -213,13 +214,108 @@ def _numba_kernels():
             measured_at[m] = now
             j += 1
 
+    @jit
+    def observe(placing_phase, pending, running, K, R, job_static, submit, attained, executed, restarts,
+                duration, progress, best_speed, gpus, allowed, free_per_type, free_total, now,
+                preemption, clairvoyant, machine_static, free, mjobs, gpus_inv, measured, measured_at,
+                machine_type, job_speed, placing_job, placing_need, machines_used, pending_count,
+                running_count, total_gpus, num_jobs, next_arrival, finished, pending_gpus, can_advance):
+        """Both agents' observation arrays in one pass (what ObservationBuilder's numpy path builds):
+        (jobs, machines, global, placing, orderer mask, placer mask, candidate job ids)."""
+        n_rows = K + R
+        n_feat = job_static.shape[1]
+        jobs = np.zeros((n_rows, n_feat), dtype=np.float32)
+        ids = np.full(n_rows, -1, dtype=np.int64)
+        order_mask = np.zeros(n_rows + 1, dtype=np.int8)
+        M = machine_static.shape[0]
+        place_mask = np.zeros(M + 1, dtype=np.int8)
+        has_allowed = allowed.shape[0] > 0
+        n_types = free_per_type.shape[0]
+        for r in range(len(pending) + len(running)):
+            is_running = r >= len(pending)
+            j = running[r - len(pending)] if is_running else pending[r]
+            row = K + r - len(pending) if is_running else r
+            ids[row] = j
+            for c in range(n_feat):
+                jobs[row, c] = job_static[j, c]
+            jobs[row, 3] = math.log1p(now - submit[j])
+            if is_running or preemption:
+                jobs[row, 4] = math.log1p(attained[j])
+                jobs[row, 5] = math.log1p(executed[j])
+                jobs[row, 8] = math.log1p(restarts[j])
+            if is_running:
+                jobs[row, 1] = 1.0
+                order_mask[row] = 1
+            else:
+                usable = free_total
+                if has_allowed:
+                    usable = 0
+                    for t in range(n_types):
+                        if allowed[j, t]:
+                            usable += free_per_type[t]
+                fits = gpus[j] <= usable
+                jobs[row, 11] = 1.0 if fits else 0.0
+                if fits and not placing_phase:
+                    order_mask[row] = 1
+            if clairvoyant:
+                jobs[row, 10] = math.log1p((duration[j] - progress[j]) / best_speed[j])
+        if placing_phase:
+            for r in range(n_rows):
+                order_mask[r] = 0
+        machines = np.empty((M, machine_static.shape[1]), dtype=np.float32)
+        for m in range(M):
+            for c in range(machine_static.shape[1]):
+                machines[m, c] = machine_static[m, c]
+            f = free[m]
+            machines[m, 3] = f * 0.125
+            machines[m, 4] = f * gpus_inv[m]
+            machines[m, 5] = mjobs[m]
+            machines[m, 6] = measured[m]
+            at = measured_at[m]
+            machines[m, 7] = -1.0 if at == -np.inf else math.log1p(now - at)
+            if placing_phase:
+                ok = f > 0 and (not has_allowed or allowed[placing_job, machine_type[m]])
+                machines[m, 9] = 1.0 if ok else 0.0
+                machines[m, 10] = job_speed[placing_job, machine_type[m]]
+                place_mask[m] = 1 if ok else 0
+        glob = np.empty(10, dtype=np.float32)
+        glob[0] = 1.0 if placing_phase else 0.0
+        glob[1] = math.log1p(now)
+        glob[2] = math.log1p(pending_count)
+        glob[3] = math.log1p(running_count)
+        glob[4] = free_total / total_gpus
+        glob[5] = (num_jobs - next_arrival) / num_jobs
+        glob[6] = finished / num_jobs
+        glob[7] = math.log1p(pending_gpus)
+        glob[8] = 1.0 if preemption else 0.0
+        glob[9] = 1.0 if clairvoyant else 0.0
+        plc = np.zeros(9, dtype=np.float32)
+        if placing_phase:
+            j = placing_job
+            plc[0] = 1.0
+            plc[1] = job_static[j, 2]
+            plc[2] = math.log2(1 + placing_need)
+            plc[3] = job_static[j, 6]
+            plc[4] = math.log1p(now - submit[j])
+            plc[5] = math.log1p(attained[j])
+            plc[6] = math.log1p(duration[j]) if clairvoyant else -1.0
+            plc[7] = job_static[j, 12]
+            plc[8] = machines_used
+            order_mask[n_rows] = 1
+        else:
+            plc[6] = -1.0
+            order_mask[n_rows] = 1 if can_advance else 0
+            place_mask[M] = 1
+        return jobs, machines, glob, plc, order_mask, place_mask, ids
+
     return SimpleNamespace(name="numba", refresh_rates=refresh_rates, next_finish=next_finish,
-                           accrue_due=accrue_due, measurable_count=measurable_count, measure=measure)
+                           accrue_due=accrue_due, measurable_count=measurable_count, measure=measure,
+                           observe=observe)
 
 
 _NUMPY = SimpleNamespace(name="numpy", refresh_rates=_np_refresh_rates, next_finish=_np_next_finish,
                          accrue_due=_np_accrue_due, measurable_count=_np_measurable_count,
-                         measure=_np_measure)
+                         measure=_np_measure, observe=None)
 _loaded: dict[str, SimpleNamespace] = {"numpy": _NUMPY}
 
 

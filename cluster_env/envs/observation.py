@@ -127,6 +127,7 @@ class ObservationBuilder:
         # Private ORDER-phase machine block, refreshed only where the machines or the clock
         # changed (observations get copies, so a caller may modify what it receives).
         self._machines = static
+        self._machine_static = static.copy()
         self._log_read = 0               # read position in sim.machine_log
         self._measure_read = -1          # sim.measure_version the measured column shows
         self._age_key = None             # (measure_version, now) the age column shows
@@ -146,6 +147,10 @@ class ObservationBuilder:
         rows[:, 12] = self._comm[sim.job_type]
         rows[:, 13] = self._best_speed
         self._job_static = rows.base
+        # The compiled backend builds everything in one kernel call (see ``_build_compiled``).
+        self._kernel = sim._k.observe
+        self._no_allowed = np.zeros((0, 0), dtype=bool)
+        self._ids_of = self._ids = None
 
     # ------------------------------------------------------------------ building
     def candidates(self) -> tuple[np.ndarray, np.ndarray]:
@@ -163,6 +168,8 @@ class ObservationBuilder:
 
     def candidate_ids(self, pending: np.ndarray, running: np.ndarray) -> np.ndarray:
         """(K + R,) the job id of each row of ``jobs``, -1 for empty rows."""
+        if self._kernel is not None and self._ids_of is pending:
+            return self._ids        # built by the kernel with these candidates
         ids = self._no_ids.copy()
         ids[: len(pending)] = pending
         if len(running):
@@ -283,6 +290,9 @@ class ObservationBuilder:
     def build(self, placing_phase: bool, pending: np.ndarray, running: np.ndarray
               ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
         """Shared feature arrays, the orderer's mask and the placer's mask."""
+        if self._kernel is not None:
+            feats, order_mask, place_mask, self._ids = self._build_compiled(placing_phase, pending, running)
+            return feats, order_mask, place_mask
         sim = self.sim
         jobs = self._jobs_block(placing_phase, pending, running)
         machines = self._machines_block()
@@ -307,3 +317,21 @@ class ObservationBuilder:
             place_mask[-1] = 1
         feats = {"jobs": jobs, "machines": machines, "global": g, "placing": p}
         return feats, order_mask, place_mask
+
+    def _build_compiled(self, placing_phase: bool, pending: np.ndarray, running: np.ndarray):
+        """``build`` in one compiled call: every array written afresh, the same values and bits
+        as the numpy path (which keeps caches because each of its numpy calls is costly)."""
+        sim = self.sim
+        js, ms = sim.jobs, sim.machines
+        job = sim.placing
+        jobs, machines, g, p, order_mask, place_mask, ids = self._kernel(
+            placing_phase, pending, running, self.K, self.R, self._job_static, sim.submit, js.attained,
+            js.executed, js.restarts, sim.duration, js.progress, self._best_speed, sim.gpus,
+            self._no_allowed if sim.allowed is None else sim.allowed, sim.free_per_type, sim.free_total,
+            sim.now, self.preemption, self.clairvoyant, self._machine_static, ms.free, ms.jobs,
+            self._gpus_inv, ms.measured, ms.measured_at, sim.machine_type, sim.job_speed, job,
+            sim.placing_need, len(sim.alloc[job]) if job >= 0 else 0, len(sim.pending), sim.num_running,
+            sim.total_gpus, sim.num_jobs, sim.next_arrival, sim.finished_count, sim.pending_gpus,
+            sim.has_future_event() or sim.done)
+        self._ids_of = pending
+        return {"jobs": jobs, "machines": machines, "global": g, "placing": p}, order_mask, place_mask, ids
