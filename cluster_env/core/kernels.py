@@ -24,6 +24,9 @@ from types import SimpleNamespace
 import numpy as np
 
 BACKENDS = ("numba", "numpy")
+# A job whose earliest finish is within this relative (and absolute) margin of an event's time is
+# looked at for completion at that event.
+TIME_EPS = 1e-9
 
 
 # ---------------------------------------------------------------------------------- numpy backend
@@ -70,6 +73,27 @@ def _np_accrue_due(n, left, rate, until, now, dt, restarting, check, tol, scratc
     due = (lf <= threshold).nonzero()[0]
     due_out[: len(due)] = due
     return len(due)
+
+
+def _np_run_to_next(n, dirty, fm, machine_factor, crowd, nominal, acomm, rate, alpha, multi_slots, flat,
+                    seg, left, until, now, restarting, t_other, scratch, due_out):
+    """One event of the running jobs: refresh the speeds if ``dirty``, find the next event time
+    (the earliest finish or ``t_other``), progress to it and find the jobs finished then.
+
+    Returns (next event time, earliest finish, restart overhead still running, finished count);
+    nothing progresses when the next event time is not finite (the caller raises)."""
+    if dirty:
+        _np_refresh_rates(n, fm, machine_factor, crowd, nominal, acomm, rate, alpha, multi_slots, flat, seg)
+    finish, restarting = _np_next_finish(n, left, rate, until, now, restarting, scratch)
+    t_next = min(t_other, finish)
+    if not math.isfinite(t_next):
+        return t_next, finish, restarting, 0
+    check = finish <= t_next * (1 + TIME_EPS) + TIME_EPS
+    # Beyond ~1.7e10 s (very long, slow jobs) half an ulp of the clock exceeds a microsecond:
+    # a finish time that rounds to ``now`` would give zero-length advances forever.
+    tol = max(1e-6, 4.0 * math.ulp(t_next)) if check else 0.0
+    due = _np_accrue_due(n, left, rate, until, now, t_next - now, restarting, check, tol, scratch, due_out)
+    return t_next, finish, restarting, due
 
 
 def _np_measurable_count(n, single, until, now, restarting, n_multi):
@@ -175,6 +199,20 @@ def _numba_kernels():
                 due_out[count] = i
                 count += 1
         return count
+
+    @jit
+    def run_to_next(n, dirty, fm, machine_factor, crowd, nominal, acomm, rate, alpha, multi_slots, flat,
+                    seg, left, until, now, restarting, t_other, scratch, due_out):
+        if dirty:
+            refresh_rates(n, fm, machine_factor, crowd, nominal, acomm, rate, alpha, multi_slots, flat, seg)
+        finish, restarting = next_finish(n, left, rate, until, now, restarting, scratch)
+        t_next = min(t_other, finish)
+        if not np.isfinite(t_next):
+            return t_next, finish, restarting, 0
+        check = finish <= t_next * (1 + TIME_EPS) + TIME_EPS
+        tol = max(1e-6, 4.0 * (np.nextafter(t_next, np.inf) - t_next)) if check else 0.0   # math.ulp
+        due = accrue_due(n, left, rate, until, now, t_next - now, restarting, check, tol, scratch, due_out)
+        return t_next, finish, restarting, due
 
     @jit
     def measurable_count(n, single, until, now, restarting, n_multi):
@@ -309,12 +347,13 @@ def _numba_kernels():
         return jobs, machines, glob, plc, order_mask, place_mask, ids
 
     return SimpleNamespace(name="numba", refresh_rates=refresh_rates, next_finish=next_finish,
-                           accrue_due=accrue_due, measurable_count=measurable_count, measure=measure,
-                           observe=observe)
+                           accrue_due=accrue_due, run_to_next=run_to_next,
+                           measurable_count=measurable_count, measure=measure, observe=observe)
 
 
 _NUMPY = SimpleNamespace(name="numpy", refresh_rates=_np_refresh_rates, next_finish=_np_next_finish,
-                         accrue_due=_np_accrue_due, measurable_count=_np_measurable_count,
+                         accrue_due=_np_accrue_due, run_to_next=_np_run_to_next,
+                         measurable_count=_np_measurable_count,
                          measure=_np_measure, observe=None)
 _loaded: dict[str, SimpleNamespace] = {"numpy": _NUMPY}
 

@@ -48,7 +48,7 @@ from cluster_env.world.throughputs import (
 # Job status codes.
 NOT_ARRIVED, PENDING, RUNNING, FINISHED = 0, 1, 2, 3
 
-_EPS = 1e-9
+_EPS = kernels.TIME_EPS
 
 
 @dataclass
@@ -165,7 +165,7 @@ class ClusterSimulator:
                              self._s_fm, self._s_multi, self._s_single, self._s_until, self._s_t0)
         self._scratch = np.zeros(cap)                      # (cap,) per-event temporaries
         self._due = np.zeros(cap, dtype=np.int64)          # (cap,) slots found finished by an event
-        self._no_slots = np.zeros(0, dtype=np.int64)
+        self._no_layout = (np.zeros(0, dtype=np.int64),) * 3
         self._k = kernels.active()
         # Compiled kernels refresh every speed in about the time of one numpy call, so they skip
         # the bookkeeping of which jobs a launch or release touched.
@@ -503,6 +503,22 @@ class ClusterSimulator:
             self._s_rate[k] = rate
         self._stale.clear()
 
+    def _multi_layout(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(slots, machines, segment starts) of the jobs spread over machines: a job spread over
+        machines runs at the pace of its slowest machine and feels the most crowded one, a
+        segmented min / max over the concatenated machine lists. Cached until one starts or ends."""
+        if not self._n_multi:
+            return self._no_layout
+        if self._layout is None:
+            n = self._n
+            slots = np.flatnonzero(self._s_multi[:n])
+            lists = [self._job_machines[j] for j in self._s_job[slots].tolist()]
+            seg = np.fromiter(itertools.accumulate([0] + [len(x) for x in lists[:-1]]),
+                              dtype=np.int64, count=len(lists))
+            flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64)
+            self._layout = (slots, flat, seg)
+        return self._layout
+
     def _refresh_rates(self) -> None:
         """Recompute the true speed of every running job."""
         n = self._n
@@ -510,21 +526,8 @@ class ClusterSimulator:
         self._stale.clear()
         if not n:
             return
-        if self._n_multi:
-            # A job spread over machines runs at the pace of its slowest machine and feels the
-            # most crowded one: segmented min / max over the concatenated machine lists.
-            if self._layout is None:
-                slots = np.flatnonzero(self._s_multi[:n])
-                lists = [self._job_machines[j] for j in self._s_job[slots].tolist()]
-                seg = np.fromiter(itertools.accumulate([0] + [len(x) for x in lists[:-1]]),
-                                  dtype=np.int64, count=len(lists))
-                flat = np.fromiter(itertools.chain.from_iterable(lists), dtype=np.int64)
-                self._layout = (slots, flat, seg)
-            slots, flat, seg = self._layout
-        else:
-            slots = flat = seg = self._no_slots
         self._k.refresh_rates(n, self._s_fm, self.machine_factor, self._crowd, self._s_nominal,
-                              self._s_acomm, self._s_rate, self.alpha, slots, flat, seg)
+                              self._s_acomm, self._s_rate, self.alpha, *self._multi_layout())
 
     def next_event_time(self) -> float:
         t = self._submit_list[self.next_arrival] if self.next_arrival < self.num_jobs else math.inf
@@ -549,11 +552,31 @@ class ClusterSimulator:
             self._update_fluctuation()
         if self._next_tick <= self.now:
             self._next_tick = self.now + self.scheduling_tick
-        t_next = self.next_event_time()
+        t_next = self._submit_list[self.next_arrival] if self.next_arrival < self.num_jobs else math.inf
+        n = self._n
+        due = 0
+        if n:
+            if self._dirty:
+                layout = self._multi_layout()
+                self._stale.clear()
+            else:
+                layout = self._no_layout
+                if self._stale:
+                    self._refresh_stale()
+            t_next, self._next_finish, self._restarting, due = self._k.run_to_next(
+                n, self._dirty, self._s_fm, self.machine_factor, self._crowd, self._s_nominal, self._s_acomm,
+                self._s_rate, self.alpha, *layout, self._s_left, self._s_until, self.now, self._restarting,
+                min(t_next, self._next_fluct, self._next_tick), self._scratch, self._due)
+            self._dirty = False
         if not math.isfinite(t_next):
             raise RuntimeError("no future event: nothing running and no arrival left")
         dt = t_next - self.now
-        due = self._accrue(dt, t_next)
+        if dt > 0:
+            self.job_seconds += (self.arrived_count - self.finished_count) * dt
+            self.fee += self._fee_rate * dt
+            self.energy_joules += self._power * dt
+            if n:
+                self.busy_gpu_seconds += self._held_total * dt
         self.now = t_next
         self.events += 1
         if self.fluct is None:
@@ -567,29 +590,6 @@ class ClusterSimulator:
             self.last_tick = self.now
             self._next_tick = self.now + self.scheduling_tick
         return dt
-
-    def _accrue(self, dt: float, t_next: float) -> int:
-        """Progress and accounting over ``dt`` seconds at constant speeds, up to ``t_next``.
-
-        Returns how many running jobs finish at ``t_next`` (their slots in ``self._due``): those
-        whose remaining work takes under a microsecond at their speed (or under a few units of the
-        clock's resolution, when that is coarser), looked for only when the earliest finish is due.
-        """
-        if dt > 0:
-            self.job_seconds += (self.arrived_count - self.finished_count) * dt
-            self.fee += self._fee_rate * dt
-            self.energy_joules += self._power * dt
-        n = self._n
-        if not n:
-            return 0
-        if dt > 0:
-            self.busy_gpu_seconds += self._held_total * dt
-        check = self._next_finish <= t_next * (1 + _EPS) + _EPS
-        # Beyond ~1.7e10 s (very long, slow jobs) half an ulp of the clock exceeds a microsecond:
-        # a finish time that rounds to ``now`` would give zero-length advances forever.
-        tol = max(1e-6, 4.0 * math.ulp(t_next)) if check else 0.0
-        return self._k.accrue_due(n, self._s_left, self._s_rate, self._s_until, self.now, dt,
-                                  self._restarting, check, tol, self._scratch, self._due)
 
     def _measure(self) -> None:
         """Measured machine speeds: a noisy moving average of each single-machine job's observed
@@ -614,7 +614,9 @@ class ClusterSimulator:
         self.measure_version += 1
 
     def _complete_due(self, count: int) -> None:
-        """Finish the ``count`` running jobs whose slots ``_accrue`` wrote into ``_due``."""
+        """Finish the ``count`` running jobs whose slots the last event wrote into ``_due``: those
+        whose remaining work takes under a microsecond at their speed (or under a few units of the
+        clock's resolution, when that is coarser)."""
         js = self.jobs
         for job in self._s_job[self._due[:count]].tolist():
             self._s_left[self._slot[job]] = 0.0
