@@ -151,18 +151,21 @@ class ClusterSimulator:
         cap = max(1, min(n, self.total_gpus))
         self._n = 0
         self._slot = {}                                    # job id -> slot
-        self._s_job = np.zeros(cap, dtype=np.int64)        # (cap,) job id in the slot
-        self._s_left = np.zeros(cap)                       # (cap,) work left (reference seconds)
-        self._s_rate = np.zeros(cap)                       # (cap,) true speed
-        self._s_nominal = np.zeros(cap)                    # (cap,) nominal speed
-        self._s_acomm = np.zeros(cap)                      # (cap,) alpha x comm intensity of the job type
-        self._s_fm = np.zeros(cap, dtype=np.int64)         # (cap,) first machine of the placement
-        self._s_multi = np.zeros(cap, dtype=bool)          # (cap,) placed on more than one machine
-        self._s_single = np.zeros(cap, dtype=bool)         # (cap,) not _s_multi (its speed is measured)
-        self._s_until = np.zeros(cap)                      # (cap,) end of the restart overhead
-        self._s_t0 = np.zeros(cap)                         # (cap,) launch time
-        self._slot_arrays = (self._s_job, self._s_left, self._s_rate, self._s_nominal, self._s_acomm,
-                             self._s_fm, self._s_multi, self._s_single, self._s_until, self._s_t0)
+        # One block per dtype (a slot moves with three copies); each name is a row view:
+        self._s_float = np.zeros((6, cap))
+        (self._s_left,                                     # (cap,) work left (reference seconds)
+         self._s_rate,                                     # (cap,) true speed
+         self._s_nominal,                                  # (cap,) nominal speed
+         self._s_acomm,                                    # (cap,) alpha x comm intensity of the job type
+         self._s_until,                                    # (cap,) end of the restart overhead
+         self._s_t0) = self._s_float                       # (cap,) launch time
+        self._s_int = np.zeros((2, cap), dtype=np.int64)
+        (self._s_job,                                      # (cap,) job id in the slot
+         self._s_fm) = self._s_int                         # (cap,) first machine of the placement
+        self._s_flag = np.zeros((2, cap), dtype=bool)
+        (self._s_multi,                                    # (cap,) placed on more than one machine
+         self._s_single) = self._s_flag                    # (cap,) not _s_multi (its speed is measured)
+        self._slot_arrays = (self._s_float, self._s_int, self._s_flag)
         self._scratch = np.zeros(cap)                      # (cap,) per-event temporaries
         self._due = np.zeros(cap, dtype=np.int64)          # (cap,) slots found finished by an event
         self._no_layout = (np.zeros(0, dtype=np.int64),) * 3
@@ -347,7 +350,10 @@ class ClusterSimulator:
         t = self._machine_type_list[machine]
         self.free_per_type[t] -= take
         self.held_per_type[t] += take
-        self._hold(t, take)
+        self._held_total += take
+        self.free_total -= take
+        self._fee_rate += take * self._price_per_s[t]
+        self._power += take * self._extra_watts[t]
         self.alloc[job].append((machine, take))
         self.placing_need -= take
         self.machine_log.append(machine)
@@ -398,7 +404,10 @@ class ClusterSimulator:
             self._job_machines[job] = machines
             self._layout = None
         self._n = k + 1
-        self._stale_neighbours(machines)     # the new job and those sharing its machines
+        if self._refresh_all:
+            self._dirty = True
+        else:
+            self._stale_neighbours(machines)     # the new job and those sharing its machines
 
     def preempt(self, job: int) -> None:
         """Stop a running job; it keeps its progress and returns to the pending queue."""
@@ -436,7 +445,7 @@ class ClusterSimulator:
         if k != last:
             moved = int(self._s_job[last])
             for arr in self._slot_arrays:
-                arr[k] = arr[last]
+                arr[:, k] = arr[:, last]
             self._slot[moved] = k
         self._n = last
         ms, types = self.machines, self._machine_type_list
@@ -449,23 +458,22 @@ class ClusterSimulator:
             t = types[m]
             self.free_per_type[t] += g
             self.held_per_type[t] -= g
-            self._hold(t, -g)
+            self._held_total -= g
+            self.free_total += g
+            self._fee_rate += -g * self._price_per_s[t]
+            self._power += -g * self._extra_watts[t]
             self.machine_log.append(m)
-        self._stale_neighbours(m for m, _ in alloc)
+        if self._refresh_all:
+            self._dirty = True
+        else:
+            self._stale_neighbours([m for m, _ in alloc])
 
     def _remove_pending(self, job: int) -> None:
         i = bisect.bisect_left(self.pending, job)
         if i >= len(self.pending) or self.pending[i] != job:
             raise ValueError(f"job {job} is not in the pending queue")
         del self.pending[i]
-        self.pending_gpus -= int(self.gpus[job])
-
-    def _hold(self, gpu_type: int, gpus: int) -> None:
-        """Account ``gpus`` more (or fewer, if negative) held GPUs of ``gpu_type``."""
-        self._held_total += gpus
-        self.free_total -= gpus
-        self._fee_rate += gpus * self._price_per_s[gpu_type]
-        self._power += gpus * self._extra_watts[gpu_type]
+        self.pending_gpus -= self._gpus_list[job]
 
     # ------------------------------------------------------------------ dynamics
     def _stale_neighbours(self, machines) -> None:
