@@ -8,12 +8,11 @@ system, divided by ``num_jobs * time_unit``: an episode's return is minus the av
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 
-@dataclass(frozen=True)
-class StepStats:
-    """What changed between two consecutive steps."""
+class StepStats(NamedTuple):
+    """What changed between two consecutive steps (immutable; built at every step, so a tuple)."""
 
     dt: float                 # simulated seconds elapsed
     job_seconds: float        # integral of the number of jobs in the system over dt

@@ -200,15 +200,18 @@ class ClusterParallelEnv(ParallelEnv):
             missing = sorted(set(self.agents) - set(actions))
             extra = sorted(set(actions) - set(self.agents))
             raise KeyError(f"actions must have exactly the keys {self.agents}; missing {missing}, extra {extra}")
-        a_order = self._as_action("orderer", actions["orderer"])
-        a_place = self._as_action("placer", actions["placer"])
-        invalid = {"orderer": False, "placer": False}
+        a_order, a_place = actions["orderer"], actions["placer"]
+        if type(a_order) is not int or not 0 <= a_order <= self._order_noop:
+            a_order = self._as_action("orderer", a_order)
+        if type(a_place) is not int or not 0 <= a_place <= self._place_noop:
+            a_place = self._as_action("placer", a_place)
+        invalid = None          # agents whose forbidden action was ignored (invalid_action="noop")
         sim = self.sim
         if self.phase == ORDER:
             if a_place != self._place_noop:
-                invalid["placer"] = self._forbidden("placer", a_place, "only the no-op is allowed in the ORDER phase")
+                invalid = self._forbidden(invalid, "placer", a_place, "only the no-op is allowed in the ORDER phase")
             if not self._order_mask[a_order]:
-                invalid["orderer"] = self._forbidden("orderer", a_order, "the action mask forbids it")
+                invalid = self._forbidden(invalid, "orderer", a_order, "the action mask forbids it")
             elif a_order < self.builder.K:
                 sim.start(int(self._cand_pending[a_order]))
                 self.phase = PLACE
@@ -218,9 +221,9 @@ class ClusterParallelEnv(ParallelEnv):
                 sim.advance()
         else:
             if a_order != self._order_noop:
-                invalid["orderer"] = self._forbidden("orderer", a_order, "only the no-op is allowed in the PLACE phase")
+                invalid = self._forbidden(invalid, "orderer", a_order, "only the no-op is allowed in the PLACE phase")
             if not self._place_mask[a_place]:
-                invalid["placer"] = self._forbidden("placer", a_place, "the action mask forbids it")
+                invalid = self._forbidden(invalid, "placer", a_place, "the action mask forbids it")
             elif sim.place(a_place):
                 self.phase = ORDER
         if self.phase == ORDER:
@@ -233,13 +236,13 @@ class ClusterParallelEnv(ParallelEnv):
             (self.sched.max_steps is not None and self.num_steps >= self.sched.max_steps)
             or (self.sched.max_time is not None and sim.now >= self.sched.max_time))
         obs = self._observe()
-        rewards = dict.fromkeys(self.agents, reward)
-        terminations = dict.fromkeys(self.agents, done)
-        truncations = dict.fromkeys(self.agents, truncated)
+        rewards = {"orderer": reward, "placer": reward}
+        terminations = {"orderer": done, "placer": done}
+        truncations = {"orderer": truncated, "placer": truncated}
         info = self._info()
         infos = {"orderer": info, "placer": dict(info)}
-        for agent, bad in invalid.items():
-            if bad:
+        if invalid:
+            for agent in invalid:
                 infos[agent]["invalid_action"] = True
         if done or truncated:
             infos = self._final_infos(infos)
@@ -261,12 +264,13 @@ class ClusterParallelEnv(ParallelEnv):
             raise InvalidActionError(f"{agent}'s action {action} is outside Discrete({n})")
         return action
 
-    def _forbidden(self, agent: str, action: int, why: str) -> bool:
+    def _forbidden(self, invalid: "list[str] | None", agent: str, action: int, why: str) -> list[str]:
+        """Raise, or (``invalid_action="noop"``) add ``agent`` to the agents whose action is ignored."""
         if self.sched.invalid_action == "raise":
             phase = "ORDER" if self.phase == ORDER else "PLACE"
             raise InvalidActionError(f"{agent}'s action {action} is forbidden in the {phase} phase: {why} "
                                      f"(allowed: {np.flatnonzero(self._mask_of(agent)).tolist()[:20]})")
-        return True
+        return (invalid or []) + [agent]
 
     def _mask_of(self, agent: str) -> np.ndarray:
         return self._order_mask if agent == "orderer" else self._place_mask
@@ -301,9 +305,9 @@ class ClusterParallelEnv(ParallelEnv):
     def _reward(self) -> float:
         sim = self.sim
         t0, js0, fee0, en0, fin0 = self._last
-        stats = StepStats(dt=sim.now - t0, job_seconds=sim.job_seconds - js0, fee=sim.fee - fee0,
-                          energy_kwh=(sim.energy_joules - en0) / 3.6e6,
-                          jobs_finished=sim.finished_count - fin0, num_jobs=sim.num_jobs)
+        # dt, job_seconds, fee, energy_kwh, jobs_finished, num_jobs
+        stats = StepStats(sim.now - t0, sim.job_seconds - js0, sim.fee - fee0, (sim.energy_joules - en0) / 3.6e6,
+                          sim.finished_count - fin0, sim.num_jobs)
         self._last = (sim.now, sim.job_seconds, sim.fee, sim.energy_joules, sim.finished_count)
         return float(self.reward_fn(stats))
 
