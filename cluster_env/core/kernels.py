@@ -127,6 +127,42 @@ def _np_measure(n, single, until, now, restarting, n_multi, rate, nominal, fm, z
     measured_at[machines] = now
 
 
+def _np_ou_step(log_speed, z, noise, decay, log_mult, out):
+    """Exact OU step ``x = x decay + noise z`` (z: standard normals, scaled in place); then, if
+    ``out`` is not empty, ``out = x + log_mult`` (the log of the factors)."""
+    z *= noise
+    log_speed *= decay
+    log_speed += z
+    if len(out):
+        np.add(log_speed, log_mult, out=out)
+
+
+def _np_switch_due(next_switch, time, due_out, since_out):
+    """Machines whose straggler switch is due by ``time`` into ``due_out`` and the time since
+    their switch into ``since_out``; returns their count."""
+    due = (next_switch <= time).nonzero()[0]
+    k = len(due)
+    due_out[:k] = due
+    np.subtract(time, next_switch[due], out=since_out[:k])
+    return k
+
+
+def _np_switch_apply(count, due, ex, u, e, straggling, log_mult, next_switch, pi, log_slow, shift, time,
+                     on_mean, off_mean):
+    """New straggler states of ``count`` due machines from the chain's transition law (``ex``:
+    exp(-(lam + mu) x time since the switch), ``u`` uniforms, ``e`` exponentials; ``off_mean``
+    inf when stragglers never start); returns the next switch time of all machines."""
+    d = due[:count]
+    entered = ~straggling[d]
+    p_on = np.where(entered, pi + (1.0 - pi) * ex, pi * (1.0 - ex))
+    on = u < p_on
+    straggling[d] = on
+    log_mult[d] = np.where(on, log_slow, 0.0) - shift
+    off = off_mean * e if off_mean != np.inf else np.inf
+    next_switch[d] = time + np.where(on, on_mean * e, off)
+    return float(np.minimum.reduce(next_switch))
+
+
 # ---------------------------------------------------------------------------------- numba backend
 def _numba_kernels():
     """Compile-on-first-use versions of the numpy kernels (same operations, element by element)."""
@@ -346,12 +382,55 @@ def _numba_kernels():
             place_mask[M] = 1
         return jobs, machines, glob, plc, order_mask, place_mask, ids
 
-    return SimpleNamespace(name="numba", refresh_rates=refresh_rates, next_finish=next_finish,
+    @jit
+    def ou_step(log_speed, z, noise, decay, log_mult, out):
+        add = len(out) > 0
+        for i in range(len(log_speed)):
+            x = log_speed[i] * decay + z[i] * noise
+            log_speed[i] = x
+            if add:
+                out[i] = x + log_mult[i]
+
+    @jit
+    def switch_due(next_switch, time, due_out, since_out):
+        k = 0
+        for i in range(len(next_switch)):
+            if next_switch[i] <= time:
+                due_out[k] = i
+                since_out[k] = time - next_switch[i]
+                k += 1
+        return k
+
+    @jit
+    def switch_apply(count, due, ex, u, e, straggling, log_mult, next_switch, pi, log_slow, shift, time,
+                     on_mean, off_mean):
+        for k in range(count):
+            i = due[k]
+            p_on = pi + (1.0 - pi) * ex[k] if not straggling[i] else pi * (1.0 - ex[k])
+            on = u[k] < p_on
+            straggling[i] = on
+            log_mult[i] = (log_slow if on else 0.0) - shift
+            if on:
+                next_switch[i] = time + on_mean * e[k]
+            else:
+                next_switch[i] = time + (off_mean * e[k] if off_mean != np.inf else np.inf)
+        best = np.inf
+        for i in range(len(next_switch)):
+            v = next_switch[i]
+            if v < best or v != v:
+                best = v
+                if v != v:
+                    break
+        return best
+
+    return SimpleNamespace(name="numba", ou_step=ou_step, switch_due=switch_due, switch_apply=switch_apply,
+                           refresh_rates=refresh_rates, next_finish=next_finish,
                            accrue_due=accrue_due, run_to_next=run_to_next,
                            measurable_count=measurable_count, measure=measure, observe=observe)
 
 
-_NUMPY = SimpleNamespace(name="numpy", refresh_rates=_np_refresh_rates, next_finish=_np_next_finish,
+_NUMPY = SimpleNamespace(name="numpy", ou_step=_np_ou_step, switch_due=_np_switch_due,
+                         switch_apply=_np_switch_apply, refresh_rates=_np_refresh_rates, next_finish=_np_next_finish,
                          accrue_due=_np_accrue_due, run_to_next=_np_run_to_next,
                          measurable_count=_np_measurable_count,
                          measure=_np_measure, observe=None)

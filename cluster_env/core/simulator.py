@@ -131,7 +131,8 @@ class ClusterSimulator:
         params = world.fluctuation_params
         sigma = params.static_sigma if world.static_factors else 0.0
         static = draw_static_factors(m, sigma, rng)
-        self.fluct = FluctuationProcess(m, params, rng) if world.fluctuation else None
+        self._k = kernels.active()     # per-event arithmetic: compiled (numba) or numpy, the same bits
+        self.fluct = FluctuationProcess(m, params, rng, self._k) if world.fluctuation else None
 
         self.jobs = JobState(
             status=np.zeros(n, dtype=np.int8),
@@ -169,7 +170,6 @@ class ClusterSimulator:
         self._scratch = np.zeros(cap)                      # (cap,) per-event temporaries
         self._due = np.zeros(cap, dtype=np.int64)          # (cap,) slots found finished by an event
         self._no_layout = (np.zeros(0, dtype=np.int64),) * 3
-        self._k = kernels.active()
         # Compiled kernels refresh every speed in about the time of one numpy call, so they skip
         # the bookkeeping of which jobs a launch or release touched.
         self._refresh_all = self._k.name == "numba"

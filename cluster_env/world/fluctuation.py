@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cluster_env.core import kernels as _kernels
+
 __all__ = [
     "FluctuationParams",
     "DEFAULT_FLUCTUATION",
@@ -174,15 +176,19 @@ class FluctuationProcess:
 
     __slots__ = ("params", "rng", "n", "factors", "straggling", "log_speed", "time", "_z",
                  "_log_mult", "_next_switch", "_next_min", "_cache_dt", "_decay", "_noise",
-                 "_shift", "_log_slow", "_on_mean", "_off_mean")
+                 "_shift", "_log_slow", "_on_mean", "_off_mean", "_k", "_due", "_since")
 
-    def __init__(self, n_machines: int, params: FluctuationParams, rng: np.random.Generator):
+    def __init__(self, n_machines: int, params: FluctuationParams, rng: np.random.Generator, kernels=None):
         if n_machines < 0:
             raise ValueError(f"n_machines must be >= 0, got {n_machines}")
         self.params, self.rng, self.n = params, rng, int(n_machines)
         n = self.n
         self.time = 0.0
         self._z = np.empty(n)
+        # The per-step arithmetic (cluster_env.core.kernels: compiled or numpy, the same bits).
+        self._k = kernels if kernels is not None else _kernels.active()
+        self._due = np.zeros(n, dtype=np.int64)
+        self._since = np.zeros(n)
         self._shift = 0.5 * params.sigma * params.sigma
         self._log_slow = math.log(params.straggler_slowdown)
         self._on_mean = params.straggler_mean_duration
@@ -248,11 +254,11 @@ class FluctuationProcess:
         lam, mu = self.params.straggler_rate, 1.0 / self._on_mean
         tot = lam + mu
         pi = lam / tot
-        due = (nxt <= self.time).nonzero()[0]
-        if due.size == 1:                          # the common case: scalar work
-            i = int(due[0])
+        count = self._k.switch_due(nxt, self.time, self._due, self._since)
+        if count == 1:                             # the common case: scalar work
+            i = int(self._due[0])
             entered = not strag[i]
-            ex = math.exp(-tot * (self.time - nxt[i]))
+            ex = math.exp(-tot * float(self._since[0]))
             p_on = pi + (1.0 - pi) * ex if entered else pi * (1.0 - ex)
             on = bool(self.rng.random() < p_on)
             strag[i] = on
@@ -264,15 +270,16 @@ class FluctuationProcess:
                 nxt[i] = self.time + self._off_mean * e
             else:
                 nxt[i] = math.inf
-        elif due.size:
-            entered = ~strag[due]
-            ex = np.exp(-tot * (self.time - nxt[due]))
-            p_on = np.where(entered, pi + (1.0 - pi) * ex, pi * (1.0 - ex))
-            on = self.rng.random(due.size) < p_on
-            strag[due] = on
-            log_mult[due] = np.where(on, self._log_slow, 0.0) - self._shift
-            nxt[due] = self.time + self._waits(on, self.rng.standard_exponential(due.size))
-        self._next_min = float(np.minimum.reduce(nxt))
+            self._next_min = float(np.minimum.reduce(nxt))
+        elif count:
+            ex = np.exp(-tot * self._since[:count])
+            u = self.rng.random(count)
+            e = self.rng.standard_exponential(count)
+            self._next_min = self._k.switch_apply(
+                count, self._due, ex, u, e, strag, log_mult, nxt, pi, self._log_slow, self._shift, self.time,
+                self._on_mean, self._off_mean if lam > 0 else math.inf)
+        else:
+            self._next_min = float(np.minimum.reduce(nxt))
 
     def advance(self, dt: float) -> np.ndarray:
         """Move the process ``dt >= 0`` seconds forward (exact transition); return ``factors``.
@@ -295,11 +302,16 @@ class FluctuationProcess:
                 self._cache_dt = dt
             z = self._z
             self.rng.standard_normal(out=z)
-            z *= self._noise
-            self.log_speed *= self._decay
-            self.log_speed += z
-        if self.time >= self._next_min:
-            self._switch()
-        np.add(self.log_speed, self._log_mult, out=self.factors)
+            switching = self.time >= self._next_min
+            # x = x e^{-theta dt} + noise z; with no switch, also factors = x + log multiplier.
+            self._k.ou_step(self.log_speed, z, self._noise, self._decay, self._log_mult,
+                            self._z[:0] if switching else self.factors)
+            if switching:
+                self._switch()
+                np.add(self.log_speed, self._log_mult, out=self.factors)
+        else:
+            if self.time >= self._next_min:
+                self._switch()
+            np.add(self.log_speed, self._log_mult, out=self.factors)
         np.exp(self.factors, out=self.factors)
         return self.factors
