@@ -289,20 +289,18 @@ def _numba_kernels():
             j += 1
 
     @jit
-    def observe(placing_phase, pending, running, K, R, job_static, submit, attained, executed, restarts,
+    def observe(jobs, machines, glob, plc, order_mask, place_mask, ids,
+                placing_phase, pending, running, K, R, job_static, submit, attained, executed, restarts,
                 duration, progress, best_speed, gpus, allowed, free_per_type, free_total, now,
                 preemption, clairvoyant, machine_static, free, mjobs, gpus_inv, measured, measured_at,
                 machine_type, job_speed, placing_job, placing_need, machines_used, pending_count,
                 running_count, total_gpus, num_jobs, next_arrival, finished, pending_gpus, can_advance):
-        """Both agents' observation arrays in one pass (what ObservationBuilder's numpy path builds):
-        (jobs, machines, global, placing, orderer mask, placer mask, candidate job ids)."""
+        """Both agents' observation arrays in one pass, what ObservationBuilder's numpy path builds,
+        written into the given zero-filled arrays (numba's boxing of returned arrays costs more)."""
         n_rows = K + R
         n_feat = job_static.shape[1]
-        jobs = np.zeros((n_rows, n_feat), dtype=np.float32)
-        ids = np.full(n_rows, -1, dtype=np.int64)
-        order_mask = np.zeros(n_rows + 1, dtype=np.int8)
+        ids[:] = -1
         M = machine_static.shape[0]
-        place_mask = np.zeros(M + 1, dtype=np.int8)
         has_allowed = allowed.shape[0] > 0
         n_types = free_per_type.shape[0]
         for r in range(len(pending) + len(running)):
@@ -336,7 +334,6 @@ def _numba_kernels():
         if placing_phase:
             for r in range(n_rows):
                 order_mask[r] = 0
-        machines = np.empty((M, machine_static.shape[1]), dtype=np.float32)
         for m in range(M):
             for c in range(machine_static.shape[1]):
                 machines[m, c] = machine_static[m, c]
@@ -352,7 +349,6 @@ def _numba_kernels():
                 machines[m, 9] = 1.0 if ok else 0.0
                 machines[m, 10] = job_speed[placing_job, machine_type[m]]
                 place_mask[m] = 1 if ok else 0
-        glob = np.empty(10, dtype=np.float32)
         glob[0] = 1.0 if placing_phase else 0.0
         glob[1] = math.log1p(now)
         glob[2] = math.log1p(pending_count)
@@ -363,7 +359,6 @@ def _numba_kernels():
         glob[7] = math.log1p(pending_gpus)
         glob[8] = 1.0 if preemption else 0.0
         glob[9] = 1.0 if clairvoyant else 0.0
-        plc = np.zeros(9, dtype=np.float32)
         if placing_phase:
             j = placing_job
             plc[0] = 1.0
@@ -380,7 +375,6 @@ def _numba_kernels():
             plc[6] = -1.0
             order_mask[n_rows] = 1 if can_advance else 0
             place_mask[M] = 1
-        return jobs, machines, glob, plc, order_mask, place_mask, ids
 
     @jit
     def ou_step(log_speed, z, noise, decay, log_mult, out):

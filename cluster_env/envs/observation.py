@@ -151,6 +151,8 @@ class ObservationBuilder:
         self._kernel = sim._k.observe
         self._no_allowed = np.zeros((0, 0), dtype=bool)
         self._ids_of = self._ids = None
+        self._jobs_shape = (self.K + self.R, len(JOB_FEATURES))
+        self._machines_shape = (self.M, len(MACHINE_FEATURES))
 
     # ------------------------------------------------------------------ building
     def candidates(self) -> tuple[np.ndarray, np.ndarray]:
@@ -324,8 +326,13 @@ class ObservationBuilder:
         sim = self.sim
         js, ms = sim.jobs, sim.machines
         job = sim.placing
-        jobs, machines, g, p, order_mask, place_mask, ids = self._kernel(
-            placing_phase, pending, running, self.K, self.R, self._job_static, sim.submit, js.attained,
+        zeros, f32 = np.zeros, np.float32
+        jobs, machines = zeros(self._jobs_shape, f32), zeros(self._machines_shape, f32)
+        g, p = zeros(len(GLOBAL_FEATURES), f32), zeros(len(PLACING_FEATURES), f32)
+        order_mask, place_mask = zeros(self.n_orderer_actions, np.int8), zeros(self.n_placer_actions, np.int8)
+        ids = np.empty(self.K + self.R, np.int64)
+        self._kernel(
+            jobs, machines, g, p, order_mask, place_mask, ids, placing_phase, pending, running, self.K, self.R, self._job_static, sim.submit, js.attained,
             js.executed, js.restarts, sim.duration, js.progress, self._best_speed, sim.gpus,
             self._no_allowed if sim.allowed is None else sim.allowed, sim.free_per_type, sim.free_total,
             sim.now, self.preemption, self.clairvoyant, self._machine_static, ms.free, ms.jobs,
