@@ -548,55 +548,80 @@ class ClusterSimulator:
             t = min(t, finish, self._next_fluct, self._next_tick)
         return t
 
+    def advance_while_idle(self, window: int, running_choice: bool) -> None:
+        """Advance through decision epochs where advancing is the only legal decision: no job of
+        the ``window`` oldest pending ones fits, and no running job may be chosen
+        (``running_choice``: a preemption window exists); stops at the end or when nothing is left
+        to happen."""
+        gpus = self._gpus_list
+        while self.finished_count != self.num_jobs:
+            if self._n and running_choice:
+                return
+            head = self.pending[:window]
+            if head:
+                if self.allowed is None:
+                    if min(map(gpus.__getitem__, head)) <= self.free_total:
+                        return
+                elif self.any_fits(window):
+                    return
+            if not (self.next_arrival < self.num_jobs or self._n):
+                return
+            self.advance()
+
     def advance(self) -> float:
         """Run the clock to the next event and process every event at that time.
 
         Returns the elapsed simulated seconds. Raises if no future event exists.
         """
+        # Hot path (once per event): attributes read once into locals.
         if self.placing >= 0:
             raise RuntimeError("cannot advance while a job is being placed")
+        fluct, now = self.fluct, self.now
         # Periodic events that fell due while nothing ran are brought up to the present first.
-        if self.fluct is not None and self._next_fluct <= self.now:
+        if fluct is not None and self._next_fluct <= now:
             self._update_fluctuation()
-        if self._next_tick <= self.now:
-            self._next_tick = self.now + self.scheduling_tick
-        t_next = self._submit_list[self.next_arrival] if self.next_arrival < self.num_jobs else math.inf
+        if self._next_tick <= now:
+            self._next_tick = now + self.scheduling_tick
+        arrival = self.next_arrival
+        t_next = self._submit_list[arrival] if arrival < self.num_jobs else math.inf
         n = self._n
         due = 0
         if n:
-            if self._dirty:
-                layout = self._multi_layout()
+            dirty = self._dirty
+            if dirty:
+                layout = self._multi_layout() if self._n_multi else self._no_layout
                 self._stale.clear()
             else:
                 layout = self._no_layout
                 if self._stale:
                     self._refresh_stale()
             t_next, self._next_finish, self._restarting, due = self._k.run_to_next(
-                n, self._dirty, self._s_fm, self.machine_factor, self._crowd, self._s_nominal, self._s_acomm,
-                self._s_rate, self.alpha, *layout, self._s_left, self._s_until, self.now, self._restarting,
+                n, dirty, self._s_fm, self.machine_factor, self._crowd, self._s_nominal, self._s_acomm,
+                self._s_rate, self.alpha, *layout, self._s_left, self._s_until, now, self._restarting,
                 min(t_next, self._next_fluct, self._next_tick), self._scratch, self._due)
             self._dirty = False
         if not math.isfinite(t_next):
             raise RuntimeError("no future event: nothing running and no arrival left")
-        dt = t_next - self.now
+        dt = t_next - now
         if dt > 0:
             self.job_seconds += (self.arrived_count - self.finished_count) * dt
             self.fee += self._fee_rate * dt
             self.energy_joules += self._power * dt
             if n:
                 self.busy_gpu_seconds += self._held_total * dt
-        self.now = t_next
+        self.now = now = t_next
         self.events += 1
-        if self.fluct is None:
+        if fluct is None:
             self._measure()     # without fluctuation updates, measure at every event
         if due:
             self._complete_due(due)
-        self._arrive_until(self.now)
-        if self.fluct is not None and self.now >= self._next_fluct - _EPS:
+        if arrival < self.num_jobs and self._submit_list[arrival] <= now:
+            self._arrive_until(now)
+        if fluct is not None and now >= self._next_fluct - _EPS:
             self._update_fluctuation()
-        if self.now >= self._next_tick - _EPS:
-            self.last_tick = self.now
-            self._next_tick = self.now + self.scheduling_tick
+        if now >= self._next_tick - _EPS:
+            self.last_tick = now
+            self._next_tick = now + self.scheduling_tick
         return dt
 
     def _measure(self) -> None:
@@ -610,7 +635,10 @@ class ClusterSimulator:
             return
         self._ensure_rates()
         k = self._k
-        count = k.measurable_count(n, self._s_single, self._s_until, self.now, self._restarting, self._n_multi)
+        if self._restarting:
+            count = k.measurable_count(n, self._s_single, self._s_until, self.now, True, self._n_multi)
+        else:
+            count = n - self._n_multi      # every single-machine job
         if not count:
             return
         noise = self.world.measurement_noise

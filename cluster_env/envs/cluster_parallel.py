@@ -277,15 +277,7 @@ class ClusterParallelEnv(ParallelEnv):
 
     def _skip_idle_epochs(self) -> None:
         """Advance through decision epochs where ``advance`` is the only legal action."""
-        sim = self.sim
-        while not sim.done:
-            if sim.num_running and self.builder.R:
-                return
-            if sim.any_fits(self.builder.K):
-                return
-            if not sim.has_future_event():
-                return
-            sim.advance()
+        self.sim.advance_while_idle(self.builder.K, self.builder.R > 0)
 
     def _observe(self) -> dict:
         placing = self.phase == PLACE
