@@ -177,16 +177,20 @@ def _numba_kernels():
             rate[i] = nominal[i] * machine_factor[m]
             if alpha != 0.0:
                 rate[i] = rate[i] / (crowd[m] * acomm[i] + 1.0)
-        nseg = len(multi_slots)
-        for k in range(nseg):
-            i = multi_slots[k]
-            lo = seg[k]
-            hi = seg[k + 1] if k + 1 < nseg else len(flat)
-            f = machine_factor[flat[lo]]
-            c = crowd[flat[lo]]
-            for p in range(lo + 1, hi):
-                f = min(f, machine_factor[flat[p]])
-                c = max(c, crowd[flat[p]])
+        if len(multi_slots) == 0:
+            return
+        # The compiled layout: multi_slots is the machine pool, flat the offset of each slot's
+        # machines in it and seg their count (> 1 for a spread job).
+        pool, offset, count = multi_slots, flat, seg
+        for i in range(n):
+            if count[i] <= 1:
+                continue
+            lo = offset[i]
+            f = machine_factor[pool[lo]]
+            c = crowd[pool[lo]]
+            for p in range(lo + 1, lo + count[i]):
+                f = min(f, machine_factor[pool[p]])
+                c = max(c, crowd[pool[p]])
             rate[i] = nominal[i] * f
             if alpha != 0.0:
                 rate[i] = rate[i] / (c * acomm[i] + 1.0)

@@ -160,9 +160,11 @@ class ClusterSimulator:
          self._s_acomm,                                    # (cap,) alpha x comm intensity of the job type
          self._s_until,                                    # (cap,) end of the restart overhead
          self._s_t0) = self._s_float                       # (cap,) launch time
-        self._s_int = np.zeros((2, cap), dtype=np.int64)
+        self._s_int = np.zeros((4, cap), dtype=np.int64)
         (self._s_job,                                      # (cap,) job id in the slot
-         self._s_fm) = self._s_int                         # (cap,) first machine of the placement
+         self._s_fm,                                       # (cap,) first machine of the placement
+         self._s_moff,                                     # (cap,) its machines in _mpool (compiled kernels)
+         self._s_mlen) = self._s_int                       # (cap,) how many machines it spans
         self._s_flag = np.zeros((2, cap), dtype=bool)
         (self._s_multi,                                    # (cap,) placed on more than one machine
          self._s_single) = self._s_flag                    # (cap,) not _s_multi (its speed is measured)
@@ -176,6 +178,11 @@ class ClusterSimulator:
         self._n_multi = 0
         self._job_machines: dict[int, list[int]] = {}      # multi-machine job -> its machines
         self._layout = None                                # cached segments of multi-machine jobs
+        # The compiled kernels read each spread job's machines from a pool instead of the
+        # segments above (rebuilt whenever one starts or ends): appended at launch, compacted
+        # when full; a slot's offset and length move with the slot.
+        self._mpool = np.zeros(max(64, 2 * self.total_gpus), dtype=np.int64)
+        self._mpool_end = 0
         self._held_before = np.zeros(n)                    # (N,) seconds holding GPUs in past runs
         self._exec_before = np.zeros(n)                    # (N,) seconds executed in past runs
 
@@ -403,6 +410,10 @@ class ClusterSimulator:
             self._n_multi += 1
             self._job_machines[job] = machines
             self._layout = None
+            if self._refresh_all:
+                self._pool_machines(k, machines)
+        else:
+            self._s_mlen[k] = 1
         self._n = k + 1
         if self._refresh_all:
             self._dirty = True
@@ -511,12 +522,37 @@ class ClusterSimulator:
             self._s_rate[k] = rate
         self._stale.clear()
 
+    def _pool_machines(self, slot: int, machines: list[int]) -> None:
+        """Write a spread job's machines into the pool (compacting or growing it when full)."""
+        size = len(machines)
+        if self._mpool_end + size > len(self._mpool):
+            n = self._n
+            live = [(k, int(self._s_moff[k]), int(self._s_mlen[k]))
+                    for k in range(n) if self._s_multi[k] and k != slot]
+            need = sum(length for _, _, length in live) + size
+            pool = np.zeros(max(len(self._mpool), 2 * need), dtype=np.int64)
+            end = 0
+            for k, off, length in live:
+                pool[end: end + length] = self._mpool[off: off + length]
+                self._s_moff[k] = end
+                end += length
+            self._mpool, self._mpool_end = pool, end
+        end = self._mpool_end
+        self._mpool[end: end + size] = machines
+        self._s_moff[slot], self._s_mlen[slot] = end, size
+        self._mpool_end = end + size
+
     def _multi_layout(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(slots, machines, segment starts) of the jobs spread over machines: a job spread over
-        machines runs at the pace of its slowest machine and feels the most crowded one, a
-        segmented min / max over the concatenated machine lists. Cached until one starts or ends."""
+        """Where the kernels find the machines of the jobs spread over machines (such a job runs
+        at the pace of its slowest machine and feels the most crowded one).
+
+        Compiled kernels: (pool, offset per slot, length per slot). Numpy kernels: (slots,
+        concatenated machine lists, segment starts) for a segmented min / max, cached until a
+        spread job starts or ends."""
         if not self._n_multi:
             return self._no_layout
+        if self._refresh_all:
+            return self._mpool, self._s_moff, self._s_mlen
         if self._layout is None:
             n = self._n
             slots = np.flatnonzero(self._s_multi[:n])
