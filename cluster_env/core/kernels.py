@@ -296,7 +296,8 @@ def _numba_kernels():
     def observe(jobs, machines, glob, plc, order_mask, place_mask, ids,
                 placing_phase, pending, running, K, R, job_static, submit, attained, executed, restarts,
                 duration, progress, best_speed, gpus, allowed, free_per_type, free_total, now,
-                preemption, clairvoyant, machine_static, free, mjobs, gpus_inv, measured, measured_at,
+                preemption, clairvoyant, machine_static, free, mjobs, gpus_inv, measured, measured_at, age,
+                refresh_age,
                 machine_type, job_speed, placing_job, placing_need, machines_used, pending_count,
                 running_count, total_gpus, num_jobs, next_arrival, finished, pending_gpus, can_advance):
         """Both agents' observation arrays in one pass, what ObservationBuilder's numpy path builds,
@@ -346,8 +347,10 @@ def _numba_kernels():
             machines[m, 4] = f * gpus_inv[m]
             machines[m, 5] = mjobs[m]
             machines[m, 6] = measured[m]
-            at = measured_at[m]
-            machines[m, 7] = -1.0 if at == -np.inf else math.log1p(now - at)
+            if refresh_age:      # the age column changes only when the clock or a measurement moves
+                at = measured_at[m]
+                age[m] = -1.0 if at == -np.inf else math.log1p(now - at)
+            machines[m, 7] = age[m]
             if placing_phase:
                 ok = f > 0 and (not has_allowed or allowed[placing_job, machine_type[m]])
                 machines[m, 9] = 1.0 if ok else 0.0

@@ -151,6 +151,7 @@ class ObservationBuilder:
         self._kernel = sim._k.observe
         self._no_allowed = np.zeros((0, 0), dtype=bool)
         self._ids_of = self._ids = None
+        self._age = np.zeros(m, dtype=np.float32)        # the age column of the compiled path
         self._jobs_shape = (self.K + self.R, len(JOB_FEATURES))
         self._machines_shape = (self.M, len(MACHINE_FEATURES))
 
@@ -331,14 +332,15 @@ class ObservationBuilder:
         g, p = zeros(len(GLOBAL_FEATURES), f32), zeros(len(PLACING_FEATURES), f32)
         order_mask, place_mask = zeros(self.n_orderer_actions, np.int8), zeros(self.n_placer_actions, np.int8)
         ids = np.empty(self.K + self.R, np.int64)
+        age_key = (sim.measure_version, sim.now)
         self._kernel(
             jobs, machines, g, p, order_mask, place_mask, ids, placing_phase, pending, running, self.K, self.R, self._job_static, sim.submit, js.attained,
             js.executed, js.restarts, sim.duration, js.progress, self._best_speed, sim.gpus,
             self._no_allowed if sim.allowed is None else sim.allowed, sim.free_per_type, sim.free_total,
             sim.now, self.preemption, self.clairvoyant, self._machine_static, ms.free, ms.jobs,
-            self._gpus_inv, ms.measured, ms.measured_at, sim.machine_type, sim.job_speed, job,
+            self._gpus_inv, ms.measured, ms.measured_at, self._age, age_key != self._age_key, sim.machine_type, sim.job_speed, job,
             sim.placing_need, len(sim.alloc[job]) if job >= 0 else 0, len(sim.pending), sim.num_running,
             sim.total_gpus, sim.num_jobs, sim.next_arrival, sim.finished_count, sim.pending_gpus,
             sim.has_future_event() or sim.done)
-        self._ids_of = pending
+        self._ids_of, self._age_key = pending, age_key
         return {"jobs": jobs, "machines": machines, "global": g, "placing": p}, order_mask, place_mask, ids
