@@ -293,13 +293,14 @@ def _numba_kernels():
             j += 1
 
     @jit
-    def observe(jobs, machines, glob, plc, order_mask, place_mask, ids,
-                placing_phase, pending, running, K, R, job_static, submit, attained, executed, restarts,
-                duration, progress, best_speed, gpus, allowed, free_per_type, free_total, now,
-                preemption, clairvoyant, machine_static, free, mjobs, gpus_inv, measured, measured_at, age,
-                refresh_age,
-                machine_type, job_speed, placing_job, placing_need, machines_used, pending_count,
-                running_count, total_gpus, num_jobs, next_arrival, finished, pending_gpus, can_advance):
+    def observe(jobs, machines, glob, plc, order_mask, place_mask, ids,                # outputs
+                pending, running, placing_phase, refresh_age, now, free_total, placing_job,  # this step
+                placing_need, machines_used, pending_count, running_count, next_arrival, finished,
+                pending_gpus, can_advance,
+                K, R, preemption, clairvoyant, total_gpus, num_jobs, job_static, submit,   # the episode
+                duration, best_speed, gpus, allowed, job_speed, machine_static, gpus_inv, machine_type,
+                attained, executed, restarts, progress, free_per_type, free, mjobs, measured,  # in place
+                measured_at, age):
         """Both agents' observation arrays in one pass, what ObservationBuilder's numpy path builds,
         written into the given zero-filled arrays (numba's boxing of returned arrays costs more)."""
         n_rows = K + R

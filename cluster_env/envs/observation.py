@@ -152,6 +152,14 @@ class ObservationBuilder:
         self._no_allowed = np.zeros((0, 0), dtype=bool)
         self._ids_of = self._ids = None
         self._age = np.zeros(m, dtype=np.float32)        # the age column of the compiled path
+        js, ms = sim.jobs, sim.machines
+        # Everything the kernel reads that is fixed for the episode, or updated in place.
+        self._episode_args = (
+            self.K, self.R, self.preemption, self.clairvoyant, sim.total_gpus, sim.num_jobs, self._job_static,
+            sim.submit, sim.duration, self._best_speed, sim.gpus,
+            self._no_allowed if sim.allowed is None else sim.allowed, sim.job_speed, self._machine_static,
+            self._gpus_inv, sim.machine_type, js.attained, js.executed, js.restarts, js.progress,
+            sim.free_per_type, ms.free, ms.jobs, ms.measured, ms.measured_at, self._age)
         self._jobs_shape = (self.K + self.R, len(JOB_FEATURES))
         self._machines_shape = (self.M, len(MACHINE_FEATURES))
 
@@ -325,22 +333,19 @@ class ObservationBuilder:
         """``build`` in one compiled call: every array written afresh, the same values and bits
         as the numpy path (which keeps caches because each of its numpy calls is costly)."""
         sim = self.sim
-        js, ms = sim.jobs, sim.machines
         job = sim.placing
-        zeros, f32 = np.zeros, np.float32
-        jobs, machines = zeros(self._jobs_shape, f32), zeros(self._machines_shape, f32)
-        g, p = zeros(len(GLOBAL_FEATURES), f32), zeros(len(PLACING_FEATURES), f32)
+        empty, zeros, f32 = np.empty, np.zeros, np.float32
+        # Arrays the kernel writes whole come from np.empty.
+        jobs, machines = zeros(self._jobs_shape, f32), empty(self._machines_shape, f32)
+        g, p = empty(len(GLOBAL_FEATURES), f32), zeros(len(PLACING_FEATURES), f32)
         order_mask, place_mask = zeros(self.n_orderer_actions, np.int8), zeros(self.n_placer_actions, np.int8)
-        ids = np.empty(self.K + self.R, np.int64)
+        ids = empty(self.K + self.R, np.int64)
         age_key = (sim.measure_version, sim.now)
         self._kernel(
-            jobs, machines, g, p, order_mask, place_mask, ids, placing_phase, pending, running, self.K, self.R, self._job_static, sim.submit, js.attained,
-            js.executed, js.restarts, sim.duration, js.progress, self._best_speed, sim.gpus,
-            self._no_allowed if sim.allowed is None else sim.allowed, sim.free_per_type, sim.free_total,
-            sim.now, self.preemption, self.clairvoyant, self._machine_static, ms.free, ms.jobs,
-            self._gpus_inv, ms.measured, ms.measured_at, self._age, age_key != self._age_key, sim.machine_type, sim.job_speed, job,
-            sim.placing_need, len(sim.alloc[job]) if job >= 0 else 0, len(sim.pending), sim.num_running,
-            sim.total_gpus, sim.num_jobs, sim.next_arrival, sim.finished_count, sim.pending_gpus,
-            sim.has_future_event() or sim.done)
+            jobs, machines, g, p, order_mask, place_mask, ids,
+            pending, running, placing_phase, age_key != self._age_key, sim.now, sim.free_total, job,
+            sim.placing_need, len(sim.alloc[job]) if job >= 0 else 0, len(sim.pending), sim._n,
+            sim.next_arrival, sim.finished_count, sim.pending_gpus, sim.has_future_event() or sim.done,
+            *self._episode_args)
         self._ids_of, self._age_key = pending, age_key
         return {"jobs": jobs, "machines": machines, "global": g, "placing": p}, order_mask, place_mask, ids
