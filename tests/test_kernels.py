@@ -1,0 +1,162 @@
+"""The compiled (numba) and numpy kernels give the same bits: every observation, mask, reward,
+info, state vector and metric of whole episodes, across the paths of the world model."""
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import baselines
+import cluster_env
+from cluster_env.core import kernels
+from cluster_env.world.fluctuation import FluctuationParams, FluctuationProcess
+
+from helpers import random_actions
+
+
+def _feed(h, x) -> None:
+    if isinstance(x, dict):
+        for k in sorted(x):
+            h.update(k.encode())
+            _feed(h, x[k])
+    elif isinstance(x, np.ndarray):
+        h.update(str(x.dtype).encode())
+        h.update(np.ascontiguousarray(x).tobytes())
+    else:
+        h.update(repr(x).encode())
+
+
+def _episode_digest(backend: str, scenario: str, policy: str, seed: int, **overrides) -> tuple[str, int]:
+    """sha256 of everything an episode shows, with simulators built on ``backend``'s kernels."""
+    with kernels.use(backend):
+        env = cluster_env.parallel_env(scenario, split="test", **overrides)
+        obs, infos = env.reset(seed=seed)
+    assert env.sim._k.name == backend
+    rng = np.random.default_rng(seed)
+    pol = None if policy == "random" else baselines.make_policy(policy)
+    if pol is not None:
+        pol.reset(seed)
+    h = hashlib.sha256()
+    _feed(h, obs)
+    _feed(h, infos)
+    steps = 0
+    while env.agents:
+        actions = random_actions(obs, rng, lazy=0.5) if pol is None else pol.act(obs, infos)
+        obs, rewards, terms, truncs, infos = env.step(actions)
+        for part in (obs, rewards, terms, truncs, infos):
+            _feed(h, part)
+        if steps % 50 == 0:
+            _feed(h, env.state())
+        steps += 1
+    _feed(h, env.metrics())
+    _feed(h, {"events": env.sim.events, "now": env.sim.now})
+    return h.hexdigest(), steps
+
+
+CASES = [
+    # (scenario, policy, seed, overrides): which paths they take
+    ("philly-v0", "fifo", 0, {}),                                   # spread jobs, fluctuation, contention
+    ("philly-v0", "tiresias+spread", 3, {"preemption": True, "restart_overhead": 60.0}),   # restarts
+    ("openb-v0", "sjf+fastest", 1, {"clairvoyant": True}),          # allowed GPU types, remaining time
+    ("philly-v0", "fifo+consolidate", 2, {"fluctuation": False}),   # measured at every event
+    ("toy-v0", "random", 4, {"preemption": True}),                  # running candidates, random actions
+    ("philly-v0", "sjf", 5, {"all_effects_off": True, "clairvoyant": True}),
+]
+
+
+@pytest.mark.parametrize("scenario,policy,seed,overrides", CASES)
+def test_numba_and_numpy_kernels_give_identical_episodes(scenario, policy, seed, overrides):
+    a, steps = _episode_digest("numpy", scenario, policy, seed, **overrides)
+    b, steps_b = _episode_digest("numba", scenario, policy, seed, **overrides)
+    assert steps == steps_b and steps > 10
+    assert a == b
+
+
+def test_machine_pool_compaction_keeps_results(monkeypatch):
+    """The compiled layout's machine pool fills and compacts (and grows) without a change."""
+    from cluster_env.core import simulator
+
+    original = simulator.ClusterSimulator.__init__
+    compactions = []
+
+    def tiny_pool(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        self._mpool = np.zeros(3, dtype=np.int64)     # smaller than one spread job: must grow
+
+    orig_pool = simulator.ClusterSimulator._pool_machines
+
+    def counting(self, slot, machines):
+        if self._mpool_end + len(machines) > len(self._mpool):
+            compactions.append(len(self._mpool))
+        orig_pool(self, slot, machines)
+
+    monkeypatch.setattr(simulator.ClusterSimulator, "__init__", tiny_pool)
+    monkeypatch.setattr(simulator.ClusterSimulator, "_pool_machines", counting)
+    a, _ = _episode_digest("numpy", "philly-v0", "fifo+spread", 0)
+    b, _ = _episode_digest("numba", "philly-v0", "fifo+spread", 0)
+    assert len(compactions) >= 3      # filled, compacted into a new pool, filled again
+    assert a == b
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.02])
+def test_fluctuation_kernels_agree(rate):
+    """OU steps and straggler switches (one or many machines at once, never-starting
+    stragglers) give the same factors and states with either backend."""
+    params = FluctuationParams(static_sigma=0.1, sigma=0.2, theta=0.01, interval=60.0, straggler_rate=rate,
+                               straggler_mean_duration=30.0, straggler_slowdown=0.5)
+    runs = []
+    for backend in ("numpy", "numba"):
+        with kernels.use(backend) as k:
+            proc = FluctuationProcess(40, params, np.random.default_rng(7), k)
+        if rate == 0.0:
+            proc.set_state(straggling=np.arange(40) % 3 == 0)
+        seen = []
+        for dt in [1.0, 5.0, 0.5, 200.0, 60.0, 3000.0, 2.0] * 20:
+            seen.append(proc.advance(dt).copy())
+            seen.append(proc.straggling.copy())
+        runs.append(np.concatenate([np.asarray(x, dtype=np.float64) for x in seen]))
+    assert np.array_equal(runs[0], runs[1])
+
+
+def test_kernel_backend_choice_and_errors():
+    assert kernels.backend() in kernels.BACKENDS
+    assert "numpy" in kernels.available()
+    with kernels.use("numpy"):
+        assert kernels.backend() == "numpy"
+        env = cluster_env.parallel_env("toy-v0")
+        env.reset(seed=0)
+        assert env.sim._k.name == "numpy" and env.builder._kernel is None
+    with pytest.raises(ValueError, match="unknown kernel backend 'fortran'"):
+        with kernels.use("fortran"):
+            pass
+
+
+def _python(code: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, **env})
+
+
+def test_environment_variable_selects_backend_and_rejects_typos():
+    code = "from cluster_env.core import kernels; print(kernels.backend())"
+    assert _python(code, CLUSTER_ENV_KERNELS="numpy").stdout.strip() == "numpy"
+    assert _python(code, CLUSTER_ENV_KERNELS="numba").stdout.strip() == "numba"
+    bad = _python(code, CLUSTER_ENV_KERNELS="cython")
+    assert bad.returncode != 0 and "CLUSTER_ENV_KERNELS must be one of" in bad.stderr
+
+
+def test_without_numba_the_numpy_kernels_run():
+    """numba is optional at run time: when it cannot be imported, the numpy reference is used."""
+    code = ("import sys; sys.modules['numba'] = None\n"
+            "import cluster_env\n"
+            "from cluster_env.core import kernels\n"
+            "env = cluster_env.parallel_env('toy-v0'); obs, _ = env.reset(seed=0)\n"
+            "while env.agents:\n"
+            "    obs, *_ = env.step({a: int(o['action_mask'].argmax()) for a, o in obs.items()})\n"
+            "print(kernels.backend(), kernels.available(), env.sim.done)")
+    out = _python(code)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["numpy", "('numpy',)", "True"]
