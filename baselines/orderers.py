@@ -27,6 +27,9 @@ def pending_rows(obs: dict) -> np.ndarray:
     return ((jobs[:, J["valid"]] > 0.5) & (jobs[:, J["running"]] < 0.5)).nonzero()[0]
 
 
+_RUNNING = J["running"]
+
+
 def running_rows(obs: dict) -> np.ndarray:
     """Row indices of the running (preemption) candidates."""
     return (obs["jobs"][:, J["running"]] > 0.5).nonzero()[0]
@@ -59,11 +62,15 @@ class FIFO(Orderer):
 
     def order(self, obs: dict, info: dict) -> int:
         mask = obs["action_mask"]
-        rows = pending_rows(obs)
         if self.strict:
+            rows = pending_rows(obs)
             return int(rows[0]) if len(rows) and mask[rows[0]] else _advance(obs)
-        fitting = rows[mask[rows] > 0]
-        return int(fitting[0]) if len(fitting) else _advance(obs)
+        # Pending rows come first and the mask allows exactly the fitting ones, so the first
+        # allowed action is the oldest fitting job unless it is a running row or advance.
+        first = int(mask.argmax())
+        if mask[first] and first < len(mask) - 1 and obs["jobs"][first, _RUNNING] < 0.5:
+            return first
+        return _advance(obs)
 
 
 class SJF(Orderer):

@@ -29,8 +29,11 @@ class FirstFit(Placer):
     name = "first-fit"
 
     def place(self, obs: dict, info: dict) -> int:
-        ok = allowed_machines(obs)
-        return int(ok[0]) if len(ok) else _noop_or_first(obs)
+        mask = obs["action_mask"]
+        first = int(mask.argmax())        # the lowest allowed action
+        if mask[first] and first < len(mask) - 1:
+            return first
+        return _noop_or_first(obs)
 
 
 class BestFit(Placer):

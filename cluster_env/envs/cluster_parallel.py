@@ -78,7 +78,7 @@ from pettingzoo import ParallelEnv
 from cluster_env.core.config import (SchedulingConfig, WorldConfig, check_bool, check_int,
                                      check_number, split_overrides)
 from cluster_env.core.metrics import compute_metrics
-from cluster_env.core.rewards import StepStats, make_reward
+from cluster_env.core.rewards import JCTReward, StepStats, make_reward
 from cluster_env.core.simulator import ClusterSimulator
 from cluster_env.envs.observation import ObservationBuilder
 from cluster_env.errors import InvalidActionError
@@ -134,6 +134,7 @@ class ClusterParallelEnv(ParallelEnv):
         if self.jobs_per_episode is not None:
             check_int("jobs_per_episode", self.jobs_per_episode, minimum=1)
         self.reward_fn = make_reward(other.get("reward"))
+        self._jct_unit = self.reward_fn.time_unit if type(self.reward_fn) is JCTReward else None
         render_mode = other.get("render_mode")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
@@ -297,6 +298,10 @@ class ClusterParallelEnv(ParallelEnv):
     def _reward(self) -> float:
         sim = self.sim
         t0, js0, fee0, en0, fin0 = self._last
+        if self._jct_unit is not None:
+            # The default reward, inline (the same arithmetic as JCTReward, without StepStats).
+            self._last = (sim.now, sim.job_seconds, sim.fee, sim.energy_joules, sim.finished_count)
+            return -float(sim.job_seconds - js0) / (max(sim.num_jobs, 1) * self._jct_unit)
         # dt, job_seconds, fee, energy_kwh, jobs_finished, num_jobs
         stats = StepStats(sim.now - t0, sim.job_seconds - js0, sim.fee - fee0, (sim.energy_joules - en0) / 3.6e6,
                           sim.finished_count - fin0, sim.num_jobs)
