@@ -49,6 +49,7 @@ import numpy as np  # noqa: E402
 import baselines  # noqa: E402
 import cluster_env  # noqa: E402
 import replay_philly  # noqa: E402
+from cluster_env.core import kernels  # noqa: E402
 from cluster_env.core.instance import Cluster  # noqa: E402
 from cluster_env.loaders import philly_trace  # noqa: E402
 from cluster_env.scenarios.registry import WHOLE_SPLITS  # noqa: E402
@@ -119,6 +120,7 @@ def replay_rows(r: dict) -> list[dict]:
         row("replay", f"{case}: events per second", r["events"] / r["wall_s"], "events/s"),
         row("replay", f"{case}: steps per second", r["steps"] / r["wall_s"], "steps/s"),
         row("replay", f"{case}: peak memory (RSS)", r["peak_rss_mib"], "MiB"),
+        row("replay", f"{r['kernels']} kernels: one-off load before the episode", r["kernel_load_s"], "s"),
     ]
 
 
@@ -154,6 +156,7 @@ def cluster_replay(gpus: int, jobs: int) -> dict:
 
 def scaling_cluster(quick: bool) -> list[dict]:
     jobs = 1_500 if quick else 10_000
+    kernels.warm_up()
     rows = []
     for gpus in (64, 512, 4096):
         r = cluster_replay(gpus, jobs)
