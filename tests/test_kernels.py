@@ -160,3 +160,19 @@ def test_without_numba_the_numpy_kernels_run():
     out = _python(code)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["numpy", "('numpy',)", "True"]
+
+
+def test_warm_up_loads_one_specialisation_per_kernel():
+    """Every kernel is compiled for one set of argument types: the warm-up loads them, and
+    episodes of other scenarios and options reuse them (a second specialisation would mean a
+    hidden compile of a few seconds in the middle of an episode)."""
+    assert kernels.warm_up() > 0
+    k = kernels.active()
+    if k.name != "numba":
+        pytest.fail("numba is a dependency: the compiled kernels should be active here")
+    _episode_digest("numba", "openb-v0", "tiresias+fastest", 0, preemption=True, restart_overhead=30.0)
+    _episode_digest("numba", "philly-v0", "sjf", 1, clairvoyant=True, fluctuation=False)
+    counts = {name: len(getattr(k, name).signatures) for name in vars(k) if name != "name"}
+    assert max(counts.values()) == 1, counts
+    # measurable_count runs only when a measurement falls inside a restart overhead.
+    assert all(c == 1 for name, c in counts.items() if name != "measurable_count"), counts
