@@ -172,6 +172,10 @@ def test_warm_up_loads_one_specialisation_per_kernel():
         pytest.fail("numba is a dependency: the compiled kernels should be active here")
     _episode_digest("numba", "openb-v0", "tiresias+fastest", 0, preemption=True, restart_overhead=30.0)
     _episode_digest("numba", "philly-v0", "sjf", 1, clairvoyant=True, fluctuation=False)
+    # Arguments of other Python / numpy types than the defaults' (validated, then coerced).
+    _episode_digest("numba", "philly-v0", "tiresias", 2, jobs_per_episode=200, clairvoyant=1,
+                    preemption=np.bool_(True), contention_alpha=1, scheduling_tick=600,
+                    restart_overhead=30, measurement_noise=0)
     counts = {name: len(getattr(k, name).signatures) for name in vars(k) if name != "name"}
     assert max(counts.values()) == 1, counts
     # measurable_count runs only when a measurement falls inside a restart overhead.

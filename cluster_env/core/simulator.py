@@ -86,7 +86,7 @@ class ClusterSimulator:
         world.validate()
         self.cluster, self.workload, self.world, self.rng = cluster, workload, world, rng
         self.preemption = preemption
-        self.scheduling_tick = scheduling_tick
+        self.scheduling_tick = float(scheduling_tick)
         n, m = workload.num_jobs, cluster.num_machines
         t = len(cluster.gpu_type_names)
         self.num_jobs, self.num_machines, self.num_types = n, m, t
@@ -112,7 +112,8 @@ class ClusterSimulator:
         else:
             self.job_spread = np.ones((n, t))
         self.comm = comm_intensity()[self.job_type]                                  # (N,)
-        self.alpha = world.contention_alpha if world.contention else 0.0
+        # Python floats: what the compiled kernels were specialised for, whatever the caller passed.
+        self.alpha = float(world.contention_alpha) if world.contention else 0.0
 
         # Which GPU types each job may use (None: all).
         self.allowed = self._allowed_matrix(workload, cluster)                       # (N, T) bool or None
@@ -216,7 +217,7 @@ class ClusterSimulator:
         self._fluct_time = 0.0
         self._next_fluct = self._fluct_period() if self.fluct is not None else math.inf
         self._measure_time = 0.0
-        self._next_tick = scheduling_tick if preemption else math.inf
+        self._next_tick = self.scheduling_tick if preemption else math.inf
         self.last_tick = -math.inf                    # time of the last scheduling tick
 
         # Accounting since the start of the episode, and its current rates.
@@ -677,7 +678,7 @@ class ClusterSimulator:
             count = n - self._n_multi      # every single-machine job
         if not count:
             return
-        noise = self.world.measurement_noise
+        noise = float(self.world.measurement_noise)
         z = self.rng.standard_normal(count) if noise > 0 else self._scratch[:0]
         ms = self.machines
         k.measure(n, self._s_single, self._s_until, self.now, self._restarting, self._n_multi,

@@ -85,7 +85,7 @@ class ObservationBuilder:
         self.K = pending_window
         self.R = running_window if preemption else 0
         self.M = num_machines
-        self.preemption, self.clairvoyant = preemption, clairvoyant
+        self.preemption, self.clairvoyant = bool(preemption), bool(clairvoyant)   # (compiled kernels: one type)
         self.n_orderer_actions = self.K + self.R + 1
         self.n_placer_actions = self.M + 1
         f32 = np.float32
@@ -155,7 +155,8 @@ class ObservationBuilder:
         js, ms = sim.jobs, sim.machines
         # Everything the kernel reads that is fixed for the episode, or updated in place.
         self._episode_args = (
-            self.K, self.R, self.preemption, self.clairvoyant, sim.total_gpus, sim.num_jobs, self._job_static,
+            int(self.K), int(self.R), self.preemption, self.clairvoyant, int(sim.total_gpus), int(sim.num_jobs),
+            self._job_static,
             sim.submit, sim.duration, self._best_speed, sim.gpus,
             self._no_allowed if sim.allowed is None else sim.allowed, sim.job_speed, self._machine_static,
             self._gpus_inv, sim.machine_type, js.attained, js.executed, js.restarts, js.progress,

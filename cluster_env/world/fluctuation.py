@@ -191,7 +191,7 @@ class FluctuationProcess:
         self._since = np.zeros(n)
         self._shift = 0.5 * params.sigma * params.sigma
         self._log_slow = math.log(params.straggler_slowdown)
-        self._on_mean = params.straggler_mean_duration
+        self._on_mean = float(params.straggler_mean_duration)
         self._off_mean = 1.0 / params.straggler_rate if params.straggler_rate > 0 else math.inf
         self._cache_dt = None
         self._decay = self._noise = 0.0
