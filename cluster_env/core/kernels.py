@@ -1,4 +1,5 @@
-"""The simulator's per-event arithmetic, in two interchangeable backends that give the same bits.
+"""The simulator's per-event arithmetic and the observation's per-step fill, in two
+interchangeable backends that give the same bits.
 
 At the cluster sizes of the scenarios (tens to hundreds of running jobs) a numpy call costs about
 a microsecond whatever its array size, so an event's cost is the number of calls on its path. The
@@ -13,6 +14,15 @@ The backend is chosen once, at import: ``numba`` when it imports and the environ
 first simulator of a fresh install compiles them once, in a few seconds.
 
 Every kernel works on the first ``n`` entries of the simulator's slot arrays (running jobs).
+Random numbers are drawn by the caller from numpy's generator (the kernels take the draws), and
+``exp`` / ``expm1`` stay numpy or ``math`` calls, so the streams and dynamics are the reference's.
+The observation kernel (numba only; the numpy path is ``ObservationBuilder``'s own code) uses the
+C library's ``log1p`` and ``log2``, which numpy's equal on CPUs without AVX-512.
+
+Spread jobs' machines reach ``refresh_rates`` / ``run_to_next`` as three arrays whose meaning is
+the backend's: numpy takes (slots, concatenated machine lists, segment starts); numba takes
+(machine pool, offset per slot, machine count per slot). The simulator passes the right ones.
+numba writes its cache next to this module, or under ``NUMBA_CACHE_DIR`` when set.
 """
 from __future__ import annotations
 
