@@ -47,3 +47,23 @@ def test_suite_quick_reports_every_section(tmp_path):
     for r in data["rows"]:
         assert r["case"] and r["unit"] and math.isfinite(r["value"]) and r["value"] > 0, r
     assert data["machine"]["quick"] is True
+
+
+def test_episode_digests_save_then_check(tmp_path):
+    """The result-equality tool: the same code gives the same digests; a changed file is caught."""
+    script = SCRIPT.parent / "episode_digests.py"
+    saved = tmp_path / "digests.json"
+
+    def digests(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(script), "--quick", *args], capture_output=True,
+                              text=True, timeout=600)
+
+    assert digests("--save", str(saved)).returncode == 0
+    same = digests("--check", str(saved))
+    assert same.returncode == 0 and "all 3 digests identical" in same.stdout, same.stdout + same.stderr
+    data = json.loads(saved.read_text())
+    first = sorted(data)[0]
+    data[first] = "0" * 16
+    saved.write_text(json.dumps(data))
+    changed = digests("--check", str(saved))
+    assert changed.returncode == 1 and "DIFFERENT" in changed.stdout and first in changed.stdout
