@@ -34,17 +34,18 @@ from cluster_env.loaders import philly_cluster  # noqa: E402
 from cluster_env.scenarios.registry import WHOLE_SPLITS  # noqa: E402
 
 
-def _feed(h, x) -> None:
+def feed(h, x) -> None:
+    """Add ``x`` (nested dicts, lists, arrays with their dtype, scalars) to the hash ``h``."""
     if isinstance(x, dict):
         for k in sorted(x):
             h.update(k.encode())
-            _feed(h, x[k])
+            feed(h, x[k])
     elif isinstance(x, np.ndarray):
         h.update(str(x.dtype).encode())
         h.update(np.ascontiguousarray(x).tobytes())
     elif isinstance(x, (list, tuple)):
         for v in x:
-            _feed(h, v)
+            feed(h, v)
     else:
         h.update(repr(x).encode())
 
@@ -58,8 +59,8 @@ def digest(scenario, policy: str, seed: int, **overrides) -> tuple[str, int]:
     obs, infos = env.reset(seed=seed)
     if pol is not None:
         pol.reset(seed)
-    _feed(h, obs)
-    _feed(h, infos)
+    feed(h, obs)
+    feed(h, infos)
     steps = 0
     while env.agents:
         if pol is not None:
@@ -68,11 +69,11 @@ def digest(scenario, policy: str, seed: int, **overrides) -> tuple[str, int]:
             actions = {a: int(rng.choice(np.flatnonzero(o["action_mask"]))) for a, o in obs.items()}
         obs, rewards, terms, truncs, infos = env.step(actions)
         for part in (obs, rewards, terms, truncs, infos):
-            _feed(h, part)
+            feed(h, part)
         if steps % 97 == 0:
-            _feed(h, env.state())
+            feed(h, env.state())
         steps += 1
-    _feed(h, env.metrics())
+    feed(h, env.metrics())
     return h.hexdigest()[:16], steps
 
 

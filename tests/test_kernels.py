@@ -2,59 +2,28 @@
 info, state vector and metric of whole episodes, across the paths of the world model."""
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-import baselines
 import cluster_env
 from cluster_env.core import kernels
 from cluster_env.world.fluctuation import FluctuationParams, FluctuationProcess
 
-from helpers import random_actions
-
-
-def _feed(h, x) -> None:
-    if isinstance(x, dict):
-        for k in sorted(x):
-            h.update(k.encode())
-            _feed(h, x[k])
-    elif isinstance(x, np.ndarray):
-        h.update(str(x.dtype).encode())
-        h.update(np.ascontiguousarray(x).tobytes())
-    else:
-        h.update(repr(x).encode())
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from episode_digests import digest  # noqa: E402  (the result-equality tool of benchmarks/)
 
 
 def _episode_digest(backend: str, scenario: str, policy: str, seed: int, **overrides) -> tuple[str, int]:
-    """sha256 of everything an episode shows, with simulators built on ``backend``'s kernels."""
-    with kernels.use(backend):
-        env = cluster_env.parallel_env(scenario, split="test", **overrides)
-        obs, infos = env.reset(seed=seed)
-    assert env.sim._k.name == backend
-    rng = np.random.default_rng(seed)
-    pol = None if policy == "random" else baselines.make_policy(policy)
-    if pol is not None:
-        pol.reset(seed)
-    h = hashlib.sha256()
-    _feed(h, obs)
-    _feed(h, infos)
-    steps = 0
-    while env.agents:
-        actions = random_actions(obs, rng, lazy=0.5) if pol is None else pol.act(obs, infos)
-        obs, rewards, terms, truncs, infos = env.step(actions)
-        for part in (obs, rewards, terms, truncs, infos):
-            _feed(h, part)
-        if steps % 50 == 0:
-            _feed(h, env.state())
-        steps += 1
-    _feed(h, env.metrics())
-    _feed(h, {"events": env.sim.events, "now": env.sim.now})
-    return h.hexdigest(), steps
+    """Digest of everything an episode shows (benchmarks/episode_digests.py), with simulators
+    built on ``backend``'s kernels."""
+    with kernels.use(backend) as k:
+        assert k.name == backend and kernels.active() is k
+        return digest(scenario, policy, seed, **overrides)
 
 
 CASES = [
@@ -63,7 +32,7 @@ CASES = [
     ("philly-v0", "tiresias+spread", 3, {"preemption": True, "restart_overhead": 60.0}),   # restarts
     ("openb-v0", "sjf+fastest", 1, {"clairvoyant": True}),          # allowed GPU types, remaining time
     ("philly-v0", "fifo+consolidate", 2, {"fluctuation": False}),   # measured at every event
-    ("toy-v0", "random", 4, {"preemption": True}),                  # running candidates, random actions
+    ("toy-v0", "random-masked", 4, {"preemption": True}),           # running candidates, random actions
     ("philly-v0", "sjf", 5, {"all_effects_off": True, "clairvoyant": True}),
 ]
 
