@@ -85,32 +85,40 @@ def _np_accrue_due(n, left, rate, until, now, dt, restarting, check, tol, scratc
     return len(due)
 
 
-def _np_run_to_next(n, dirty, fm, machine_factor, crowd, nominal, acomm, rate, alpha, multi_slots, flat,
+def _make_run_to_next(refresh_rates, next_finish, accrue_due):
+    """``run_to_next`` built on one backend's parts: called as is for numpy, compiled for numba."""
+
+    def run_to_next(n, dirty, fm, machine_factor, crowd, nominal, acomm, rate, alpha, multi_slots, flat,
                     seg, left, until, now, restarting, t_other, scratch, due_out):
-    """One event of the running jobs: refresh the speeds if ``dirty``, find the next event time
-    (the earliest finish or ``t_other``), progress to it and find the jobs finished then.
+        """One event of the running jobs: refresh the speeds if ``dirty``, find the next event time
+        (the earliest finish or ``t_other``), progress to it and find the jobs finished then.
 
-    Returns (next event time, earliest finish, restart overhead still running, finished count);
-    nothing progresses when the next event time is not finite (the caller raises)."""
-    if dirty:
-        _np_refresh_rates(n, fm, machine_factor, crowd, nominal, acomm, rate, alpha, multi_slots, flat, seg)
-    finish, restarting = _np_next_finish(n, left, rate, until, now, restarting, scratch)
-    t_next = min(t_other, finish)
-    if not math.isfinite(t_next):
-        return t_next, finish, restarting, 0
-    check = finish <= t_next * (1 + TIME_EPS) + TIME_EPS
-    # Beyond ~1.7e10 s (very long, slow jobs) half an ulp of the clock exceeds a microsecond:
-    # a finish time that rounds to ``now`` would give zero-length advances forever.
-    tol = max(1e-6, 4.0 * math.ulp(t_next)) if check else 0.0
-    due = _np_accrue_due(n, left, rate, until, now, t_next - now, restarting, check, tol, scratch, due_out)
-    return t_next, finish, restarting, due
+        Returns (next event time, earliest finish, restart overhead still running, finished count);
+        nothing progresses when the next event time is not finite (the caller raises)."""
+        if dirty:
+            refresh_rates(n, fm, machine_factor, crowd, nominal, acomm, rate, alpha, multi_slots, flat, seg)
+        finish, restarting = next_finish(n, left, rate, until, now, restarting, scratch)
+        t_next = min(t_other, finish)
+        if not math.isfinite(t_next):
+            return t_next, finish, restarting, 0
+        check = finish <= t_next * (1 + TIME_EPS) + TIME_EPS
+        # Beyond ~1.7e10 s (very long, slow jobs) half an ulp of the clock exceeds a microsecond:
+        # a finish time that rounds to ``now`` would give zero-length advances forever. (The ulp
+        # of a time >= 0, as math.ulp, which numba lacks.)
+        tol = max(1e-6, 4.0 * (np.nextafter(t_next, np.inf) - t_next)) if check else 0.0
+        due = accrue_due(n, left, rate, until, now, t_next - now, restarting, check, tol, scratch, due_out)
+        return t_next, finish, restarting, due
+
+    return run_to_next
 
 
-def _np_measurable_count(n, single, until, now, restarting, n_multi):
-    """How many running slots are measured now: single-machine jobs past their restart overhead."""
-    if restarting:
-        return int(np.count_nonzero(single[:n] & (until[:n] <= now)))
-    return n - n_multi
+_np_run_to_next = _make_run_to_next(_np_refresh_rates, _np_next_finish, _np_accrue_due)
+
+
+def _np_measurable_count(n, single, until, now):
+    """How many running slots are measured now while restart overheads run: single-machine jobs
+    past theirs (otherwise every single-machine job is, and the caller counts them)."""
+    return int(np.count_nonzero(single[:n] & (until[:n] <= now)))
 
 
 def _np_measure(n, single, until, now, restarting, n_multi, rate, nominal, fm, z, noise, w_fresh,
@@ -250,24 +258,10 @@ def _numba_kernels():
                 count += 1
         return count
 
-    @jit
-    def run_to_next(n, dirty, fm, machine_factor, crowd, nominal, acomm, rate, alpha, multi_slots, flat,
-                    seg, left, until, now, restarting, t_other, scratch, due_out):
-        if dirty:
-            refresh_rates(n, fm, machine_factor, crowd, nominal, acomm, rate, alpha, multi_slots, flat, seg)
-        finish, restarting = next_finish(n, left, rate, until, now, restarting, scratch)
-        t_next = min(t_other, finish)
-        if not np.isfinite(t_next):
-            return t_next, finish, restarting, 0
-        check = finish <= t_next * (1 + TIME_EPS) + TIME_EPS
-        tol = max(1e-6, 4.0 * (np.nextafter(t_next, np.inf) - t_next)) if check else 0.0   # math.ulp
-        due = accrue_due(n, left, rate, until, now, t_next - now, restarting, check, tol, scratch, due_out)
-        return t_next, finish, restarting, due
+    run_to_next = jit(_make_run_to_next(refresh_rates, next_finish, accrue_due))
 
     @jit
-    def measurable_count(n, single, until, now, restarting, n_multi):
-        if not restarting:
-            return n - n_multi
+    def measurable_count(n, single, until, now):
         count = 0
         for i in range(n):
             if single[i] and until[i] <= now:

@@ -416,10 +416,7 @@ class ClusterSimulator:
         else:
             self._s_mlen[k] = 1
         self._n = k + 1
-        if self._refresh_all:
-            self._dirty = True
-        else:
-            self._stale_neighbours(machines)     # the new job and those sharing its machines
+        self._stale_neighbours(alloc)     # the new job and those sharing its machines
 
     def preempt(self, job: int) -> None:
         """Stop a running job; it keeps its progress and returns to the pending queue."""
@@ -475,10 +472,7 @@ class ClusterSimulator:
             self._fee_rate += -g * self._price_per_s[t]
             self._power += -g * self._extra_watts[t]
             self.machine_log.append(m)
-        if self._refresh_all:
-            self._dirty = True
-        else:
-            self._stale_neighbours([m for m, _ in alloc])
+        self._stale_neighbours(alloc)
 
     def _remove_pending(self, job: int) -> None:
         i = bisect.bisect_left(self.pending, job)
@@ -488,12 +482,13 @@ class ClusterSimulator:
         self.pending_gpus -= self._gpus_list[job]
 
     # ------------------------------------------------------------------ dynamics
-    def _stale_neighbours(self, machines) -> None:
-        """Mark the jobs on ``machines`` stale: their contention changed."""
+    def _stale_neighbours(self, alloc: list[tuple[int, int]]) -> None:
+        """Mark the jobs on the machines of ``alloc`` ((machine, gpus) pairs) stale: their
+        contention changed. With compiled kernels every speed is refreshed instead."""
         if self._refresh_all:
             self._dirty = True
         elif not self._dirty:
-            for m in machines:
+            for m, _ in alloc:
                 self._stale.update(self.machine_jobs[m])
 
     def _ensure_rates(self) -> None:
@@ -574,17 +569,6 @@ class ClusterSimulator:
         self._k.refresh_rates(n, self._s_fm, self.machine_factor, self._crowd, self._s_nominal,
                               self._s_acomm, self._s_rate, self.alpha, *self._multi_layout())
 
-    def next_event_time(self) -> float:
-        t = self._submit_list[self.next_arrival] if self.next_arrival < self.num_jobs else math.inf
-        n = self._n
-        if n:
-            self._ensure_rates()
-            finish, self._restarting = self._k.next_finish(
-                n, self._s_left, self._s_rate, self._s_until, self.now, self._restarting, self._scratch)
-            self._next_finish = finish
-            t = min(t, finish, self._next_fluct, self._next_tick)
-        return t
-
     def advance_while_idle(self, window: int, running_choice: bool) -> None:
         """Advance through decision epochs where advancing is the only legal decision: no job of
         the ``window`` oldest pending ones fits, and no running job may be chosen
@@ -626,7 +610,7 @@ class ClusterSimulator:
         if n:
             dirty = self._dirty
             if dirty:
-                layout = self._multi_layout() if self._n_multi else self._no_layout
+                layout = self._multi_layout()
                 self._stale.clear()
             else:
                 layout = self._no_layout
@@ -673,7 +657,7 @@ class ClusterSimulator:
         self._ensure_rates()
         k = self._k
         if self._restarting:
-            count = k.measurable_count(n, self._s_single, self._s_until, self.now, True, self._n_multi)
+            count = k.measurable_count(n, self._s_single, self._s_until, self.now)
         else:
             count = n - self._n_multi      # every single-machine job
         if not count:
