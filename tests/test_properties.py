@@ -205,6 +205,22 @@ def check_step(env, obs, rewards, infos, tr: Tracker) -> None:
     tr.steps += 1
 
 
+def fewest_machines(sim, job: int) -> int:
+    """The fewest machines of the job's allowed types that can hold it (the spread penalty's
+    reference), counted here independently of the simulator."""
+    if sim.world.spread_reference == "one_machine":
+        return 1
+    usable = [int(g) for m, g in enumerate(sim.machine_gpus)
+              if sim.allowed is None or sim.allowed[job, sim.machine_type[m]]]
+    need, count = int(sim.gpus[job]), 0
+    for g in sorted(usable, reverse=True):
+        need -= g
+        count += 1
+        if need <= 0:
+            break
+    return count
+
+
 def replay_allocations(sim):
     """Per run (launch to release or end) from the allocation log: (job, start, end, alloc)."""
     open_runs: dict[int, tuple[float, list]] = {}
@@ -229,7 +245,7 @@ def check_final(env, infos, tr: Tracker, ov: dict) -> None:
     assert_same(m, infos["placer"]["metrics"])
     assert_same(m, env.metrics())
     assert set(m) == set(cluster_env.METRIC_KEYS)
-    assert all(math.isfinite(v) or k.endswith(("jct", "delay", "slowdown")) for k, v in m.items())
+    assert all(math.isfinite(v) or k.endswith(("jct", "delay", "pending_time", "slowdown")) for k, v in m.items())
     done = sim.done
     finished = ~np.isnan(js.finish)
     assert m["jobs_finished"] == int(finished.sum()) == sim.finished_count
@@ -279,7 +295,7 @@ def check_final(env, infos, tr: Tracker, ov: dict) -> None:
             machines = [mm for mm, _ in a]
             types = sim.machine_type[machines]
             speed = float(sim.job_speed[job, types].min())
-            if len(machines) > 1:
+            if len(machines) > fewest_machines(sim, job):
                 speed *= float(sim.job_spread[job, types].min())
             speed *= float(sim.machines.static[machines].min())
             overhead = sim.world.restart_overhead if job in seen_run else 0.0

@@ -56,7 +56,8 @@ def test_gpu_type_speed_from_gavel_table():
 
 
 def test_job_over_two_gpu_types_runs_at_the_slowest_worker_and_pays_the_spread():
-    machines = [("K80", 1), ("V100", 1)]
+    # The 2-GPU V100 machine could hold the job: spanning two machines pays the spread penalty.
+    machines = [("K80", 1), ("V100", 1), ("V100", 2)]
     world = WorldConfig(reference_gpu="V100").all_effects_off()
     on = replace(world, spread_penalty=True)
     for w, spread in ((world, False), (on, True)):
@@ -76,7 +77,8 @@ def test_spread_penalty_on_and_off():
     for on in (False, True):
         w = WorldConfig(reference_gpu="V100").all_effects_off()
         w = replace(w, spread_penalty=on)
-        sim = sim_of([("V100", 2), ("V100", 2)], [(0, 100, 4)], world=w)
+        # The 4-GPU machine could hold the job, so spanning the two 2-GPU machines is spreading.
+        sim = sim_of([("V100", 2), ("V100", 2), ("V100", 4)], [(0, 100, 4)], world=w)
         launch(sim, 0, [0, 1])
         run_to_end(sim)
         assert sim.jobs.finish[0] == pytest.approx(100 / ratio if on else 100)
@@ -85,6 +87,48 @@ def test_spread_penalty_on_and_off():
         launch(sim, 0, [0])
         run_to_end(sim)
         assert sim.jobs.finish[0] == pytest.approx(100)
+
+
+def test_spread_penalty_is_relative_to_the_fewest_machines_that_hold_the_job():
+    # Issue 13: a trace's 16-GPU job was measured spanning machines; on 2 x 8 V100 it must take its
+    # trace duration, not 1,000 s / spread ratio (slowdown 9.4 under the old rule).
+    ratio = spread_ratio_table(("V100",))[LM, 0, bucket_index(np.array([16]))[0]]
+    assert ratio < 0.2                       # the LM's measured penalty is large: the bug was visible
+    spread_only = replace(OFF, spread_penalty=True)
+    sim = sim_of([("V100", 8), ("V100", 8)], [(0, 1000, 16)], world=spread_only)
+    assert sim.free_spread_machines.tolist() == [2]
+    launch(sim, 0, [0, 1])
+    run_to_end(sim)
+    assert sim.jobs.finish[0] == pytest.approx(1000.0)
+    # On three machines (one more than the fewest) it pays the penalty.
+    sim = sim_of([("V100", 8), ("V100", 4), ("V100", 4), ("V100", 8)], [(0, 1000, 16)], world=spread_only)
+    launch(sim, 0, [0, 1, 2])
+    run_to_end(sim)
+    assert sim.jobs.finish[0] == pytest.approx(1000.0 / ratio)
+    # The v0 rule (spread_reference="one_machine") charges it whenever the job spans machines.
+    legacy = replace(spread_only, spread_reference="one_machine")
+    sim = sim_of([("V100", 8), ("V100", 8)], [(0, 1000, 16)], world=legacy)
+    launch(sim, 0, [0, 1])
+    run_to_end(sim)
+    assert sim.jobs.finish[0] == pytest.approx(1000.0 / ratio)
+
+
+def test_fewest_machines_count_only_the_allowed_gpu_types():
+    machines = [("K80", 8), ("V100", 4), ("V100", 4), ("V100", 2)]
+    cluster = Cluster.from_machines("c", [(f"m{i}", t, g) for i, (t, g) in enumerate(machines)])
+    wl = Workload(name="w", job_ids=("a", "b", "c"), submit=np.zeros(3), duration=np.ones(3),
+                  gpus=np.array([8, 8, 10]), job_type=np.full(3, LM), tenant=np.zeros(3, dtype=np.int64),
+                  allowed_gpu_types=(None, frozenset({"V100"}), frozenset({"V100"})))
+    sim = ClusterSimulator(cluster, wl, OFF, np.random.default_rng(0))
+    assert sim.free_spread_machines.tolist() == [1, 2, 3]
+
+
+def test_explicit_effect_flags_win_over_all_effects_off():
+    import cluster_env
+
+    env = cluster_env.parallel_env("toy-v0", all_effects_off=True, spread_penalty=True, restart_overhead=45.0)
+    assert env.world.spread_penalty is True and env.world.restart_overhead == 45.0
+    assert env.world.fluctuation is False and env.world.contention is False
 
 
 def test_contention_slows_co_located_jobs_by_the_documented_formula():

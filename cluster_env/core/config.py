@@ -35,6 +35,10 @@ DEFAULT_MEASUREMENT_NOISE = 0.02
 DEFAULT_MEASUREMENT_TAU_S = 600.0
 
 
+#: Values of ``WorldConfig.spread_reference``.
+SPREAD_REFERENCES = ("fewest_machines", "one_machine")
+
+
 @dataclass(frozen=True)
 class WorldConfig:
     """The world model: which effects are on and their parameters."""
@@ -44,6 +48,12 @@ class WorldConfig:
     fluctuation: bool = True             # mean-reverting fluctuation and straggler episodes
     contention: bool = True              # jobs sharing a machine slow each other
     spread_penalty: bool = True          # a job spread over machines pays Gavel's measured penalty
+    # What the spread penalty is relative to. "fewest_machines": a job pays it only when placed on
+    # more machines than the fewest that can hold it (a trace's 16-GPU job on 8-GPU machines was
+    # measured spanning two, so spanning two is its baseline). "one_machine": any job on more than
+    # one machine pays it, even one that can never fit on one (the v0 scenarios' rule, kept
+    # bit-for-bit; it double-counts the penalty of jobs larger than a machine).
+    spread_reference: str = "fewest_machines"
     restart_overhead: float = DEFAULT_RESTART_OVERHEAD_S   # seconds; 0 switches it off
     fluctuation_params: FluctuationParams = DEFAULT_FLUCTUATION
     quiet_fluctuation_interval: float = DEFAULT_QUIET_FLUCTUATION_INTERVAL_S   # s, while no job waits
@@ -63,6 +73,8 @@ class WorldConfig:
             raise TypeError(f"reference_gpu must be a GPU type name, got {self.reference_gpu!r}")
         for name in ("static_factors", "fluctuation", "contention", "spread_penalty"):
             check_bool(name, getattr(self, name))
+        if self.spread_reference not in SPREAD_REFERENCES:
+            raise ValueError(f"spread_reference must be one of {SPREAD_REFERENCES}, got {self.spread_reference!r}")
         if not isinstance(self.fluctuation_params, FluctuationParams):
             raise TypeError(f"fluctuation_params must be a FluctuationParams, got "
                             f"{type(self.fluctuation_params).__name__}")

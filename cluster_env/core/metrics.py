@@ -6,7 +6,10 @@ Keys (DESIGN section 7; times in seconds, fee in US dollars):
 ``jobs_finished``  jobs that completed
 ``avg_jct``        mean job completion time (finish - submit) over finished jobs
 ``p50_jct``        median JCT; ``p95_jct`` and ``p99_jct`` the 95th and 99th percentiles
-``avg_queue_delay`` mean of (first start - submit) over jobs that started
+``avg_queue_delay`` mean of (first start - submit) over jobs that started: the wait before the
+                   first start only
+``avg_pending_time`` mean over finished jobs of the total time spent pending (JCT - time holding
+                   GPUs): every wait, including those after preemptions
 ``avg_slowdown``   mean of JCT / ideal runtime; the ideal runtime is the job's work divided by its
                    nominal speed on the fastest GPU type it may use, consolidated and alone
 ``makespan``       last finish - first submit
@@ -23,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 METRIC_KEYS = (
-    "jobs_finished", "avg_jct", "p50_jct", "p95_jct", "p99_jct", "avg_queue_delay",
+    "jobs_finished", "avg_jct", "p50_jct", "p95_jct", "p99_jct", "avg_queue_delay", "avg_pending_time",
     "avg_slowdown", "makespan", "gpu_utilization", "total_fee", "energy_kwh", "preemptions",
     "fairness", "jobs_per_hour",
 )
@@ -40,8 +43,11 @@ def jain_index(values: np.ndarray) -> float:
 def compute_metrics(submit: np.ndarray, first_start: np.ndarray, finish: np.ndarray,
                     ideal_runtime: np.ndarray, tenant: np.ndarray, *, total_gpus: int,
                     busy_gpu_seconds: float, total_fee: float, energy_joules: float,
-                    preemptions: int, end_time: float) -> dict[str, float]:
+                    preemptions: int, end_time: float, held: "np.ndarray | None" = None) -> dict[str, float]:
     """Metrics of one episode from per-job times (nan = not started / not finished).
+
+    ``held`` (N,) is each job's time holding GPUs (restart overheads included); without it
+    ``avg_pending_time`` is nan.
 
     ``end_time`` is the clock at the end of the episode; it bounds the makespan of a truncated
     episode. Utilisation, fee and energy are accounted up to ``end_time``.
@@ -60,11 +66,13 @@ def compute_metrics(submit: np.ndarray, first_start: np.ndarray, finish: np.ndar
 
     tenants = np.unique(tenant[done])
     per_tenant = np.array([slowdown[tenant[done] == t].mean() for t in tenants])
+    pending = (jct - held[done]) if held is not None else np.zeros(0)
     return {
         "jobs_finished": int(done.sum()),
         "avg_jct": float(jct.mean()) if len(jct) else float("nan"),
         "p50_jct": pct(50), "p95_jct": pct(95), "p99_jct": pct(99),
         "avg_queue_delay": float((first_start - submit)[started].mean()) if started.any() else float("nan"),
+        "avg_pending_time": float(pending.mean()) if len(pending) else float("nan"),
         "avg_slowdown": float(slowdown.mean()) if len(slowdown) else float("nan"),
         "makespan": makespan,
         "gpu_utilization": float(busy_gpu_seconds / capacity) if capacity > 0 else 0.0,

@@ -117,6 +117,13 @@ class ClusterSimulator:
 
         # Which GPU types each job may use (None: all).
         self.allowed = self._allowed_matrix(workload, cluster)                       # (N, T) bool or None
+        # Machines a job may span without the spread penalty: 1, or with spread_reference
+        # "fewest_machines" the fewest machines (of its allowed types) that can hold it.
+        if world.spread_reference == "fewest_machines":
+            self.free_spread_machines = self._fewest_machines(self.gpus, self.allowed, cluster)   # (N,)
+        else:
+            self.free_spread_machines = np.ones(n, dtype=np.int64)
+        self._free_spread_list = self.free_spread_machines.tolist()
         usable_speed = self.job_speed if self.allowed is None else np.where(self.allowed, self.job_speed, 0.0)
         self.best_speed = usable_speed.max(axis=1)                                   # (N,) fastest allowed type
         self.ideal_runtime = self.duration / self.best_speed                         # (N,)
@@ -235,6 +242,24 @@ class ClusterSimulator:
         self._arrive_until(0.0)
 
     # ------------------------------------------------------------------ setup helpers
+    @staticmethod
+    def _fewest_machines(gpus: np.ndarray, allowed: "np.ndarray | None", cluster: Cluster) -> np.ndarray:
+        """(N,) int64: the fewest machines of its allowed types that can hold each job's GPUs."""
+        def fewest(machine_gpus: np.ndarray, need: np.ndarray) -> np.ndarray:
+            capacity = np.cumsum(np.sort(machine_gpus)[::-1])          # largest machines first
+            return np.minimum(np.searchsorted(capacity, need) + 1, len(capacity)).astype(np.int64)
+
+        if allowed is None:
+            return fewest(cluster.machine_gpus, gpus)
+        out = np.ones(len(gpus), dtype=np.int64)
+        rows, inverse = np.unique(allowed, axis=0, return_inverse=True)
+        for r, row in enumerate(rows):
+            jobs = np.flatnonzero(inverse.reshape(-1) == r)
+            usable = cluster.machine_gpus[row[cluster.machine_type]]
+            if len(usable):
+                out[jobs] = fewest(usable, gpus[jobs])
+        return out
+
     @staticmethod
     def _allowed_matrix(workload: Workload, cluster: Cluster) -> np.ndarray | None:
         if workload.allowed_gpu_types is None or all(a is None for a in workload.allowed_gpu_types):
@@ -385,8 +410,12 @@ class ClusterSimulator:
         if len(machines) == 1:
             nominal = float(self.job_speed[job, self._machine_type_list[machines[0]]])
         else:
+            # Synchronous training: the slowest GPU type sets the pace; the spread penalty applies
+            # beyond the machines the job's trace duration was measured on.
             types = self.machine_type[machines]
-            nominal = float(self.job_speed[job, types].min()) * float(self.job_spread[job, types].min())
+            nominal = float(self.job_speed[job, types].min())
+            if len(machines) > self._free_spread_list[job]:
+                nominal *= float(self.job_spread[job, types].min())
         js.nominal[job] = nominal
         if math.isnan(js.first_start[job]):
             js.first_start[job] = self.now

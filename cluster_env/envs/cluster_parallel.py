@@ -58,7 +58,9 @@ per-job state.
 scheduling options of :class:`cluster_env.core.config.SchedulingConfig` (``preemption``,
 ``clairvoyant``, ``pending_window``, ``running_window``, ``scheduling_tick``, ``invalid_action``,
 ``max_steps``, ``max_time``); ``reward`` (``"jct"``, ``"cost"`` or a callable on
-:class:`cluster_env.core.rewards.StepStats`); ``jobs_per_episode``, ``time_scale``;
+:class:`cluster_env.core.rewards.StepStats`); ``jobs_per_episode``, ``time_scale``,
+``load`` (the offered load each episode's arrivals are rescaled to, see
+:mod:`cluster_env.scenarios.load`; default: the scenario's);
 ``workload_csv`` / ``cluster_csv`` (and ``workload_columns`` / ``cluster_columns``) for a user's
 own trace and cluster; ``render_mode``. Every argument is checked when the environment is
 built: a wrong type or value is a ``TypeError`` or ``ValueError`` that names it.
@@ -83,10 +85,11 @@ from cluster_env.core.simulator import ClusterSimulator
 from cluster_env.envs.observation import ObservationBuilder
 from cluster_env.errors import InvalidActionError
 from cluster_env.scenarios.base import Scenario
+from cluster_env.scenarios.load import check_load, offered_load
 
 ORDER, PLACE = 0, 1
 AGENTS = ("orderer", "placer")
-_ENV_KEYS = {"reward", "render_mode", "jobs_per_episode", "time_scale", "all_effects_off",
+_ENV_KEYS = {"reward", "render_mode", "jobs_per_episode", "time_scale", "load", "all_effects_off",
              "workload_csv", "cluster_csv", "workload_columns", "cluster_columns"}
 
 
@@ -116,16 +119,19 @@ class ClusterParallelEnv(ParallelEnv):
                                    cluster_csv=other.get("cluster_csv"),
                                    workload_columns=other.get("workload_columns"),
                                    cluster_columns=other.get("cluster_columns"))
-        world = replace(base.world, **world_kw)
+        # all_effects_off first, then the explicit flags: all_effects_off=True, spread_penalty=True
+        # studies the spread penalty alone (it used to cancel the explicit flag silently).
         check_bool("all_effects_off", other.get("all_effects_off", False))
-        if other.get("all_effects_off"):
-            world = world.all_effects_off()
+        world = base.world.all_effects_off() if other.get("all_effects_off") else base.world
+        world = replace(world, **world_kw)
         sched = replace(base.scheduling, **sched_kw)
         world.validate()
         sched.validate()
         if "time_scale" in other:
             check_number("time_scale", other["time_scale"], positive=True)
             base = replace(base, time_scale=float(other["time_scale"]))
+        if other.get("load") is not None:
+            base = replace(base, load=check_load(other["load"]))
         self.scenario = base
         self.split = split
         base.split_range(split, 1)  # validates the split name early
@@ -157,6 +163,8 @@ class ClusterParallelEnv(ParallelEnv):
         self._n_actions = {agent: space.n for agent, space in self.action_spaces.items()}
         self._np_random: Optional[np.random.Generator] = None
         self.sim: Optional[ClusterSimulator] = None
+        #: Offered load of the current episode's workload (cluster_env.scenarios.load), set by reset.
+        self.offered_load: float = float("nan")
 
     # ------------------------------------------------------------------ spaces (cached objects)
     def observation_space(self, agent: str):
@@ -175,6 +183,7 @@ class ClusterParallelEnv(ParallelEnv):
         split = (options or {}).get("split", self.split)
         rng = self._np_random
         workload = self.scenario.sample(split, rng, self.jobs_per_episode)
+        self.offered_load = offered_load(workload, self.cluster.total_gpus)
         self.sim = ClusterSimulator(self.cluster, workload, self.world, rng,
                                     preemption=self.sched.preemption,
                                     scheduling_tick=self.sched.scheduling_tick)
@@ -317,6 +326,7 @@ class ClusterParallelEnv(ParallelEnv):
         metrics = self.metrics()
         for a in infos:
             infos[a]["metrics"] = metrics
+            infos[a]["offered_load"] = self.offered_load
         return infos
 
     # ------------------------------------------------------------------ public extras
@@ -328,7 +338,8 @@ class ClusterParallelEnv(ParallelEnv):
         return compute_metrics(
             sim.submit, sim.jobs.first_start, sim.jobs.finish, sim.ideal_runtime, sim.workload.tenant,
             total_gpus=sim.total_gpus, busy_gpu_seconds=sim.busy_gpu_seconds, total_fee=sim.fee,
-            energy_joules=sim.energy_joules, preemptions=sim.preemptions, end_time=sim.now)
+            energy_joules=sim.energy_joules, preemptions=sim.preemptions, end_time=sim.now,
+            held=sim.jobs.held)
 
     def render(self):
         if self.sim is None:

@@ -3,7 +3,9 @@ window sizes, information mode, and disjoint train / validation / test splits.
 
 A scenario builds one episode's instance with :meth:`Scenario.sample`: the split's slice of the
 workload (a contiguous window of ``jobs_per_episode`` jobs at a seeded offset, or the whole
-split), its submit times scaled by ``time_scale`` and rebased to start at 0.
+split), its submit times scaled by ``time_scale`` and rebased to start at 0, then, when the scenario
+has a default ``load`` or the caller gives one, scaled again so that the window's offered load
+equals it (:mod:`cluster_env.scenarios.load`).
 """
 from __future__ import annotations
 
@@ -34,6 +36,8 @@ class Scenario:
     workload_file: Optional[str] = None            # named in errors about the workload
     cluster_file: Optional[str] = None             # named in errors about the cluster
     data_summary: str = ""                         # one line for the scenario table
+    load: Optional[float] = None                   # default offered load of an episode; None: the
+                                                   # trace's own arrival times (after time_scale)
 
     def split_range(self, split: str, num_jobs: int) -> tuple[int, int]:
         if split not in self.splits:
@@ -42,8 +46,11 @@ class Scenario:
         return int(round(a * num_jobs)), int(round(b * num_jobs))
 
     def sample(self, split: str, rng: np.random.Generator,
-               jobs_per_episode: Optional[int] = None) -> Workload:
-        """The workload of one episode of ``split``, drawn with ``rng``."""
+               jobs_per_episode: Optional[int] = None, load: Optional[float] = None) -> Workload:
+        """The workload of one episode of ``split``, drawn with ``rng``.
+
+        ``load`` (default: the scenario's) rescales the window's arrivals to that offered load.
+        """
         source = self.workload()
         lo, hi = self.split_range(split, source.num_jobs)
         size = jobs_per_episode if jobs_per_episode is not None else self.jobs_per_episode
@@ -59,6 +66,11 @@ class Scenario:
         episode = source.subset(np.arange(start, stop), name=f"{self.name}/{split}[{start}:{stop}]")
         if self.time_scale != 1.0:
             episode = _scale_time(episode, self.time_scale)
+        target = load if load is not None else self.load
+        if target is not None:
+            from cluster_env.scenarios.load import scale_to_load
+
+            episode = scale_to_load(episode, self.cluster().total_gpus, target)
         return episode
 
 
@@ -72,5 +84,7 @@ def scenario_summary(scenario: Scenario) -> str:
     mix = ", ".join(f"{k}:{v}" for k, v in c.gpus_of_type().items())
     episode = (f"episodes of {scenario.jobs_per_episode} jobs" if scenario.jobs_per_episode
                else "each split one episode")
+    if scenario.load is not None:
+        episode += f" at offered load {scenario.load:g}"
     return (f"{scenario.name:<14} {c.num_machines:>5} machines {c.total_gpus:>6} GPUs ({mix}); {episode}\n"
             f"{'':<14} {scenario.description}; data: {scenario.data_summary}")

@@ -47,6 +47,9 @@ OPENB_FRACTION = 1 / 32
 # from queueing (measured over 12 windows).
 OPENB_TIME_SCALE = 1 / 50
 OPENB_FULL_TIME_SCALE = 1 / 250
+# The v0 scenarios keep their spread-penalty rule (any job on more than one machine pays it) so
+# that their results stay bit-for-bit; v1 scenarios penalise spreading beyond the fewest machines.
+V0_SPREAD = "one_machine"
 
 
 @functools.lru_cache(maxsize=None)
@@ -125,7 +128,7 @@ def _toy_scenario() -> Scenario:
         name="toy-v0",
         description="2 machines x 4 V100, 6 hand-made jobs a split, every effect off, durations visible",
         cluster=toy_cluster, workload=toy_workload, splits=splits, jobs_per_episode=None,
-        world=WorldConfig(reference_gpu="V100").all_effects_off(),
+        world=WorldConfig(reference_gpu="V100", spread_reference=V0_SPREAD).all_effects_off(),
         scheduling=SchedulingConfig(clairvoyant=True, pending_window=8, running_window=4),
         data_summary="18 hand-made jobs (cluster_env/scenarios/toy.py)",
     )
@@ -136,7 +139,7 @@ def _philly_scenario() -> Scenario:
         name="philly-v0",
         description="Philly trace windows of 1,000 jobs on 1/16 of Philly's P100/P40 machine mix",
         cluster=_philly_cluster, workload=_philly_trace, splits=dict(TRACE_SPLITS), jobs_per_episode=1000,
-        world=WorldConfig(reference_gpu="P100"), scheduling=SchedulingConfig(),
+        world=WorldConfig(reference_gpu="P100", spread_reference=V0_SPREAD), scheduling=SchedulingConfig(),
         workload_file="philly.csv", data_summary="Microsoft Philly trace (ATC'19), 82,247 jobs",
     )
 
@@ -146,8 +149,8 @@ def _openb_scenario() -> Scenario:
         name="openb-v0",
         description="Alibaba openb GPU pods, windows of 1,000, on 1/32 of the openb GPU-node mix",
         cluster=_openb_cluster, workload=_openb_pods, splits=dict(TRACE_SPLITS), jobs_per_episode=1000,
-        time_scale=OPENB_TIME_SCALE, world=WorldConfig(reference_gpu="V100"), scheduling=SchedulingConfig(),
-        workload_file="openb_pod_list_default.csv",
+        time_scale=OPENB_TIME_SCALE, world=WorldConfig(reference_gpu="V100", spread_reference=V0_SPREAD),
+        scheduling=SchedulingConfig(), workload_file="openb_pod_list_default.csv",
         data_summary="Alibaba openb pod trace (ATC'23), GPU pods",
     )
 
@@ -159,7 +162,7 @@ def _openb_full_scenario() -> Scenario:
         name="openb-full-v0",
         description="the whole openb cluster (1,213 machines); each split one episode of its pods",
         cluster=openb_cluster, workload=_openb_pods, splits=dict(TRACE_SPLITS), jobs_per_episode=None,
-        time_scale=OPENB_FULL_TIME_SCALE, world=WorldConfig(reference_gpu="V100"),
+        time_scale=OPENB_FULL_TIME_SCALE, world=WorldConfig(reference_gpu="V100", spread_reference=V0_SPREAD),
         scheduling=SchedulingConfig(), workload_file="openb_pod_list_default.csv",
         data_summary="Alibaba openb pod trace (ATC'23), GPU pods, full cluster",
     )
