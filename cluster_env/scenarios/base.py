@@ -38,6 +38,9 @@ class Scenario:
     data_summary: str = ""                         # one line for the scenario table
     load: Optional[float] = None                   # default offered load of an episode; None: the
                                                    # trace's own arrival times (after time_scale)
+    repeat: int = 1                                # the window tiled this many times in time, with
+                                                   # fresh job ids (a trace too small to queue a
+                                                   # large cluster); 1: as is
 
     def split_range(self, split: str, num_jobs: int) -> tuple[int, int]:
         if split not in self.splits:
@@ -64,6 +67,8 @@ class Scenario:
         if stop <= start:
             raise ValueError(f"scenario {self.name!r}: split {split!r} holds no job")
         episode = source.subset(np.arange(start, stop), name=f"{self.name}/{split}[{start}:{stop}]")
+        if self.repeat > 1:
+            episode = tile_in_time(episode, self.repeat)
         if self.time_scale != 1.0:
             episode = _scale_time(episode, self.time_scale)
         target = load if load is not None else self.load
@@ -72,6 +77,27 @@ class Scenario:
 
             episode = scale_to_load(episode, self.cluster().total_gpus, target)
         return episode
+
+
+def tile_in_time(workload: Workload, copies: int) -> Workload:
+    """``copies`` copies of ``workload`` one after another, with fresh job ids ``<id>~<copy>``.
+
+    Copy ``c`` arrives ``c x (span + mean gap)`` seconds after the original, so the tiled
+    arrivals keep the window's rhythm; durations, GPUs, types, tenants and source rows repeat.
+    """
+    n = workload.num_jobs
+    span = float(workload.submit[-1] - workload.submit[0]) if n else 0.0
+    period = span + (span / (n - 1) if n > 1 else 1.0)
+    submit = np.concatenate([workload.submit + c * period for c in range(copies)])
+    ids = tuple(f"{job}~{c}" for c in range(copies) for job in workload.job_ids)
+    allowed = None if workload.allowed_gpu_types is None else tuple(workload.allowed_gpu_types) * copies
+    return Workload(
+        name=f"{workload.name}x{copies}", job_ids=ids, submit=submit,
+        duration=np.tile(workload.duration, copies), gpus=np.tile(workload.gpus, copies),
+        job_type=np.tile(workload.job_type, copies), tenant=np.tile(workload.tenant, copies),
+        allowed_gpu_types=allowed,
+        source_row=None if workload.source_row is None else np.tile(workload.source_row, copies),
+        report=workload.report)
 
 
 def _scale_time(workload: Workload, scale: float) -> Workload:
@@ -84,6 +110,8 @@ def scenario_summary(scenario: Scenario) -> str:
     mix = ", ".join(f"{k}:{v}" for k, v in c.gpus_of_type().items())
     episode = (f"episodes of {scenario.jobs_per_episode} jobs" if scenario.jobs_per_episode
                else "each split one episode")
+    if scenario.repeat > 1:
+        episode += f" tiled {scenario.repeat} times"
     if scenario.load is not None:
         episode += f" at offered load {scenario.load:g}"
     return (f"{scenario.name:<14} {c.num_machines:>5} machines {c.total_gpus:>6} GPUs ({mix}); {episode}\n"
