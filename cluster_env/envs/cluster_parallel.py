@@ -65,7 +65,10 @@ scheduling options of :class:`cluster_env.core.config.SchedulingConfig` (``preem
 own trace and cluster; ``render_mode``. Every argument is checked when the environment is
 built: a wrong type or value is a ``TypeError`` or ``ValueError`` that names it.
 
-**Version history.** v0 (0.1.0): first release.
+**Version history.** v0 (0.1.0): first release. Same environment version, new scenario versions:
+``philly-v1``, ``openb-v1``, ``openb-full-v1``, ``philly-hetero-v1`` (offered load as a parameter,
+spread penalty relative to the fewest machines, pending window 256); the ``load`` argument; the
+``avg_pending_time`` metric; ``offered_load`` in the final infos.
 """
 from __future__ import annotations
 
