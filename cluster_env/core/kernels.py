@@ -11,7 +11,9 @@ an episode gives bit-identical observations, rewards and metrics under either (t
 The backend is chosen once, at import: ``numba`` when it imports and the environment variable
 ``CLUSTER_ENV_KERNELS`` is not ``numpy``. :func:`use` switches it for simulators built afterwards
 (the tests compare the two). Compiled kernels are cached on disk (numba's ``cache=True``): the
-first simulator of a fresh install compiles them once, in a few seconds.
+first simulator of a fresh install compiles them once, in a few seconds, and every later process
+loads them (about a second). The cache is bounded (:func:`prune_cache`), and a cache folder that
+is read-only, full or broken turns caching off with one warning, never an error.
 
 Every kernel works on the first ``n`` entries of the simulator's slot arrays (running jobs).
 Random numbers are drawn by the caller from numpy's generator (the kernels take the draws), and
@@ -29,6 +31,9 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import shutil
+import types
+import warnings
 from types import SimpleNamespace
 
 import numpy as np
@@ -85,31 +90,41 @@ def _np_accrue_due(n, left, rate, until, now, dt, restarting, check, tol, scratc
     return len(due)
 
 
+def _run_to_next(n, dirty, fm, machine_factor, crowd, nominal, acomm, rate, alpha, multi_slots, flat,
+                 seg, left, until, now, restarting, t_other, scratch, due_out):
+    """One event of the running jobs: refresh the speeds if ``dirty``, find the next event time
+    (the earliest finish or ``t_other``), progress to it and find the jobs finished then.
+
+    Returns (next event time, earliest finish, restart overhead still running, finished count);
+    nothing progresses when the next event time is not finite (the caller raises).
+
+    A template: ``refresh_rates``, ``next_finish`` and ``accrue_due`` are the globals that
+    :func:`_make_run_to_next` gives each backend's copy."""
+    if dirty:
+        refresh_rates(n, fm, machine_factor, crowd, nominal, acomm, rate, alpha, multi_slots, flat, seg)  # noqa: F821
+    finish, restarting = next_finish(n, left, rate, until, now, restarting, scratch)  # noqa: F821
+    t_next = min(t_other, finish)
+    if not math.isfinite(t_next):
+        return t_next, finish, restarting, 0
+    check = finish <= t_next * (1 + TIME_EPS) + TIME_EPS
+    # Beyond ~1.7e10 s (very long, slow jobs) half an ulp of the clock exceeds a microsecond:
+    # a finish time that rounds to ``now`` would give zero-length advances forever. (The ulp
+    # of a time >= 0, as math.ulp, which numba lacks.)
+    tol = max(1e-6, 4.0 * (np.nextafter(t_next, np.inf) - t_next)) if check else 0.0
+    due = accrue_due(n, left, rate, until, now, t_next - now, restarting, check, tol, scratch, due_out)  # noqa: F821
+    return t_next, finish, restarting, due
+
+
 def _make_run_to_next(refresh_rates, next_finish, accrue_due):
-    """``run_to_next`` built on one backend's parts: called as is for numpy, compiled for numba."""
+    """``run_to_next`` built on one backend's parts: called as is for numpy, compiled for numba.
 
-    def run_to_next(n, dirty, fm, machine_factor, crowd, nominal, acomm, rate, alpha, multi_slots, flat,
-                    seg, left, until, now, restarting, t_other, scratch, due_out):
-        """One event of the running jobs: refresh the speeds if ``dirty``, find the next event time
-        (the earliest finish or ``t_other``), progress to it and find the jobs finished then.
-
-        Returns (next event time, earliest finish, restart overhead still running, finished count);
-        nothing progresses when the next event time is not finite (the caller raises)."""
-        if dirty:
-            refresh_rates(n, fm, machine_factor, crowd, nominal, acomm, rate, alpha, multi_slots, flat, seg)
-        finish, restarting = next_finish(n, left, rate, until, now, restarting, scratch)
-        t_next = min(t_other, finish)
-        if not math.isfinite(t_next):
-            return t_next, finish, restarting, 0
-        check = finish <= t_next * (1 + TIME_EPS) + TIME_EPS
-        # Beyond ~1.7e10 s (very long, slow jobs) half an ulp of the clock exceeds a microsecond:
-        # a finish time that rounds to ``now`` would give zero-length advances forever. (The ulp
-        # of a time >= 0, as math.ulp, which numba lacks.)
-        tol = max(1e-6, 4.0 * (np.nextafter(t_next, np.inf) - t_next)) if check else 0.0
-        due = accrue_due(n, left, rate, until, now, t_next - now, restarting, check, tol, scratch, due_out)
-        return t_next, finish, restarting, due
-
-    return run_to_next
+    The parts are the copy's *globals*, not closure cells: numba keys its disk cache on the
+    pickled closure, and a dispatcher pickles with a per-process id, so a closure missed the
+    cache in every new process (seconds of compiling and a new cache file each time)."""
+    namespace = dict(globals(), refresh_rates=refresh_rates, next_finish=next_finish, accrue_due=accrue_due)
+    fn = types.FunctionType(_run_to_next.__code__, namespace, "run_to_next")
+    fn.__doc__ = _run_to_next.__doc__
+    return fn
 
 
 _np_run_to_next = _make_run_to_next(_np_refresh_rates, _np_next_finish, _np_accrue_due)
@@ -181,12 +196,128 @@ def _np_switch_apply(count, due, ex, u, e, straggling, log_mult, next_switch, pi
     return float(np.minimum.reduce(next_switch))
 
 
+# ---------------------------------------------------------------------------------- numba's disk cache
+#: The kernels' files in numba's cache directory are kept under this size: past it they are all
+#: removed and this process writes a fresh set (one compile). A set is about 0.6 MB.
+CACHE_LIMIT_BYTES = 16 * 2**20
+#: With less free space than this where the cache lives, the kernels compile without caching.
+CACHE_MIN_FREE_BYTES = 64 * 2**20
+
+_cache_state = {"disabled": False, "warned": False, "pruned": set()}
+
+
+def _cache_off(why: str) -> None:
+    """Stop reading and writing the disk cache in this process; warn once. The kernels still
+    compile and run (a few seconds more per process), so a bad cache location never stops a run."""
+    _cache_state["disabled"] = True
+    if not _cache_state["warned"]:
+        _cache_state["warned"] = True
+        warnings.warn(f"cluster_env: compiled-kernel cache off ({why}); the kernels compile in this "
+                      f"process instead (a few seconds). Set NUMBA_CACHE_DIR to a writable folder "
+                      f"to cache them.", RuntimeWarning, stacklevel=3)
+
+
+class _GuardedCache:
+    """numba's cache of one kernel, whose failures (a full disk, a folder made read-only, a
+    truncated file) turn the cache off with one warning instead of raising inside an episode."""
+
+    def __init__(self, cache) -> None:
+        self._cache = cache
+
+    def __getattr__(self, name):
+        return getattr(self._cache, name)
+
+    def load_overload(self, sig, target_context):
+        if _cache_state["disabled"]:
+            return None
+        try:
+            return self._cache.load_overload(sig, target_context)
+        except Exception as exc:  # noqa: BLE001 - any cache trouble means "compile instead"
+            _cache_off(f"reading {self._cache.cache_path} failed: {type(exc).__name__}: {exc}")
+            return None
+
+    def save_overload(self, sig, data) -> None:
+        if _cache_state["disabled"]:
+            return
+        try:
+            self._cache.save_overload(sig, data)
+        except Exception as exc:  # noqa: BLE001
+            _cache_off(f"writing {self._cache.cache_path} failed: {type(exc).__name__}: {exc}")
+
+
+def _attach_cache(dispatcher) -> None:
+    """Give a kernel numba's disk cache (``cache=True``), guarded, bounded and checked for space."""
+    if _cache_state["disabled"]:
+        return
+    try:
+        dispatcher.enable_caching()      # numba picks NUMBA_CACHE_DIR, the module's folder, or ~/.cache
+    except Exception as exc:  # noqa: BLE001 - "no locator available": nowhere writable
+        _cache_off(f"no writable cache folder: {exc}")
+        return
+    path = dispatcher._cache.cache_path
+    if path not in _cache_state["pruned"]:
+        _cache_state["pruned"].add(path)
+        try:
+            free = shutil.disk_usage(path).free
+        except OSError as exc:
+            free, why = 0, str(exc)
+        else:
+            why = f"only {free / 2**20:.0f} MiB free in {path}"
+        if free < CACHE_MIN_FREE_BYTES:
+            _cache_off(why)
+            return
+        prune_cache(path)
+    dispatcher._cache = _GuardedCache(dispatcher._cache)
+
+
+def cache_files(path: str) -> list[str]:
+    """This module's files in numba's cache folder ``path`` (index ``.nbi`` and data ``.nbc``)."""
+    stem = os.path.splitext(os.path.basename(__file__))[0] + "."
+    try:
+        names = os.listdir(path)
+    except OSError:
+        return []
+    return [os.path.join(path, f) for f in names if f.startswith(stem) and f.endswith((".nbi", ".nbc"))]
+
+
+def prune_cache(path: str, limit: int = CACHE_LIMIT_BYTES) -> int:
+    """Bound the kernels' cache in ``path``: remove files older than this module's source (numba
+    never loads them again: its index is stamped with the source's time and size), then, if the
+    rest is still over ``limit`` bytes, all of them. Returns the number of files removed."""
+    try:
+        source_time = os.stat(__file__).st_mtime
+    except OSError:
+        return 0
+    removed, kept = 0, []
+    for f in cache_files(path):
+        try:
+            st = os.stat(f)
+            if st.st_mtime < source_time:
+                os.remove(f)
+                removed += 1
+            else:
+                kept.append((f, st.st_size))
+        except OSError:          # another process removed it first, or a read-only folder
+            pass
+    if sum(size for _, size in kept) > limit:
+        for f, _ in kept:
+            with contextlib.suppress(OSError):
+                os.remove(f)
+                removed += 1
+    return removed
+
+
 # ---------------------------------------------------------------------------------- numba backend
 def _numba_kernels():
     """Compile-on-first-use versions of the numpy kernels (same operations, element by element)."""
     import numba
 
-    jit = numba.njit(cache=True, nogil=True, error_model="numpy")
+    compile_ = numba.njit(nogil=True, error_model="numpy")
+
+    def jit(fn):
+        dispatcher = compile_(fn)
+        _attach_cache(dispatcher)
+        return dispatcher
 
     @jit
     def refresh_rates(n, fm, machine_factor, crowd, nominal, acomm, rate, alpha, multi_slots, flat, seg):
