@@ -76,32 +76,54 @@ def _split_names(text: str) -> list[str]:
 # ---------------------------------------------------------------------------- run
 def cmd_run(args: argparse.Namespace) -> int:
     import cluster_env
+    from baselines.harness.episode import env_mismatch, env_settings
+    from baselines.harness.files import prepare_output_dir
     from baselines.harness.plots import plot_jct_cdf, plot_timeline, plot_utilization
     from baselines.harness.report import format_table, write_csv, write_json
-    from baselines.harness.sweep import make_tasks, resolve_policy, run_tasks
+    from baselines.harness.sweep import RunInterrupted, WorkersLost, make_tasks, resolve_policy, run_tasks
 
     if args.scenario not in cluster_env.list_scenarios():
         print(f"unknown scenario {args.scenario!r}; scenarios: {cluster_env.list_scenarios()}", file=sys.stderr)
         return 2
     policies = _split_names(args.policies) if args.policies else default_policies(args.scenario)
-    for name in policies:                      # fail fast, before any worker starts
-        resolve_policy(name, args.scenario)
     env_kwargs = parse_env_overrides(args.env)
+    allow = bool(getattr(args, "allow_env_mismatch", False))
+    policy_env, mismatches = {}, {}
+    for name in policies:                      # fail fast, before any worker starts
+        policy = resolve_policy(name, args.scenario)
+        policy_env[name] = env_settings(policy, env_kwargs, allow, args.scenario)
+        if env_mismatch(policy, env_kwargs, args.scenario):
+            mismatches[name] = env_mismatch(policy, env_kwargs, args.scenario)
     out = Path(args.out)
+    try:
+        prepare_output_dir(out)
+    except OSError as exc:
+        print(f"cluster-bench run: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     tasks = make_tasks(policies, [args.scenario], args.split, args.seeds, env_kwargs,
-                       record_seeds=args.seeds if not args.no_plots else ())
+                       record_seeds=args.seeds if not args.no_plots else (), allow_env_mismatch=allow)
     print(f"cluster-bench run: {len(policies)} policies x {len(args.seeds)} seeds on {args.scenario}/{args.split}"
           f" ({args.backend} backend)", flush=True)
+    meta = dict(scenario=args.scenario, split=args.split, seeds=args.seeds, policies=policies, env_kwargs=env_kwargs,
+                policy_env_kwargs=policy_env, env_mismatch=mismatches, allow_env_mismatch=allow,
+                version=cluster_env.__version__)
     t0 = time.perf_counter()
-    results = run_tasks(tasks, backend=args.backend, workers=args.workers, progress=not args.quiet,
-                        ray_address=args.ray_address)
+    try:
+        results = run_tasks(tasks, backend=args.backend, workers=args.workers, progress=not args.quiet,
+                            ray_address=args.ray_address)
+    except (RunInterrupted, WorkersLost) as stop:
+        # Keep what finished; one line, no traceback.
+        records = [r.record for r in stop.results if r is not None]
+        write_csv(records, out / "results.csv")
+        write_json(records, out / "results.json", **meta, complete=False)
+        why = "interrupted" if isinstance(stop, RunInterrupted) else str(stop)
+        print(f"\ncluster-bench run: {why}; wrote the {len(records)} of {len(tasks)} episodes that finished to "
+              f"{out / 'results.json'}", file=sys.stderr)
+        return 130 if isinstance(stop, RunInterrupted) else 1
     wall = time.perf_counter() - t0
     records = [r.record for r in results]
     print(format_table(records, markdown=args.markdown))
-    files = [write_csv(records, out / "results.csv"),
-             write_json(records, out / "results.json", scenario=args.scenario, split=args.split,
-                        seeds=args.seeds, policies=policies, env_kwargs=env_kwargs,
-                        version=cluster_env.__version__)]
+    files = [write_csv(records, out / "results.csv"), write_json(records, out / "results.json", **meta)]
     if not args.no_plots:
         title = f"{args.scenario} / {args.split}"
         files.append(plot_jct_cdf(results, out / "jct_cdf.png", title=f"JCT CDF, {title}"))
@@ -203,6 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     run.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     run.add_argument("--ray-address", default=None, help="join this Ray cluster (with --backend ray)")
+    run.add_argument("--allow-env-mismatch", action="store_true",
+                     help="score a checkpoint made for another environment on this run's anyway (recorded)")
     common(run)
     run.set_defaults(func=cmd_run)
 

@@ -12,7 +12,9 @@ can never run code):
 """
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Optional
@@ -43,11 +45,27 @@ def save_checkpoint(path: "str | Path", model: torch.nn.Module, config: DualAgen
     try:
         with os.fdopen(fd, "wb") as fh:
             torch.save(data, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except (OSError, RuntimeError) as exc:
+        # torch reports a failed write (ENOSPC, a file size limit) as "enforce fail ... unexpected pos".
+        Path(tmp).unlink(missing_ok=True)
+        raise OSError(getattr(exc, "errno", None) or errno.ENOSPC,
+                      f"{path}: could not write the checkpoint ({_disk_space(path.parent)}); is the disk full? "
+                      f"The previous {path.name} is kept. Cause: {type(exc).__name__}: "
+                      f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _disk_space(folder: Path) -> str:
+    try:
+        return f"{shutil.disk_usage(folder).free / 2**20:,.0f} MiB free in {folder}"
+    except OSError:
+        return f"free space in {folder} unknown"
 
 
 def load_checkpoint(path: "str | Path", scenario: Optional[str] = None) -> dict:
@@ -68,6 +86,14 @@ def load_checkpoint(path: "str | Path", scenario: Optional[str] = None) -> dict:
     for key in ("config", "spaces", "model"):
         if key not in data:
             raise CheckpointError(f"{path}: checkpoint lacks its {key!r} entry")
+    if not isinstance(data["model"], dict):
+        raise CheckpointError(f"{path}: its 'model' entry is not a state dict")
+    bad = [k for k, v in data["model"].items()
+           if torch.is_tensor(v) and v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    if bad:
+        more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+        raise CheckpointError(f"{path}: non-finite weights (NaN or inf) in {', '.join(bad[:3])}{more}: the "
+                              f"training that wrote it diverged; use an earlier checkpoint")
     if scenario is not None and data.get("scenario") != scenario:
         raise CheckpointError(f"{path}: trained on scenario {data.get('scenario')!r}, not {scenario!r}")
     data["path"] = str(path)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,6 +70,7 @@ class MAPPOTrainer:
         self.train_cfg, self.agent_cfg = train, agent
         self.out_dir = Path(out_dir)
         self.subprocess = subprocess
+        _check_agent_env(agent)
         env_settings = {**train.env_kwargs, **required_env(agent)}
         _check_teacher(train.imitate, env_settings)
         probe = make_env(train.scenario, train.split, env_settings, train.jobs_per_episode)
@@ -111,8 +113,10 @@ class MAPPOTrainer:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         (self.out_dir / "config.json").write_text(json.dumps(
             {"train": cfg.to_dict(), "agent": self.agent_cfg.to_dict(), "spaces": self.spaces}, indent=2))
-        if self.iteration == 0:  # a fresh run starts a fresh log; a resumed one appends
+        if self.iteration == 0:  # a fresh run starts a fresh log
             (self.out_dir / "log.csv").unlink(missing_ok=True)
+        else:                    # a resumed one: the checkpoint's log is the truth, rows after it go
+            self._rewrite_log()
         bar = _progress(progress, cfg.timesteps, self.timesteps)
         start, done_iters = time.perf_counter(), 0
         workers = RolloutWorkers(cfg.n_envs if cfg.n_envs > 0 else 1, self.subprocess and cfg.n_envs > 0,
@@ -139,8 +143,10 @@ class MAPPOTrainer:
                         self.best = row["val_avg_jct"]
                         self.save(self.out_dir / "best.pt", with_train=False)
                 self.log.append(row)
-                self._write_log(row)
+                # The checkpoint first: a crash between the two loses only the CSV row, which a
+                # resume rewrites from the checkpoint's log (a row first duplicated the iteration).
                 self.save(self.out_dir / "last.pt")
+                self._write_log(row)
                 done_iters += 1
                 if bar is not None:
                     bar.update(len(rollout))
@@ -286,6 +292,17 @@ class MAPPOTrainer:
                     self._tb.add_scalar(f"dual_agent/{key}", value, self.timesteps)
         return row
 
+    def _rewrite_log(self) -> None:
+        """``log.csv`` from the rows in memory (those of the checkpoint resumed from), atomically."""
+        path = self.out_dir / "log.csv"
+        tmp = path.with_name(f".{path.name}.tmp")
+        with tmp.open("w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=LOG_COLUMNS)
+            writer.writeheader()
+            for row in self.log:
+                writer.writerow({k: row.get(k) for k in LOG_COLUMNS})
+        os.replace(tmp, path)
+
     def _write_log(self, row: dict) -> None:
         path = self.out_dir / "log.csv"
         new = not path.exists()
@@ -294,6 +311,19 @@ class MAPPOTrainer:
             if new:
                 writer.writeheader()
             writer.writerow({k: row.get(k) for k in LOG_COLUMNS})
+
+
+def _check_agent_env(agent: DualAgentConfig) -> None:
+    """The agent's own settings (``--agent-env``) may only be requirements of the scheduling
+    interface: anything else would change the environment it is scored on (the harness refuses
+    it there); the training environment is ``TrainConfig.env_kwargs`` (``--env``)."""
+    from baselines.harness.episode import INTERFACE_KEYS
+
+    other = sorted(set(agent.env_overrides) - INTERFACE_KEYS)
+    if other:
+        raise ValueError(f"the agent's env_overrides (--agent-env) may only set {sorted(INTERFACE_KEYS)}; "
+                         f"{other} change the environment itself: give them as the training environment "
+                         f"(TrainConfig.env_kwargs, --env KEY=VALUE)")
 
 
 def _check_teacher(name: Optional[str], env_settings: dict) -> None:

@@ -182,7 +182,13 @@ class DualAgentPolicy:
                 logits = self.model.placer(batch["machines"], batch["placing"], summary)
                 mask = batch["place_mask"]
             logits = logits[0].double().numpy()
-        return self._choose(logits, mask[0].numpy()), True
+        mask = mask[0].numpy()
+        if not np.isfinite(logits[mask]).all():
+            # NaN logits would pick the first legal action without notice (arg max of NaNs).
+            raise FloatingPointError(
+                f"dual agent {self.name!r}: non-finite {'orderer' if agent == ORDERER else 'placer'} logits "
+                f"(NaN or inf) for legal actions; its weights or its inputs are not finite")
+        return self._choose(logits, mask), True
 
     def _choose(self, logits: np.ndarray, mask: np.ndarray) -> int:
         if not mask.any():

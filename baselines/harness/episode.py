@@ -36,18 +36,83 @@ class EpisodeResult:
     total_gpus: int = 0
 
 
-def env_settings(policy: Any, env_kwargs: Optional[dict] = None) -> dict:
-    """The environment arguments for ``policy``: the user's, plus what the policy requires.
+#: What a policy may require of the environment (its ``env_overrides``): how it is scheduled and
+#: what it sees (SJF needs ``clairvoyant=True``, Tiresias ``preemption=True``), never the world or
+#: the workload. Any other key (``jobs_per_episode``, ``all_effects_off``, an effect switch, a
+#: world parameter, ``max_time``...) would change what is scored: it is checked against the run's
+#: environment instead (:func:`env_mismatch`).
+INTERFACE_KEYS = frozenset({"preemption", "clairvoyant", "pending_window", "running_window",
+                            "scheduling_tick", "invalid_action"})
 
-    A user setting that contradicts a requirement (e.g. ``clairvoyant=False`` for SJF) is an error
-    rather than a silent override.
+#: Effective values of keys a run does not set, beyond the scenario's configs.
+_ENV_DEFAULTS = {"all_effects_off": False, "reward": "jct", "render_mode": None}
+_UNSET = object()
+
+
+class EnvMismatchError(ValueError):
+    """A policy was made for another environment than the one its comparison runs on."""
+
+
+def _effective(key: str, settings: dict, scenario: Any) -> Any:
+    """The value of ``key`` in the run's environment: set by the run, else the scenario's."""
+    if key in settings:
+        return settings[key]
+    if scenario is not None:
+        if isinstance(scenario, str):
+            scenario = cluster_env.get_scenario(scenario)
+        for part in (scenario.world, scenario.scheduling):
+            if key in getattr(type(part), "__dataclass_fields__", {}):
+                return getattr(part, key)
+        if key in ("jobs_per_episode", "time_scale"):
+            return getattr(scenario, key)
+    return _ENV_DEFAULTS.get(key, _UNSET)
+
+
+def env_mismatch(policy: Any, env_kwargs: Optional[dict] = None, scenario: Any = None) -> dict:
+    """Environment settings ``policy`` was made for (e.g. a checkpoint's training environment)
+    that differ from the run's: ``{key: {"policy": value, "run": value}}``; empty when it fits.
+
+    Only keys outside :data:`INTERFACE_KEYS` are compared (those are requirements, applied by
+    :func:`env_settings`). ``scenario`` resolves the values the run leaves at the scenario's default.
     """
     settings = dict(env_kwargs or {})
+    out = {}
     for key, value in dict(getattr(policy, "env_overrides", {}) or {}).items():
+        if key in INTERFACE_KEYS:
+            continue
+        run = _effective(key, settings, scenario)
+        if run is _UNSET or run != value:
+            out[key] = {"policy": value, "run": "(scenario default)" if run is _UNSET else run}
+    return out
+
+
+def env_settings(policy: Any, env_kwargs: Optional[dict] = None, allow_env_mismatch: bool = False,
+                 scenario: Any = None) -> dict:
+    """The environment arguments for ``policy``: the user's, plus what the policy requires.
+
+    A policy's requirements are limited to :data:`INTERFACE_KEYS`; a user setting that contradicts
+    one (e.g. ``clairvoyant=False`` for SJF) is an error rather than a silent override. Any other
+    key of its ``env_overrides`` never changes the environment (every policy of a comparison runs
+    on the same one): it must agree with the run's (``env_kwargs``, else ``scenario``'s defaults),
+    or :class:`EnvMismatchError` is raised unless ``allow_env_mismatch`` (the policy then runs on
+    the run's environment; :func:`env_mismatch` says what differs, for the results).
+    """
+    settings = dict(env_kwargs or {})
+    name = getattr(policy, "name", type(policy).__name__)
+    for key, value in dict(getattr(policy, "env_overrides", {}) or {}).items():
+        if key not in INTERFACE_KEYS:
+            continue
         if key in settings and settings[key] != value:
-            name = getattr(policy, "name", type(policy).__name__)
             raise ValueError(f"policy {name!r} needs {key}={value!r} but env_kwargs sets {key}={settings[key]!r}")
         settings[key] = value
+    mismatch = env_mismatch(policy, env_kwargs, scenario)
+    if mismatch and not allow_env_mismatch:
+        what = ", ".join(f"{k}={v['policy']!r} (this run: {v['run']!r})" for k, v in mismatch.items())
+        raise EnvMismatchError(
+            f"policy {name!r} was made for another environment: {what}. Every policy of a comparison "
+            f"runs on the same environment: set it for the whole run (--env KEY=VALUE / env_kwargs), or "
+            f"score the policy on this run's environment anyway with --allow-env-mismatch "
+            f"(allow_env_mismatch=True; recorded in results.json)")
     return settings
 
 
@@ -56,7 +121,7 @@ def policy_name(policy: Any) -> str:
 
 
 def run_episode(policy: Any, scenario: "str | Scenario", split: str, seed: int, env_kwargs: Optional[dict] = None,
-                record: bool = False, env: Any = None) -> EpisodeResult:
+                record: bool = False, env: Any = None, allow_env_mismatch: bool = False) -> EpisodeResult:
     """Run ``policy`` for one episode of ``scenario``/``split`` with ``seed``.
 
     Args:
@@ -66,11 +131,14 @@ def run_episode(policy: Any, scenario: "str | Scenario", split: str, seed: int, 
         env_kwargs: environment overrides (merged with the policy's ``env_overrides``).
         record: also keep completion times, the utilisation/queue series and the allocations.
         env: an environment to reuse (must have been built with the same settings).
+        allow_env_mismatch: score a policy made for another environment on this one anyway
+            (see :func:`env_settings`).
     """
     if not callable(getattr(policy, "act", None)) or not callable(getattr(policy, "reset", None)):
         raise TypeError(f"a policy needs act(observations, infos) and reset(seed); got {policy!r}")
     if env is None:
-        env = cluster_env.parallel_env(scenario, split=split, **env_settings(policy, env_kwargs))
+        env = cluster_env.parallel_env(scenario, split=split, **env_settings(policy, env_kwargs, allow_env_mismatch,
+                                                                            scenario))
     t0 = time.perf_counter()
     policy.reset(seed)
     obs, infos = env.reset(seed=seed)

@@ -63,20 +63,22 @@ def format_table(records: Sequence[dict[str, Any]], metrics: Sequence[str] = TAB
 
 
 def write_csv(records: Sequence[dict[str, Any]], path: "str | Path") -> Path:
-    """One row per episode, every metric."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
+    """One row per episode, every metric (written atomically: a failure keeps the old file)."""
+    from baselines.harness.files import atomic_write
+
+    def write(f) -> None:
         writer = csv.DictWriter(f, fieldnames=list(RECORD_KEYS), extrasaction="ignore")
         writer.writeheader()
         writer.writerows(records)
-    return path
+
+    return atomic_write(path, write, newline="")
 
 
 def write_json(records: Sequence[dict[str, Any]], path: "str | Path", **meta: Any) -> Path:
-    """Episodes and their per-policy summary, with ``meta`` (scenario, seeds, versions...)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Episodes and their per-policy summary, with ``meta`` (scenario, seeds, versions...);
+    written atomically (a failure, e.g. a full disk, keeps the old file)."""
+    from baselines.harness.files import atomic_write
+
     payload = {"meta": meta, "summary": summarize(records), "episodes": [dict(r) for r in records]}
-    path.write_text(json.dumps(payload, indent=2, allow_nan=True))
-    return path
+    text = json.dumps(payload, indent=2, allow_nan=True)
+    return atomic_write(path, lambda f: f.write(text))

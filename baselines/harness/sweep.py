@@ -3,12 +3,24 @@
 Every task is independent and fully seeded, so the backend changes the wall time, never a number.
 Policies travel to workers as names (resolved there by :func:`resolve_policy`) or as picklable
 objects.
+
+Reliability: a worker process that dies (killed, out of memory) costs only the episodes it was
+running: they are rerun on fresh workers (at most :data:`MAX_POOL_RESTARTS` times), finished ones
+are kept. Workers die with their parent (Linux: ``PR_SET_PDEATHSIG``; elsewhere a watcher
+thread) and ignore Ctrl-C, which the parent turns into :class:`RunInterrupted` carrying the
+episodes that finished.
 """
 from __future__ import annotations
 
 import os
 import pickle
+import signal
+import sys
+import threading
+import time
+import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
@@ -16,6 +28,26 @@ from baselines.harness.episode import EpisodeResult, run_episode
 
 PolicySpec = Union[str, Any]
 BACKENDS = ("auto", "serial", "process", "ray")
+#: How many times the process backend replaces its workers after one died (Ray retries a task 3 times).
+MAX_POOL_RESTARTS = 3
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`run_tasks`; ``results`` lists every task's result in order, ``None``
+    for those that had not finished."""
+
+    def __init__(self, results: list) -> None:
+        super().__init__(f"interrupted after {sum(r is not None for r in results)} of {len(results)} episodes")
+        self.results = results
+
+
+class WorkersLost(RuntimeError):
+    """Worker processes kept dying (more than :data:`MAX_POOL_RESTARTS` times); ``results`` as in
+    :class:`RunInterrupted`."""
+
+    def __init__(self, message: str, results: list) -> None:
+        super().__init__(message)
+        self.results = results
 
 # Extra name resolvers registered by other packages (e.g. the dual agent's "dual" policy).
 _RESOLVERS: list[Callable[[str, Optional[str]], Optional[Any]]] = []
@@ -86,13 +118,15 @@ class Task:
     seed: int
     env_kwargs: tuple = ()          # sorted (key, value) pairs, hashable and picklable
     record: bool = False
+    allow_env_mismatch: bool = False   # score a policy made for another environment anyway
 
 
 def run_task(task: Task) -> EpisodeResult:
     """Run one task (in whatever process the backend chose)."""
     _limit_threads()
     policy = resolve_policy(task.policy, task.scenario)
-    return run_episode(policy, task.scenario, task.split, task.seed, dict(task.env_kwargs), record=task.record)
+    return run_episode(policy, task.scenario, task.split, task.seed, dict(task.env_kwargs), record=task.record,
+                       allow_env_mismatch=task.allow_env_mismatch)
 
 
 def _limit_threads() -> None:
@@ -108,11 +142,12 @@ def _limit_threads() -> None:
 
 
 def make_tasks(policies: Sequence[PolicySpec], scenarios: Sequence[str], split: str, seeds: Iterable[int],
-               env_kwargs: Optional[dict] = None, record_seeds: Iterable[int] = ()) -> list[Task]:
+               env_kwargs: Optional[dict] = None, record_seeds: Iterable[int] = (),
+               allow_env_mismatch: bool = False) -> list[Task]:
     """The product policies x scenarios x seeds; ``record_seeds`` are run with recording on."""
     kw = tuple(sorted((env_kwargs or {}).items()))
     recorded = set(int(s) for s in record_seeds)
-    return [Task(p, sc, split, int(s), kw, int(s) in recorded)
+    return [Task(p, sc, split, int(s), kw, int(s) in recorded, bool(allow_env_mismatch))
             for sc in scenarios for p in policies for s in seeds]
 
 
@@ -139,18 +174,23 @@ def run_tasks(tasks: Sequence[Task], backend: str = "auto", workers: Optional[in
         raise ValueError(f"the {backend} backend sends policies to other processes, but a policy "
                          "does not pickle; pass its name, make it picklable, or use backend='serial'")
     bar = _progress(len(tasks), progress)
+    results: list[Optional[EpisodeResult]] = [None] * len(tasks)   # filled as episodes finish
     try:
         if backend == "serial":
-            results = []
-            for task in tasks:
-                results.append(run_task(task))
+            for i, task in enumerate(tasks):
+                results[i] = run_task(task)
                 bar.update(1)
-            return results
-        if backend == "process":
-            return _run_processes(tasks, workers, bar)
-        return _run_ray(tasks, workers, bar, ray_address)
+        elif backend == "process":
+            _run_processes(tasks, workers, bar, results)
+        else:
+            _run_ray(tasks, workers, bar, ray_address, results)
+    except KeyboardInterrupt as exc:
+        if isinstance(exc, RunInterrupted):
+            raise
+        raise RunInterrupted(results) from None
     finally:
         bar.close()
+    return results  # type: ignore[return-value]
 
 
 def _picklable(tasks: Sequence[Task]) -> bool:
@@ -167,17 +207,92 @@ def _progress(total: int, enabled: bool):
     return tqdm(total=total, desc="episodes", unit="ep", disable=not enabled, leave=False)
 
 
-def _run_processes(tasks: Sequence[Task], workers: int, bar) -> list[EpisodeResult]:
-    results: list[Optional[EpisodeResult]] = [None] * len(tasks)
-    with ProcessPoolExecutor(max_workers=workers, initializer=_limit_threads) as pool:
-        futures = {pool.submit(run_task, task): i for i, task in enumerate(tasks)}
-        for future in as_completed(futures):
-            results[futures[future]] = future.result()
-            bar.update(1)
-    return results  # type: ignore[return-value]
+def _run_processes(tasks: Sequence[Task], workers: int, bar, results: list) -> None:
+    """Fill ``results`` on a local process pool; a pool whose worker died is replaced and only
+    the unfinished tasks are submitted again."""
+    restarts = 0
+    while True:
+        todo = [i for i, r in enumerate(results) if r is None]
+        if not todo:
+            return
+        pool = ProcessPoolExecutor(max_workers=min(workers, len(todo)), initializer=_worker_init,
+                                   initargs=(os.getpid(),))
+        futures: dict = {}
+        try:
+            futures = {pool.submit(run_task, tasks[i]): i for i in todo}
+            broken = False
+            for future in as_completed(futures):
+                try:
+                    results[futures[future]] = future.result()
+                except BrokenProcessPool:
+                    broken = True
+                    break
+                bar.update(1)
+        except BaseException:   # Ctrl-C or an episode's own error: stop the workers now
+            _stop(pool, futures, results)
+            raise
+        if not broken:
+            pool.shutdown(wait=True)
+            continue
+        _stop(pool, futures, results)
+        restarts += 1
+        left = sum(r is None for r in results)
+        if restarts > MAX_POOL_RESTARTS:
+            raise WorkersLost(f"episode worker processes died {restarts} times; {left} of {len(results)} "
+                              f"episodes did not finish", results)
+        warnings.warn(f"an episode worker process died; rerunning its {left} unfinished episode(s) on new "
+                      f"workers (restart {restarts} of at most {MAX_POOL_RESTARTS})", RuntimeWarning, stacklevel=3)
 
 
-def _run_ray(tasks: Sequence[Task], workers: int, bar, address: Optional[str]) -> list[EpisodeResult]:
+def _stop(pool: ProcessPoolExecutor, futures: dict, results: list) -> None:
+    """Keep what finished, then end the pool without waiting for running episodes."""
+    for future, i in futures.items():
+        if results[i] is None and future.done() and not future.cancelled() and future.exception() is None:
+            results[i] = future.result()
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in processes:
+        try:
+            p.kill()
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+    for p in processes:
+        p.join(timeout=5)
+
+
+def _worker_init(parent_pid: int) -> None:
+    """Episode worker setup: one thread, Ctrl-C left to the parent, die with the parent."""
+    _limit_threads()
+    # Ctrl-C reaches the whole process group; the parent stops the workers and keeps what finished.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent(parent_pid)
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """End this process when ``parent_pid`` dies (a killed ``cluster-bench run`` left its workers
+    running for minutes): the kernel's parent-death signal on Linux, else a watcher thread."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            pr_set_pdeathsig = 1
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0) == 0:
+                if os.getppid() != parent_pid:      # the parent died before the call
+                    os._exit(1)
+                return
+        except (OSError, AttributeError):
+            pass
+    threading.Thread(target=_watch_parent, args=(parent_pid,), name="parent-watch", daemon=True).start()
+
+
+def _watch_parent(parent_pid: int, period: float = 1.0) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(period)
+    os._exit(1)
+
+
+def _run_ray(tasks: Sequence[Task], workers: int, bar, address: Optional[str], results: list) -> None:
     try:
         import ray
     except ImportError as exc:
@@ -193,14 +308,12 @@ def _run_ray(tasks: Sequence[Task], workers: int, bar, address: Optional[str]) -
         remote = ray.remote(num_cpus=1)(run_task)
         refs = [remote.remote(task) for task in tasks]
         index = {ref: i for i, ref in enumerate(refs)}
-        results: list[Optional[EpisodeResult]] = [None] * len(tasks)
         pending = list(refs)
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             for ref in done:
                 results[index[ref]] = ray.get(ref)
                 bar.update(1)
-        return results  # type: ignore[return-value]
     finally:
         if started:
             ray.shutdown()
