@@ -38,6 +38,32 @@ DEFAULT_MEASUREMENT_TAU_S = 600.0
 #: Values of ``WorldConfig.spread_reference``.
 SPREAD_REFERENCES = ("fewest_machines", "one_machine")
 
+#: Sane ranges (inclusive) of the world parameters; ``WorldConfig.validate`` rejects values
+#: outside them. They span every value the calibration or the literature supports with a wide
+#: margin; beyond them the model is no longer a GPU cluster (a contention slowdown of 1e300, a
+#: log-speed spread of 5 = 150x) and the clock can run away (one step took 90 s with the clock at
+#: 4e9 s). Documented in docs/reference.md, "Guarantees".
+WORLD_RANGES: dict[str, tuple[float, float]] = {
+    "restart_overhead": (0.0, 86_400.0),            # s: at most a day per restart
+    "contention_alpha": (0.0, 10.0),                # default 0.1: slowdown 1 + alpha x comm x crowd
+    "quiet_fluctuation_interval": (1.0, 86_400.0),  # s
+    "measurement_noise": (0.0, 1.0),                # std of the multiplicative noise
+    "measurement_tau": (1.0, 1e6),                  # s
+}
+#: Sane ranges of :class:`FluctuationParams` inside a world (the calibration fits its own values).
+FLUCTUATION_RANGES: dict[str, tuple[float, float]] = {
+    "static_sigma": (0.0, 1.0),                     # default 0.072 (log-normal sigma)
+    "sigma": (0.0, 1.0),                            # default 0.048 (stationary std of the log speed)
+    "theta": (1e-6, 1.0),                           # 1/s; default 1/80
+    "interval": (1.0, 86_400.0),                    # s; default 300
+    "straggler_rate": (0.0, 0.1),                   # onsets per machine per s; default 4e-5
+    "straggler_mean_duration": (1.0, 1e6),          # s; default 780
+    "straggler_slowdown": (0.01, 1.0),              # speed multiplier while straggling; default 0.2
+}
+#: Sane range of a scenario's ``time_scale`` (multiplies submit times): 1000x compressed to
+#: 1000x stretched; beyond, a makespan of 4e303 s is not a result.
+TIME_SCALE_RANGE = (1e-3, 1e3)
+
 
 @dataclass(frozen=True)
 class WorldConfig:
@@ -83,6 +109,10 @@ class WorldConfig:
         check_number("quiet_fluctuation_interval", self.quiet_fluctuation_interval, positive=True)
         check_number("measurement_noise", self.measurement_noise, minimum=0.0)
         check_number("measurement_tau", self.measurement_tau, positive=True)
+        for name, (lo, hi) in WORLD_RANGES.items():
+            check_range(name, getattr(self, name), lo, hi)
+        for name, (lo, hi) in FLUCTUATION_RANGES.items():
+            check_range(f"fluctuation_params.{name}", getattr(self.fluctuation_params, name), lo, hi)
 
 
 @dataclass(frozen=True)
@@ -139,6 +169,14 @@ def check_number(name: str, value: Any, *, minimum: float | None = None, positiv
         raise ValueError(f"{name} must be >= {minimum:g}, got {value}")
 
 
+def check_range(name: str, value: Any, low: float, high: float) -> None:
+    """A number in the sane range [low, high]; the error names the argument and the range."""
+    check_number(name, value, positive=low > 0, minimum=0.0 if low == 0 else None)
+    if not low <= value <= high:
+        raise ValueError(f"{name}={value!r} is outside its sane range [{low:g}, {high:g}] "
+                         f"(docs/reference.md, Guarantees)")
+
+
 def split_overrides(overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
     """Sort keyword overrides into world-model, scheduling and other keys."""
     world_keys = set(WorldConfig.__dataclass_fields__)
@@ -149,4 +187,5 @@ def split_overrides(overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str
     return world, sched, other
 
 
-__all__ = ["WorldConfig", "SchedulingConfig", "split_overrides"]
+__all__ = ["FLUCTUATION_RANGES", "TIME_SCALE_RANGE", "WORLD_RANGES", "WorldConfig", "SchedulingConfig",
+           "check_range", "split_overrides"]

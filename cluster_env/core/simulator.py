@@ -82,11 +82,14 @@ class ClusterSimulator:
 
     def __init__(self, cluster: Cluster, workload: Workload, world: WorldConfig,
                  rng: np.random.Generator, preemption: bool = False,
-                 scheduling_tick: float = 300.0) -> None:
+                 scheduling_tick: float = 300.0, time_limit: "float | None" = None) -> None:
         world.validate()
         self.cluster, self.workload, self.world, self.rng = cluster, workload, world, rng
         self.preemption = preemption
         self.scheduling_tick = float(scheduling_tick)
+        # The clock never passes time_limit (the environment's max_time): an event is placed
+        # there, and advancing stops there, however far the next event would be.
+        self.time_limit = math.inf if time_limit is None else float(time_limit)
         n, m = workload.num_jobs, cluster.num_machines
         t = len(cluster.gpu_type_names)
         self.num_jobs, self.num_machines, self.num_types = n, m, t
@@ -604,7 +607,7 @@ class ClusterSimulator:
         (``running_choice``: a preemption window exists); stops at the end or when nothing is left
         to happen."""
         gpus = self._gpus_list
-        while self.finished_count != self.num_jobs:
+        while self.finished_count != self.num_jobs and self.now < self.time_limit:
             if self._n and running_choice:
                 return
             head = self.pending[:window]
@@ -621,12 +624,15 @@ class ClusterSimulator:
     def advance(self) -> float:
         """Run the clock to the next event and process every event at that time.
 
-        Returns the elapsed simulated seconds. Raises if no future event exists.
+        Returns the elapsed simulated seconds. Raises if no future event exists. At
+        ``time_limit`` the clock stops: nothing happens and 0 is returned.
         """
         # Hot path (once per event): attributes read once into locals.
         if self.placing >= 0:
             raise RuntimeError("cannot advance while a job is being placed")
         fluct, now = self.fluct, self.now
+        if now >= self.time_limit:
+            return 0.0
         # Periodic events that fell due while nothing ran are brought up to the present first.
         if fluct is not None and self._next_fluct <= now:
             self._update_fluctuation()
@@ -634,6 +640,8 @@ class ClusterSimulator:
             self._next_tick = now + self.scheduling_tick
         arrival = self.next_arrival
         t_next = self._submit_list[arrival] if arrival < self.num_jobs else math.inf
+        if t_next > self.time_limit:
+            t_next = self.time_limit
         n = self._n
         due = 0
         if n:

@@ -80,13 +80,14 @@ import numpy as np
 from gymnasium.utils import seeding
 from pettingzoo import ParallelEnv
 
-from cluster_env.core.config import (SchedulingConfig, WorldConfig, check_bool, check_int,
-                                     check_number, split_overrides)
+from cluster_env.core.config import (TIME_SCALE_RANGE, SchedulingConfig, WorldConfig, check_bool, check_int,
+                                     check_range, split_overrides)
 from cluster_env.core.metrics import compute_metrics
 from cluster_env.core.rewards import JCTReward, StepStats, make_reward
 from cluster_env.core.simulator import ClusterSimulator
 from cluster_env.envs.observation import ObservationBuilder
 from cluster_env.errors import InvalidActionError
+from cluster_env.loaders.csvio import check_column_map
 from cluster_env.scenarios.base import Scenario
 from cluster_env.scenarios.load import check_load, offered_load
 
@@ -114,6 +115,7 @@ class ClusterParallelEnv(ParallelEnv):
             raise TypeError(f"scenario must be a scenario name (see cluster_env.list_scenarios()) or a "
                             f"Scenario, got {scenario!r}")
         for csv_key in ("workload", "cluster"):
+            check_column_map(other.get(f"{csv_key}_columns"), f"{csv_key}_columns")
             # A column mapping without its file was silently ignored.
             if other.get(f"{csv_key}_columns") is not None and not other.get(f"{csv_key}_csv"):
                 raise TypeError(f"{csv_key}_columns needs {csv_key}_csv (the file it maps)")
@@ -131,7 +133,7 @@ class ClusterParallelEnv(ParallelEnv):
         world.validate()
         sched.validate()
         if "time_scale" in other:
-            check_number("time_scale", other["time_scale"], positive=True)
+            check_range("time_scale", other["time_scale"], *TIME_SCALE_RANGE)
             base = replace(base, time_scale=float(other["time_scale"]))
         if other.get("load") is not None:
             base = replace(base, load=check_load(other["load"]))
@@ -189,7 +191,7 @@ class ClusterParallelEnv(ParallelEnv):
         self.offered_load = offered_load(workload, self.cluster.total_gpus)
         self.sim = ClusterSimulator(self.cluster, workload, self.world, rng,
                                     preemption=self.sched.preemption,
-                                    scheduling_tick=self.sched.scheduling_tick)
+                                    scheduling_tick=self.sched.scheduling_tick, time_limit=self.sched.max_time)
         self.builder.bind(self.sim, max(workload.num_tenants, 1))
         self.agents = list(AGENTS)
         self.phase = ORDER

@@ -50,6 +50,11 @@ MAX_TIMESTAMP: float = 1e11
 MAX_GPUS: int = 100_000
 #: Largest accepted number of identical machines described by one row.
 MAX_COUNT: int = 1_000_000
+#: Shortest accepted job duration, in seconds (a positive duration below it is an error). The
+#: simulator finishes a job once its remaining work takes under a microsecond, so a 1e-300 s job
+#: "ran" with JCT 0; a millisecond is a thousand times that tolerance (every JCT resolved to
+#: 0.1 %) and far below any GPU job (starting a CUDA context alone takes ~0.1 s).
+MIN_DURATION: float = 1e-3
 
 _EPOCH = datetime(1970, 1, 1)
 
@@ -308,6 +313,23 @@ def _read_text(path: PathLike, display: str) -> str:
     return _decode(raw, display)
 
 
+def check_column_map(columns: object, argument: str = "columns") -> dict:
+    """A user's column mapping (canonical field -> header name, or None to ignore a field) as a
+    dict; ``TypeError`` naming ``argument`` (e.g. ``workload_columns=``) for anything else."""
+    if columns is None:
+        return {}
+    if not isinstance(columns, Mapping):
+        raise TypeError(f"{argument}= must be a dict of field -> column name, got {columns!r} "
+                        f"({type(columns).__name__})")
+    for key, value in columns.items():
+        if not isinstance(key, str):
+            raise TypeError(f"{argument}= keys must be field names (str), got {key!r} ({type(key).__name__})")
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{argument}={{{key!r}: {value!r}}}: a column name must be a str (or None to "
+                            f"ignore an optional field), got {type(value).__name__}")
+    return dict(columns)
+
+
 def read_csv(path: PathLike, *, required: Mapping[str, Sequence[str]],
              optional: Optional[Mapping[str, Sequence[str]]] = None,
              columns: Optional[Mapping[str, str]] = None,
@@ -331,7 +353,7 @@ def read_csv(path: PathLike, *, required: Mapping[str, Sequence[str]],
     """
     display = str(path) if display is None else display
     optional = dict(optional or {})
-    columns = dict(columns or {})
+    columns = check_column_map(columns)
     known = set(required) | set(optional)
     unknown = sorted(set(columns) - known)
     if unknown:

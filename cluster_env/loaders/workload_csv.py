@@ -24,7 +24,9 @@ Rules (each one applied is counted in ``Workload.report``; nothing is dropped si
   how many rows were out of order. Times are rebased so that the first job submits at 0. A span
   of more than 10 years between the first and the last submission is refused as absurd.
 * ``duration``: seconds, > 0; a negative duration is an error; a zero duration is **filtered**
-  (reason ``"zero duration"``) because such a job needs no work; more than 10 years is refused.
+  (reason ``"zero duration"``, and a ``UserWarning`` gives the count) because such a job needs no
+  work; a positive duration under :data:`~cluster_env.loaders.csvio.MIN_DURATION` (1 ms) is an
+  error (the simulator could not resolve its completion time); more than 10 years is refused.
 * ``num_gpus``: a whole number >= 1 (at most 100,000). A fraction in (0, 1) (a GPU-sharing
   request) is rounded up to one whole GPU and counted in a note; 0 GPUs (a CPU-only job) and a
   fractional count above 1 are errors for a user trace.
@@ -44,6 +46,7 @@ Rules (each one applied is counted in ``Workload.report``; nothing is dropped si
 """
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
@@ -54,7 +57,7 @@ from ..errors import DataError
 from ..world.gpu_catalog import canonical_gpu_name
 from ..world.throughputs import JOB_TYPES
 from .assign import assign_job_types
-from .csvio import MAX_GPUS, MAX_SECONDS, CsvTable, PathLike, read_csv
+from .csvio import MAX_GPUS, MAX_SECONDS, MIN_DURATION, CsvTable, PathLike, read_csv
 
 REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
     "submit_time": ("timestamp", "submit", "submit_time", "arrival_time", "creation_time"),
@@ -257,10 +260,18 @@ def workload_from_table(table: CsvTable, *, name: str, seed: int, id_prefix: str
     tenant_keys = table.strings("tenant") if table.has("tenant") else None
     allowed = parse_allowed_gpu_types(table) if table.has("allowed_gpu_types") else None
 
+    tiny = np.flatnonzero((duration > 0) & (duration < MIN_DURATION))
+    if tiny.size:
+        i = int(tiny[0])
+        raise table.error(f"duration {duration[i]!r} s is below the minimum of {MIN_DURATION:g} s "
+                          f"({tiny.size} rows): check the unit", i, "duration")
     keep = duration > 0
     n_zero = int((~keep).sum())
     if n_zero:
         report.drop("zero duration", n_zero)
+        first = int(np.flatnonzero(~keep)[0])
+        warnings.warn(f"{table.file}: {n_zero} of {table.num_rows} jobs have a zero duration and were dropped "
+                      f"(first: row {table.row_numbers[first]}); see Workload.report", UserWarning, stacklevel=3)
         idx = np.flatnonzero(keep)
         ids = [ids[i] for i in idx]
         submit, duration, gpus, rows = submit[idx], duration[idx], gpus[idx], rows[idx]
