@@ -147,5 +147,8 @@ def test_warm_up_loads_one_specialisation_per_kernel():
                     restart_overhead=30, measurement_noise=0)
     counts = {name: len(getattr(k, name).signatures) for name in vars(k) if name != "name"}
     assert max(counts.values()) == 1, counts
-    # measurable_count runs only when a measurement falls inside a restart overhead.
-    assert all(c == 1 for name, c in counts.items() if name != "measurable_count"), counts
+    # measurable_count runs only when a measurement falls inside a restart overhead; run_to_next's
+    # parts are compiled into it, and when it loads from the disk cache they need no copy of
+    # their own unless called directly.
+    parts = {"measurable_count", "refresh_rates", "next_finish", "accrue_due"}
+    assert all(c == 1 for name, c in counts.items() if name not in parts), counts
