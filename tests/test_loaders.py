@@ -269,7 +269,8 @@ def test_unsorted_input_is_sorted_stably(tmp_path):
 
 def test_zero_duration_filtered_and_fraction_rounded(tmp_path):
     p = write(tmp_path, "z.csv", "submit,duration,gpus\n0,0,1\n1,5,0.5\n2,0,2\n3,7,2\n")
-    w = load_workload_csv(p)
+    with pytest.warns(UserWarning, match="2 of 4 jobs have a zero duration"):
+        w = load_workload_csv(p)
     assert w.num_jobs == 2 and w.report.filtered == {"zero duration": 2}
     assert w.report.rows_read == 4 and w.report.rows_kept == 2
     assert w.gpus.tolist() == [1, 2] and w.source_row.tolist() == [2, 4]
