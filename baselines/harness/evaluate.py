@@ -8,7 +8,8 @@ from baselines.harness.sweep import PolicySpec, make_tasks, run_tasks
 
 def evaluate(policy: PolicySpec, scenario: str = "philly-v0", split: str = "test",
              seeds: Iterable[int] = range(5), env_kwargs: Optional[dict] = None,
-             backend: str = "auto", workers: Optional[int] = None, progress: bool = False) -> list[dict[str, Any]]:
+             backend: str = "auto", workers: Optional[int] = None, progress: bool = False,
+             allow_env_mismatch: bool = False) -> list[dict[str, Any]]:
     """Run ``policy`` for one episode per seed and return one result record per seed.
 
     Args:
@@ -22,10 +23,12 @@ def evaluate(policy: PolicySpec, scenario: str = "philly-v0", split: str = "test
         backend: ``auto``, ``serial``, ``process`` or ``ray`` (see :func:`run_tasks`).
         workers: parallel workers.
         progress: show a progress bar.
+        allow_env_mismatch: score a policy made for another environment (e.g. a checkpoint's
+            training ``jobs_per_episode``) on this one anyway; otherwise that is an error.
 
     Returns:
         A list of dicts, one per seed in the order given: ``policy``, ``scenario``, ``split``,
         ``seed``, every key of ``cluster_env.METRIC_KEYS``, ``return``, ``steps`` and ``wall_s``.
     """
-    tasks = make_tasks([policy], [scenario], split, list(seeds), env_kwargs)
+    tasks = make_tasks([policy], [scenario], split, list(seeds), env_kwargs, allow_env_mismatch=allow_env_mismatch)
     return [r.record for r in run_tasks(tasks, backend=backend, workers=workers, progress=progress)]
