@@ -257,6 +257,27 @@ def test_a_full_cache_disk_turns_caching_off_with_one_warning(tmp_path):
     assert len(stats["warnings"]) == 1 and "No space left" in stats["warnings"][0]
 
 
+@pytest.mark.skipif("numba" not in kernels.available(), reason="numba is not installed")
+def test_too_little_free_space_turns_caching_off_before_writing(monkeypatch):
+    import types
+
+    import numba
+
+    monkeypatch.setattr(kernels, "_cache_state", {"disabled": False, "warned": False, "pruned": set()})
+    monkeypatch.setattr(kernels.shutil, "disk_usage", lambda path: types.SimpleNamespace(free=10 * 2**20))
+
+    def reliability_plus_one(x):
+        return x + 1
+
+    dispatcher = numba.njit(reliability_plus_one)
+    with pytest.warns(RuntimeWarning, match="only 10 MiB free"):
+        kernels._attach_cache(dispatcher)
+    assert dispatcher(1) == 2
+    folder = Path(dispatcher.stats.cache_path)
+    assert not list(folder.glob("*reliability_plus_one*"))          # nothing written
+    assert not dispatcher.stats.cache_hits
+
+
 @pytest.mark.slow
 @pytest.mark.skipif("numba" not in kernels.available(), reason="numba is not installed")
 def test_no_writable_cache_location_turns_caching_off_with_one_warning(tmp_path):

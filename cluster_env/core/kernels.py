@@ -254,6 +254,7 @@ def _attach_cache(dispatcher) -> None:
     except Exception as exc:  # noqa: BLE001 - "no locator available": nowhere writable
         _cache_off(f"no writable cache folder: {exc}")
         return
+    dispatcher._cache = _GuardedCache(dispatcher._cache)
     path = dispatcher._cache.cache_path
     if path not in _cache_state["pruned"]:
         _cache_state["pruned"].add(path)
@@ -267,7 +268,6 @@ def _attach_cache(dispatcher) -> None:
             _cache_off(why)
             return
         prune_cache(path)
-    dispatcher._cache = _GuardedCache(dispatcher._cache)
 
 
 def cache_files(path: str) -> list[str]:
