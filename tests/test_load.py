@@ -42,7 +42,7 @@ def test_scale_to_load_refuses_a_workload_without_arrival_span():
     assert math.isinf(offered_load(_workload([5.0, 5.0], [1.0, 1.0], [1, 1]), 4))
 
 
-@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), "high", True])
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), "high", True, 1e-300, 5e3])
 def test_bad_load_names_the_argument(bad):
     with pytest.raises((TypeError, ValueError), match="load"):
         cluster_env.parallel_env("philly-v0", split="test", load=bad)

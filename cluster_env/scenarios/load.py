@@ -23,7 +23,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from cluster_env.core.config import check_number
+from cluster_env.core.config import check_range
 from cluster_env.core.instance import Workload
 
 
@@ -51,9 +51,14 @@ def offered_load(workload: Workload, total_gpus: int) -> float:
     return demand / (float(total_gpus) * span)
 
 
+#: Sane range of a target load: beyond it the rescaled arrivals stop meaning anything (a load of
+#: 1e-300 stretches a window over 1e300 s).
+LOAD_RANGE = (1e-3, 1e3)
+
+
 def check_load(load: object, name: str = "load") -> float:
-    """A target load must be a finite number > 0; returns it as a float."""
-    check_number(name, load, positive=True)
+    """A target load must be a number in :data:`LOAD_RANGE`; returns it as a float."""
+    check_range(name, load, *LOAD_RANGE)
     return float(load)  # type: ignore[arg-type]
 
 
@@ -75,4 +80,4 @@ def scale_to_load(workload: Workload, total_gpus: int, target: float) -> Workloa
     return replace(workload, submit=submit)
 
 
-__all__ = ["arrival_span", "check_load", "demanded_gpu_seconds", "offered_load", "scale_to_load"]
+__all__ = ["LOAD_RANGE", "arrival_span", "check_load", "demanded_gpu_seconds", "offered_load", "scale_to_load"]
