@@ -23,8 +23,10 @@ SERIES_COLUMNS = ("time", "busy_gpus", "pending_jobs", "running_jobs")
 class EpisodeResult:
     """What one episode produced.
 
-    ``record`` is the flat result row (policy, scenario, split, seed, every metric, steps, return,
-    wall time). The arrays are present when the episode was recorded.
+    ``record`` is the flat result row (policy, scenario, split, seed, ``env`` (the user's
+    environment settings as text: part of the window's identity), every metric, ``truncated``,
+    ``jobs_unfinished``, ``offered_load``, ``pending_window``, steps, return, wall time). The
+    arrays are present when the episode was recorded.
     """
 
     record: dict[str, Any]
@@ -116,6 +118,12 @@ def env_settings(policy: Any, env_kwargs: Optional[dict] = None, allow_env_misma
     return settings
 
 
+def env_label(env_kwargs: Optional[dict] = None) -> str:
+    """The user's environment settings as canonical text (``"load=0.9,preemption=True"``; ``""``
+    for none): records with the same scenario, split, seed and label ran on the same window."""
+    return ",".join(f"{k}={v!r}" for k, v in sorted(dict(env_kwargs or {}).items()))
+
+
 def policy_name(policy: Any) -> str:
     return str(getattr(policy, "name", type(policy).__name__))
 
@@ -144,34 +152,49 @@ def run_episode(policy: Any, scenario: "str | Scenario", split: str, seed: int, 
     obs, infos = env.reset(seed=seed)
     base = getattr(env, "unwrapped", env)
     sim = base.sim
-    series: list[tuple[float, int, int, int]] = []
     if record:
+        # Before this point nothing has run (reset only advances to the first decision), so the
+        # event log misses no busy GPU-second.
         sim.allocation_log = []
-        series.append((sim.now, sim.total_gpus - sim.free_total, len(sim.pending), sim.num_running))
-    total, steps = 0.0, 0
+        sim.event_log = []
+    total, steps, truncated = 0.0, 0, False
     while env.agents:
-        obs, rewards, _, _, infos = env.step(policy.act(obs, infos))
+        obs, rewards, _, truncations, infos = env.step(policy.act(obs, infos))
         total += rewards["orderer"]
         steps += 1
-        if record:
-            sample = (sim.now, sim.total_gpus - sim.free_total, len(sim.pending), sim.num_running)
-            if sample[0] == series[-1][0]:
-                series[-1] = sample          # keep the state after the last decision of an instant
-            else:
-                series.append(sample)
+        truncated = bool(truncations["orderer"])
     wall = time.perf_counter() - t0
     metrics = infos["orderer"]["metrics"]
     row: dict[str, Any] = {"policy": policy_name(policy), "scenario": getattr(scenario, "name", scenario),
-                           "split": split, "seed": int(seed)}
+                           "split": split, "seed": int(seed), "env": env_label(env_kwargs)}
     row.update({k: metrics[k] for k in METRIC_KEYS})
-    row.update({"return": total, "steps": steps, "wall_s": wall})
+    row.update({"truncated": truncated, "jobs_unfinished": int(sim.num_jobs) - int(metrics["jobs_finished"]),
+                "offered_load": float(getattr(base, "offered_load", float("nan"))),
+                "pending_window": _pending_window(base),
+                "return": total, "steps": steps, "wall_s": wall})
     result = EpisodeResult(record=row)
     if record:
         done = ~np.isnan(sim.jobs.finish)
         result.jct = (sim.jobs.finish - sim.submit)[done]
-        result.series = np.array(series, dtype=np.float64)
+        result.series = _series(sim)
         result.allocations = sim.allocation_log
         result.machine_names = tuple(base.cluster.machine_names)
         result.machine_gpus = np.asarray(sim.machine_gpus).copy()
         result.total_gpus = int(sim.total_gpus)
     return result
+
+
+def _pending_window(env: Any) -> int:
+    """K, the pending jobs a policy sees (-1 when the environment does not say)."""
+    sched = getattr(env, "sched", None)
+    return int(getattr(sched, "pending_window", -1))
+
+
+def _series(sim: Any) -> np.ndarray:
+    """The simulator's event log plus the final state, one row per instant (the last state of an
+    instant wins): a step curve whose time integral of busy GPUs is the metrics' busy GPU-seconds."""
+    rows = list(sim.event_log or [])
+    rows.append((sim.now, sim.total_gpus - sim.free_total, len(sim.pending), sim.num_running))
+    series = np.array(rows, dtype=np.float64).reshape(-1, len(SERIES_COLUMNS))
+    last_of_instant = np.append(series[1:, 0] != series[:-1, 0], True)
+    return series[last_of_instant]

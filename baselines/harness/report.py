@@ -1,36 +1,77 @@
-"""Result tables and files: mean and spread per metric per policy, CSV and JSON."""
+"""Result tables and files: per policy the mean of each metric and its paired ratio to a reference.
+
+Every policy runs on the same windows (scenario, split, seed, environment settings), so the table
+shows, next to each policy's mean, the geometric mean over windows of ``policy / reference`` with
+its 95% bootstrap interval and the win rate (:mod:`baselines.harness.stats`). Truncated episodes
+are marked ``TRUNCATED`` and left out of the ratios.
+"""
 from __future__ import annotations
 
 import csv
 import json
 import math
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 import numpy as np
 
 from cluster_env.core.metrics import METRIC_KEYS
 
-RECORD_KEYS = ("policy", "scenario", "split", "seed", *METRIC_KEYS, "return", "steps", "wall_s")
+from baselines.harness.stats import (DEFAULT_METRIC, DEFAULT_REFERENCE, PairingError, fmt_interval, fmt_ratio,
+                                     lower_is_better, paired_summary, truncation)
+
+RECORD_KEYS = ("policy", "scenario", "split", "seed", *METRIC_KEYS, "return", "steps", "wall_s",
+               "env", "truncated", "jobs_unfinished", "offered_load", "pending_window")
 #: Metrics shown in the printed table (the files have all of them).
 TABLE_METRICS = ("avg_jct", "p95_jct", "avg_queue_delay", "avg_slowdown", "gpu_utilization", "total_fee",
                  "preemptions")
+#: Metrics whose paired ratio to the reference the summaries carry (the table shows the first).
+PAIRED_METRICS = ("avg_jct", "p95_jct", "avg_slowdown")
 
 
-def summarize(records: Sequence[dict[str, Any]], metrics: Iterable[str] = METRIC_KEYS) -> list[dict[str, Any]]:
-    """One row per (scenario, policy): mean and sample standard deviation of each metric over seeds."""
+def summarize(records: Sequence[dict[str, Any]], metrics: Iterable[str] = METRIC_KEYS,
+              reference: Optional[str] = DEFAULT_REFERENCE,
+              paired_metrics: Sequence[str] = PAIRED_METRICS) -> list[dict[str, Any]]:
+    """One row per (scenario, policy): mean and sample standard deviation of each metric over
+    seeds, truncation counts, and for each of ``paired_metrics`` the paired ratio to ``reference``
+    (``ratio_M``, ``ratio_M_lo``, ``ratio_M_hi``, ``win_rate_M``, ``ratio_M_n``; NaN when the
+    reference did not run on the scenario; ``pairing_error`` says why when windows do not pair)."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in records:
         groups.setdefault((r["scenario"], r["policy"]), []).append(r)
     rows = []
     for (scenario, policy), rs in groups.items():
-        row: dict[str, Any] = {"scenario": scenario, "policy": policy, "seeds": len(rs)}
+        bad, total, unfinished = truncation(rs, policy)
+        row: dict[str, Any] = {"scenario": scenario, "policy": policy, "seeds": len(rs),
+                               "truncated": bad, "jobs_unfinished": unfinished}
         for key in metrics:
             values = np.array([float(r[key]) for r in rs], dtype=np.float64)
             row[key] = float(values.mean())
             row[key + "_std"] = float(values.std(ddof=1)) if len(values) > 1 else 0.0
+        scenario_records = [r for r in records if r["scenario"] == scenario]
+        has_reference = reference is not None and any(r["policy"] == reference for r in scenario_records)
+        row["reference"] = reference if has_reference else None
+        for metric in paired_metrics:
+            row.update(_paired_columns(scenario_records, policy, reference if has_reference else None, metric, row))
         rows.append(row)
     return rows
+
+
+def _paired_columns(records: Sequence[dict], policy: str, reference: Optional[str], metric: str,
+                    row: dict) -> dict[str, Any]:
+    nan = math.nan
+    cols = {f"ratio_{metric}": nan, f"ratio_{metric}_lo": nan, f"ratio_{metric}_hi": nan,
+            f"win_rate_{metric}": nan, f"ratio_{metric}_n": 0}
+    if reference is None:
+        return cols
+    try:
+        s = paired_summary(records, policy, reference, metric)
+    except PairingError as exc:
+        row["pairing_error"] = str(exc)
+        return cols
+    cols.update({f"ratio_{metric}": s.geo_mean, f"ratio_{metric}_lo": s.ci_low, f"ratio_{metric}_hi": s.ci_high,
+                 f"win_rate_{metric}": s.win_rate, f"ratio_{metric}_n": s.n})
+    return cols
 
 
 def _fmt(value: float) -> str:
@@ -43,23 +84,93 @@ def _fmt(value: float) -> str:
     return f"{value:.3f}"
 
 
+def _pending_windows(records: Sequence[dict[str, Any]]) -> str:
+    ks = sorted({int(r["pending_window"]) for r in records if int(r.get("pending_window", -1)) >= 0})
+    return "/".join(map(str, ks)) if ks else "?"
+
+
+def table_caption(records: Sequence[dict[str, Any]], reference: Optional[str] = DEFAULT_REFERENCE,
+                  metric: str = DEFAULT_METRIC) -> str:
+    """The lines above a table: pending window, reference, what a ratio and a win mean."""
+    better = "lower" if lower_is_better(metric) else "higher"
+    present = reference is not None and any(r["policy"] == reference for r in records)
+    lines = [f"pending window K={_pending_windows(records)} (jobs a policy sees, oldest first); "
+             "means over seeds ± sample std"]
+    if present:
+        lines.append(f"vs {reference}: geometric mean over windows of {metric}(policy)/{metric}({reference}) "
+                     f"[95% bootstrap CI]; wins: windows where the policy's {metric} is {better}")
+    else:
+        lines.append(f"no ratios: the reference policy {reference!r} is not among the policies")
+    return "
+".join(lines)
+
+
 def format_table(records: Sequence[dict[str, Any]], metrics: Sequence[str] = TABLE_METRICS,
-                 markdown: bool = False) -> str:
-    """A table with one line per scenario and policy, ``mean ± std`` per metric (plain or Markdown)."""
-    rows = summarize(records, metrics)
-    header = ["scenario", "policy", "seeds", *metrics]
-    cells = [[r["scenario"], r["policy"], str(r["seeds"]),
-              *[f"{_fmt(r[m])} ± {_fmt(r[m + '_std'])}" for m in metrics]] for r in rows]
+                 markdown: bool = False, reference: Optional[str] = DEFAULT_REFERENCE,
+                 paired_metric: str = DEFAULT_METRIC) -> str:
+    """A table with one line per scenario and policy: ``mean ± std`` per metric, and for
+    ``paired_metric`` the paired ratio to ``reference`` with its interval and the win rate, under
+    a caption naming the pending window and the reference. Rows with truncated episodes are
+    flagged ``TRUNCATED k/n`` (those windows are left out of the ratios)."""
+    rows = summarize(records, metrics, reference, paired_metrics=(paired_metric,))
+    ratio_head = f"{paired_metric} vs {reference}"
+    header = ["scenario", "policy", "seeds", metrics[0] if metrics else paired_metric, ratio_head, "wins",
+              *metrics[1:], "flags"]
+    cells = []
+    notes = []
+    for r in rows:
+        n = r[f"ratio_{paired_metric}_n"]
+        if r["reference"] is None or n == 0:
+            ratio, wins = "-", "-"
+        else:
+            ratio = f"{fmt_ratio(r[f'ratio_{paired_metric}'])} {fmt_interval(r[f'ratio_{paired_metric}_lo'], r[f'ratio_{paired_metric}_hi'])}"
+            wins = f"{round(r[f'win_rate_{paired_metric}'] * n)}/{n}"
+        flags = []
+        if r["truncated"]:
+            flags.append(f"TRUNCATED {r['truncated']}/{r['seeds']} ({r['jobs_unfinished']} jobs unfinished)")
+        if "pairing_error" in r:
+            flags.append("UNPAIRED")
+            notes.append(f"UNPAIRED {r['scenario']}/{r['policy']}: {r['pairing_error']}")
+        first = metrics[0] if metrics else paired_metric
+        cells.append([r["scenario"], r["policy"], str(r["seeds"]), f"{_fmt(r[first])} ± {_fmt(r[first + '_std'])}",
+                      ratio, wins, *[f"{_fmt(r[m])} ± {_fmt(r[m + '_std'])}" for m in metrics[1:]],
+                      "; ".join(flags)])
+    caption = table_caption(records, reference, paired_metric)
+    if not any(c[-1] for c in cells):            # no flags: drop the column
+        header, cells = header[:-1], [c[:-1] for c in cells]
+    if any(r["truncated"] for r in rows):
+        notes.append("TRUNCATED: episodes cut by max_steps/max_time are not comparable; "
+                     "they are left out of the ratios and their means cover unfinished episodes")
     if markdown:
-        lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" if i < 2 else "---:" for i in range(len(header))) + "|"]
+        lines = [caption.replace("
+", "  
+"), "",
+                 "| " + " | ".join(header) + " |",
+                 "|" + "|".join("---" if i < 2 else "---:" for i in range(len(header))) + "|"]
         lines += ["| " + " | ".join(c) + " |" for c in cells]
-        return "\n".join(lines)
+        return "
+".join(lines + [""] * bool(notes) + notes)
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(header)]
-    lines = ["  ".join(h.ljust(w) if i < 2 else h.rjust(w) for i, (h, w) in enumerate(zip(header, widths)))]
+    lines = [caption, "  ".join(h.ljust(w) if i < 2 else h.rjust(w) for i, (h, w) in enumerate(zip(header, widths)))]
     lines.append("  ".join("-" * w for w in widths))
     for c in cells:
         lines.append("  ".join(v.ljust(w) if i < 2 else v.rjust(w) for i, (v, w) in enumerate(zip(c, widths))))
-    return "\n".join(lines)
+    return "
+".join(lines + notes)
+
+
+def write_summary_csv(records: Sequence[dict[str, Any]], path: "str | Path",
+                      reference: Optional[str] = DEFAULT_REFERENCE) -> Path:
+    """One row per (scenario, policy): :func:`summarize`'s means, stds and paired ratios."""
+    rows = summarize(records, reference=reference)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fields = list(dict.fromkeys(k for r in rows for k in r))
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
 
 
 def write_csv(records: Sequence[dict[str, Any]], path: "str | Path") -> Path:
@@ -79,6 +190,7 @@ def write_json(records: Sequence[dict[str, Any]], path: "str | Path", **meta: An
     written atomically (a failure, e.g. a full disk, keeps the old file)."""
     from baselines.harness.files import atomic_write
 
-    payload = {"meta": meta, "summary": summarize(records), "episodes": [dict(r) for r in records]}
+    payload = {"meta": meta, "summary": summarize(records, reference=meta.get("reference", DEFAULT_REFERENCE)),
+               "episodes": [dict(r) for r in records]}
     text = json.dumps(payload, indent=2, allow_nan=True)
     return atomic_write(path, lambda f: f.write(text))

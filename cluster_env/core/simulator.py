@@ -208,6 +208,10 @@ class ClusterSimulator:
         # Opt-in record of (time, job, [(machine, gpus)]) at launch and (time, job, None) at
         # release, for timelines; None keeps the hot path free of it.
         self.allocation_log: list | None = None
+        # Opt-in record of (time, busy GPUs, pending jobs, running jobs) at every event: the state
+        # in force from that time until the next event, for plots whose time average must equal
+        # the metrics; None (the default) keeps the hot path free of it.
+        self.event_log: list | None = None
         # Change records for observers that cache what they derive from ``machines``: every
         # machine whose free GPUs or job count changed, in order (observers keep a read position),
         # and a counter bumped whenever measured speeds change.
@@ -660,6 +664,8 @@ class ClusterSimulator:
             self._dirty = False
         if not math.isfinite(t_next):
             raise RuntimeError("no future event: nothing running and no arrival left")
+        if self.event_log is not None:
+            self.event_log.append((now, self._held_total, len(self.pending), n))
         dt = t_next - now
         if dt > 0:
             self.job_seconds += (self.arrived_count - self.finished_count) * dt

@@ -1,0 +1,239 @@
+"""Paired, normalised statistics: each policy against a reference on the same windows.
+
+Windows (a scenario, split, seed and environment settings: one sampled workload) differ far more
+from each other than schedulers do, so a mean ± std over a handful of windows measures the
+windows. Here every policy is compared with a reference policy *on the same window*: per window
+the ratio ``policy / reference`` of a metric, summarised over windows by
+
+* the geometric mean of the ratios, with a 95% bootstrap confidence interval
+  (``scipy.stats.bootstrap`` on the log ratios, seeded, BCa);
+* the win rate: the fraction of windows where the policy is strictly better than the reference
+  (lower is better for times, fees, energy and preemptions; higher for utilisation, throughput,
+  fairness and finished jobs).
+
+Rules, so that nothing is mixed silently:
+
+* records are paired by :func:`window_key`; a window that one side has and the other lacks, or a
+  window a policy ran twice, raises :class:`PairingError` naming them;
+* a window where either run was truncated (``record["truncated"]``) is left out of the ratios
+  and counted in ``truncated``;
+* a window where either value is NaN or not positive (a log ratio is undefined) is left out of the
+  ratios and counted in ``undefined``;
+* with fewer than two ratios the interval is ``(nan, nan)``; when every ratio is the same the
+  interval is that value (a bootstrap of constant data has no spread).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Optional, Sequence
+
+import numpy as np
+
+#: Metrics where a larger value is better; every other metric is better when smaller.
+HIGHER_IS_BETTER = frozenset({"jobs_finished", "gpu_utilization", "fairness", "jobs_per_hour"})
+#: The record fields that identify a window.
+WINDOW_FIELDS = ("scenario", "split", "seed", "env")
+DEFAULT_REFERENCE = "fifo"
+DEFAULT_METRIC = "avg_jct"
+CONFIDENCE = 0.95
+
+
+class PairingError(ValueError):
+    """Records that cannot be paired window by window."""
+
+
+def window_key(record: dict[str, Any]) -> tuple:
+    """(scenario, split, seed, env): the identity of the window a record ran on."""
+    return (str(record["scenario"]), str(record["split"]), int(record["seed"]), str(record.get("env", "")))
+
+
+def lower_is_better(metric: str) -> bool:
+    return metric not in HIGHER_IS_BETTER
+
+
+@dataclass
+class PairedSummary:
+    """``policy`` against ``reference`` on ``metric``, over the windows both ran completely."""
+
+    policy: str
+    reference: str
+    metric: str
+    n: int                              # windows in the ratios
+    geo_mean: float                     # geometric mean of policy/reference
+    ci_low: float                       # 95% bootstrap interval of the geometric mean
+    ci_high: float
+    win_rate: float                     # fraction of the n windows where the policy is strictly better
+    mean: float                         # the policy's plain mean over the n windows
+    reference_mean: float               # the reference's plain mean over the same windows
+    truncated: int = 0                  # windows left out: either run truncated
+    undefined: int = 0                  # windows left out: NaN or non-positive value
+    windows: list[tuple] = field(default_factory=list)     # window keys of the ratios, sorted
+    ratios: list[float] = field(default_factory=list)      # per window, same order
+
+    @property
+    def significant(self) -> bool:
+        """The interval excludes 1: the policy is better (or worse) on these windows."""
+        return not math.isnan(self.ci_low) and (self.ci_high < 1.0 or self.ci_low > 1.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["windows"] = [list(w) for w in self.windows]
+        return d
+
+    def describe(self) -> str:
+        """``0.781x fifo [0.702, 0.866], wins 17/20 (avg_jct, 20 windows)``."""
+        wins = round(self.win_rate * self.n) if self.n else 0
+        text = (f"{fmt_ratio(self.geo_mean)}x {self.reference} {fmt_interval(self.ci_low, self.ci_high)}, "
+                f"wins {wins}/{self.n} ({self.metric}, {self.n} windows")
+        if self.truncated:
+            text += f", {self.truncated} truncated left out"
+        if self.undefined:
+            text += f", {self.undefined} undefined left out"
+        return text + ")"
+
+
+def fmt_ratio(value: float) -> str:
+    return "nan" if math.isnan(value) else f"{value:.3f}"
+
+
+def fmt_interval(lo: float, hi: float) -> str:
+    return f"[{fmt_ratio(lo)}, {fmt_ratio(hi)}]"
+
+
+def geo_mean_ci(ratios: Sequence[float], confidence: float = CONFIDENCE, n_resamples: int = 4999,
+                seed: int = 0) -> tuple[float, float, float]:
+    """Geometric mean of positive ``ratios`` and its bootstrap interval (BCa on the log ratios).
+
+    Returns ``(nan, nan, nan)`` for no ratio, ``(g, nan, nan)`` for one, ``(g, g, g)`` when all
+    are equal. Raises on a non-positive or NaN ratio (filter those first).
+    """
+    logs = np.log(np.asarray(ratios, dtype=np.float64))
+    if not np.all(np.isfinite(logs)):
+        raise ValueError("ratios must be positive and finite")
+    if len(logs) == 0:
+        return math.nan, math.nan, math.nan
+    g = float(np.exp(logs.mean()))
+    if len(logs) < 2:
+        return g, math.nan, math.nan
+    if np.all(logs == logs[0]):
+        return g, g, g
+    lo, hi = _bootstrap_mean(logs, confidence, n_resamples, seed)
+    return g, float(np.exp(lo)), float(np.exp(hi))
+
+
+def index_by_window(records: Iterable[dict[str, Any]], policy: str) -> dict[tuple, dict[str, Any]]:
+    """``policy``'s records by window key; a window run twice is a :class:`PairingError`."""
+    out: dict[tuple, dict[str, Any]] = {}
+    for r in records:
+        if r["policy"] != policy:
+            continue
+        key = window_key(r)
+        if key in out:
+            raise PairingError(f"policy {policy!r} has two records for window {_show(key)}")
+        out[key] = r
+    return out
+
+
+def _show(key: tuple) -> str:
+    scenario, split, seed, env = key
+    return f"{scenario}/{split} seed {seed}" + (f" [{env}]" if env else "")
+
+
+def _check_same_windows(policy: str, reference: str, a: dict, b: dict) -> None:
+    only_a, only_b = sorted(set(a) - set(b)), sorted(set(b) - set(a))
+    if only_a or only_b:
+        parts = []
+        if only_a:
+            parts.append(f"{len(only_a)} window(s) only {policy!r} ran, e.g. {_show(only_a[0])}")
+        if only_b:
+            parts.append(f"{len(only_b)} window(s) only {reference!r} ran, e.g. {_show(only_b[0])}")
+        raise PairingError(f"cannot pair {policy!r} with {reference!r}: " + "; ".join(parts))
+
+
+def paired_summary(records: Sequence[dict[str, Any]], policy: str, reference: str = DEFAULT_REFERENCE,
+                   metric: str = DEFAULT_METRIC, seed: int = 0) -> PairedSummary:
+    """``policy`` against ``reference`` on ``metric`` over their common windows (which must be
+    the same set: see :class:`PairingError`)."""
+    mine, ref = index_by_window(records, policy), index_by_window(records, reference)
+    if not ref:
+        raise PairingError(f"no record of the reference policy {reference!r}")
+    if not mine:
+        raise PairingError(f"no record of policy {policy!r}")
+    _check_same_windows(policy, reference, mine, ref)
+    lower = lower_is_better(metric)
+    windows, ratios, values, refs = [], [], [], []
+    truncated = undefined = wins = 0
+    for key in sorted(mine):
+        a, b = mine[key], ref[key]
+        if a.get("truncated") or b.get("truncated"):
+            truncated += 1
+            continue
+        va, vb = float(a[metric]), float(b[metric])
+        if not (va > 0 and vb > 0 and math.isfinite(va) and math.isfinite(vb)):
+            undefined += 1
+            continue
+        windows.append(key)
+        ratios.append(va / vb)
+        values.append(va)
+        refs.append(vb)
+        wins += (va < vb) if lower else (va > vb)
+    g, lo, hi = geo_mean_ci(ratios, seed=seed)
+    n = len(ratios)
+    return PairedSummary(policy, reference, metric, n, g, lo, hi, wins / n if n else math.nan,
+                         float(np.mean(values)) if n else math.nan, float(np.mean(refs)) if n else math.nan,
+                         truncated, undefined, windows, ratios)
+
+
+def paired_table(records: Sequence[dict[str, Any]], reference: str = DEFAULT_REFERENCE,
+                 metric: str = DEFAULT_METRIC, policies: Optional[Sequence[str]] = None,
+                 seed: int = 0) -> dict[str, PairedSummary]:
+    """:func:`paired_summary` of every policy (in first-seen order; the reference included, at
+    ratio 1) against ``reference``."""
+    names = list(policies) if policies is not None else list(dict.fromkeys(r["policy"] for r in records))
+    return {p: paired_summary(records, p, reference, metric, seed) for p in names}
+
+
+def truncation(records: Sequence[dict[str, Any]], policy: str) -> tuple[int, int, int]:
+    """(truncated episodes, episodes, unfinished jobs in them) of ``policy``."""
+    mine = [r for r in records if r["policy"] == policy]
+    bad = [r for r in mine if r.get("truncated")]
+    return len(bad), len(mine), int(sum(int(r.get("jobs_unfinished", 0)) for r in bad))
+
+
+def mean_ci(values: Sequence[float], confidence: float = CONFIDENCE, n_resamples: int = 4999,
+            seed: int = 0) -> tuple[float, float, float]:
+    """Mean of ``values`` (NaNs dropped) with a bootstrap interval over them (BCa, seeded); the
+    same conventions as :func:`geo_mean_ci` for fewer than two or identical values."""
+    x = np.asarray(values, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    if len(x) == 0:
+        return math.nan, math.nan, math.nan
+    m = float(x.mean())
+    if len(x) < 2:
+        return m, math.nan, math.nan
+    if np.all(x == x[0]):
+        return m, m, m
+    lo, hi = _bootstrap_mean(x, confidence, n_resamples, seed)
+    return m, lo, hi
+
+
+def _bootstrap_mean(x: np.ndarray, confidence: float, n_resamples: int, seed: int) -> tuple[float, float]:
+    """Bootstrap interval of the mean of ``x`` (two or more values, not all equal): BCa, or the
+    percentile interval where BCa is degenerate (e.g. two values)."""
+    import warnings
+
+    try:
+        from scipy.stats import bootstrap
+    except ImportError as exc:  # pragma: no cover - scipy is a core dependency
+        raise ImportError("paired statistics need scipy: pip install scipy") from exc
+    lo = hi = math.nan
+    for method in ("BCa", "percentile"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")          # BCa's degenerate-data warning: handled below
+            res = bootstrap((x,), np.mean, confidence_level=confidence, n_resamples=n_resamples, method=method,
+                            vectorized=True, axis=-1, random_state=np.random.default_rng(seed))
+        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+        if math.isfinite(lo) and math.isfinite(hi):
+            break
+    return lo, hi
