@@ -4,6 +4,9 @@ Subcommands::
 
     cluster-bench run       [--scenario philly-v0] [--split test] [--policies random,fifo,sjf,tiresias]
                             [--seeds 0-4] [--out DIR] [--backend auto|serial|process|ray] [--workers N]
+    cluster-bench compare   A B [--scenario S] [--split test] [--seeds 0-4] [--env K=V ...] [--metric avg_jct]
+                            [--out FILE.json]
+    cluster-bench sweep     --scenario S --loads 0.5,0.7,0.9,1.1 [--policies ...] [--seeds ...] [--out DIR]
     cluster-bench scenarios
     cluster-bench scores    --check | --update [--scenarios ...] [--file PATH] [--policies ...] [--seeds ...]
 
@@ -22,6 +25,9 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from baselines.registry import BASELINE_NAMES
+
+#: Seeds (windows) of ``run``, ``compare`` and ``sweep`` when ``--seeds`` is not given.
+DEFAULT_SEEDS = "0-4"
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -78,8 +84,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     import cluster_env
     from baselines.harness.episode import env_mismatch, env_settings
     from baselines.harness.files import prepare_output_dir
+    from baselines.harness.paired_plots import plot_paired
     from baselines.harness.plots import plot_jct_cdf, plot_timeline, plot_utilization
-    from baselines.harness.report import format_table, write_csv, write_json
+    from baselines.harness.report import format_table, write_csv, write_json, write_summary_csv
     from baselines.harness.sweep import RunInterrupted, WorkersLost, make_tasks, resolve_policy, run_tasks
 
     if args.scenario not in cluster_env.list_scenarios():
@@ -106,7 +113,7 @@ def cmd_run(args: argparse.Namespace) -> int:
           f" ({args.backend} backend)", flush=True)
     meta = dict(scenario=args.scenario, split=args.split, seeds=args.seeds, policies=policies, env_kwargs=env_kwargs,
                 policy_env_kwargs=policy_env, env_mismatch=mismatches, allow_env_mismatch=allow,
-                version=cluster_env.__version__)
+                version=cluster_env.__version__, reference=args.reference)
     t0 = time.perf_counter()
     try:
         results = run_tasks(tasks, backend=args.backend, workers=args.workers, progress=not args.quiet,
@@ -122,11 +129,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 130 if isinstance(stop, RunInterrupted) else 1
     wall = time.perf_counter() - t0
     records = [r.record for r in results]
-    print(format_table(records, markdown=args.markdown))
-    files = [write_csv(records, out / "results.csv"), write_json(records, out / "results.json", **meta)]
+    print(format_table(records, markdown=args.markdown, reference=args.reference))
+    files = [write_csv(records, out / "results.csv"),
+             write_summary_csv(records, out / "summary.csv", reference=args.reference),
+             write_json(records, out / "results.json", **meta)]
     if not args.no_plots:
         title = f"{args.scenario} / {args.split}"
         files.append(plot_jct_cdf(results, out / "jct_cdf.png", title=f"JCT CDF, {title}"))
+        if args.reference in policies and len(policies) > 1:
+            files.append(plot_paired(records, out / "paired_avg_jct.png", reference=args.reference,
+                                     title=f"avg JCT / {args.reference}'s per window, {title}"))
         files.append(plot_utilization(results, out / "utilization.png", title=f"utilisation and queue, {title}"))
         first = args.seeds[0]
         for r in results:
@@ -134,6 +146,108 @@ def cmd_run(args: argparse.Namespace) -> int:
                 safe = r.record["policy"].replace("+", "_").replace("/", "_")
                 files.append(plot_timeline(r, out / f"timeline_{safe}.png"))
     print(f"\n{len(records)} episodes in {wall:.1f} s; wrote:")
+    for f in files:
+        print(f"  {f}")
+    return 0
+
+
+# ---------------------------------------------------------------------------- compare
+def cmd_compare(args: argparse.Namespace) -> int:
+    import json
+
+    import cluster_env
+    from baselines.harness.stats import lower_is_better, paired_summary, truncation
+    from baselines.harness.sweep import make_tasks, resolve_policy, run_tasks
+    from cluster_env.core.metrics import METRIC_KEYS
+
+    if args.scenario not in cluster_env.list_scenarios():
+        print(f"unknown scenario {args.scenario!r}; scenarios: {cluster_env.list_scenarios()}", file=sys.stderr)
+        return 2
+    if args.metric not in METRIC_KEYS:
+        print(f"unknown metric {args.metric!r}; metrics: {', '.join(METRIC_KEYS)}", file=sys.stderr)
+        return 2
+    if args.a == args.b:
+        print(f"compare needs two different policies, got {args.a!r} twice", file=sys.stderr)
+        return 2
+    for name in (args.a, args.b):
+        resolve_policy(name, args.scenario)
+    env_kwargs = parse_env_overrides(args.env)
+    tasks = make_tasks([args.a, args.b], [args.scenario], args.split, args.seeds, env_kwargs)
+    results = run_tasks(tasks, backend=args.backend, workers=args.workers, progress=not args.quiet,
+                        ray_address=args.ray_address)
+    records = [r.record for r in results]
+    names = {r.record["policy"] for r in results}
+    a = results[0].record["policy"]
+    b = next(r.record["policy"] for r in results if r.record["policy"] != a) if len(names) > 1 else None
+    if b is None:
+        print(f"{args.a!r} and {args.b!r} are the same policy ({a!r})", file=sys.stderr)
+        return 2
+    s = paired_summary(records, a, b, args.metric)
+    better = "lower" if lower_is_better(args.metric) else "higher"
+    env_text = f" [{', '.join(args.env)}]" if args.env else ""
+    print(f"{a} vs {b} on {args.scenario}/{args.split}{env_text}, {len(args.seeds)} windows, {args.metric} "
+          f"({better} is better)")
+    print(f"  mean {args.metric}: {a} {s.mean:,.6g}, {b} {s.reference_mean:,.6g} (over the {s.n} paired windows)")
+    print(f"  ratio {a}/{b}: geometric mean {s.geo_mean:.4f}, 95% CI [{s.ci_low:.4f}, {s.ci_high:.4f}]")
+    wins = round(s.win_rate * s.n) if s.n else 0
+    print(f"  {a} better on {wins} of {s.n} windows (win rate {s.win_rate:.2f})")
+    verdict = ("the interval excludes 1: " + (f"{a} is better" if (s.ci_high < 1) == lower_is_better(args.metric)
+                                                else f"{a} is worse")) if s.significant else \
+        "the interval contains 1 (or is undefined): no difference shown on these windows"
+    print(f"  {verdict}")
+    for name in (a, b):
+        bad, total, unfinished = truncation(records, name)
+        if bad:
+            print(f"  TRUNCATED: {bad} of {total} {name} episodes ({unfinished} jobs unfinished), "
+                  "left out of the ratio")
+    if s.undefined:
+        print(f"  {s.undefined} window(s) left out: {args.metric} NaN or not positive")
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        payload = {"meta": {"a": a, "b": b, "scenario": args.scenario, "split": args.split, "seeds": args.seeds,
+                            "env_kwargs": env_kwargs, "metric": args.metric, "version": cluster_env.__version__},
+                   "comparison": s.to_dict(), "episodes": records}
+        out.write_text(json.dumps(payload, indent=2, allow_nan=True))
+        print(f"wrote {out}")
+    return 0
+
+
+# ---------------------------------------------------------------------------- sweep
+def parse_loads(text: str) -> list[float]:
+    """``"0.5,0.7,0.9"`` -> [0.5, 0.7, 0.9] (positive numbers)."""
+    try:
+        loads = [float(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"loads must look like 0.5,0.7,0.9; got {text!r}") from None
+    if not loads or any(not x > 0 for x in loads):
+        raise argparse.ArgumentTypeError(f"loads must be positive numbers, got {text!r}")
+    return loads
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    import cluster_env
+    from baselines.harness.load_sweep import format_sweep, run_load_sweep, write_sweep
+    from baselines.harness.sweep import resolve_policy
+
+    if args.scenario not in cluster_env.list_scenarios():
+        print(f"unknown scenario {args.scenario!r}; scenarios: {cluster_env.list_scenarios()}", file=sys.stderr)
+        return 2
+    policies = _split_names(args.policies)
+    for name in policies:
+        resolve_policy(name, args.scenario)
+    reference = args.reference if args.reference in policies else None
+    env_kwargs = parse_env_overrides(args.env)
+    print(f"cluster-bench sweep: {len(policies)} policies x {len(args.seeds)} seeds x {len(args.loads)} loads "
+          f"on {args.scenario}/{args.split} ({args.backend} backend)", flush=True)
+    t0 = time.perf_counter()
+    sweep = run_load_sweep(args.scenario, args.loads, policies, args.seeds, args.split, env_kwargs, reference,
+                           backend=args.backend, workers=args.workers, progress=not args.quiet,
+                           ray_address=args.ray_address)
+    wall = time.perf_counter() - t0
+    print(format_sweep(sweep))
+    files = write_sweep(sweep, args.out, plot=not args.no_plots)
+    print(f"\n{len(sweep.records)} episodes in {wall:.1f} s; wrote:")
     for f in files:
         print(f"  {f}")
     return 0
@@ -218,7 +332,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--policies", default=None,
                      help="comma-separated names (named baselines, ORDERER+PLACER, dual); "
                           f"default: {','.join(BASELINE_NAMES)} (+dual when a checkpoint exists)")
-    run.add_argument("--seeds", type=parse_seeds, default=parse_seeds("0-4"), help="e.g. 0-4 or 0,3,7")
+    run.add_argument("--seeds", type=parse_seeds, default=parse_seeds(DEFAULT_SEEDS),
+                     help=f"e.g. 0-4 or 0,3,7 (default {DEFAULT_SEEDS})")
+    run.add_argument("--reference", default="fifo",
+                     help="the policy the paired ratios are taken against (default fifo)")
     run.add_argument("--out", default="cluster-bench-results", help="output folder")
     run.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                      help="environment override, repeatable (e.g. --env fluctuation=False)")
@@ -238,6 +355,35 @@ def build_parser() -> argparse.ArgumentParser:
         train.set_defaults(func=cmd_train)
     except ImportError as exc:  # pragma: no cover - dual_agent ships in the same distribution
         train.set_defaults(func=lambda _args: _missing(exc))
+
+    comp = sub.add_parser("compare", help="paired comparison of two policies on the same windows")
+    comp.add_argument("a", help="the policy to judge")
+    comp.add_argument("b", help="the policy it is compared with (the ratio is A/B)")
+    comp.add_argument("--scenario", default="philly-v0")
+    comp.add_argument("--split", default="test", choices=["train", "validation", "test"])
+    comp.add_argument("--seeds", type=parse_seeds, default=parse_seeds(DEFAULT_SEEDS),
+                      help=f"windows, e.g. 0-19 (default {DEFAULT_SEEDS})")
+    comp.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="environment override")
+    comp.add_argument("--metric", default="avg_jct", help="the metric compared (default avg_jct)")
+    comp.add_argument("--out", default=None, help="also write the comparison and episodes to this JSON file")
+    comp.add_argument("--ray-address", default=None, help="join this Ray cluster (with --backend ray)")
+    common(comp)
+    comp.set_defaults(func=cmd_compare)
+
+    swp = sub.add_parser("sweep", help="metrics against offered load, one curve per policy")
+    swp.add_argument("--scenario", required=True)
+    swp.add_argument("--loads", type=parse_loads, required=True, help="target offered loads, e.g. 0.5,0.7,0.9,1.1")
+    swp.add_argument("--policies", default="fifo,sjf,tiresias", help="comma-separated names")
+    swp.add_argument("--split", default="test", choices=["train", "validation", "test"])
+    swp.add_argument("--seeds", type=parse_seeds, default=parse_seeds(DEFAULT_SEEDS),
+                     help=f"windows per point (default {DEFAULT_SEEDS})")
+    swp.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="environment override")
+    swp.add_argument("--reference", default="fifo", help="ratios to this policy when it is swept (default fifo)")
+    swp.add_argument("--out", default="cluster-bench-sweep", help="output folder")
+    swp.add_argument("--no-plots", action="store_true", help="skip the PNG")
+    swp.add_argument("--ray-address", default=None, help="join this Ray cluster (with --backend ray)")
+    common(swp)
+    swp.set_defaults(func=cmd_sweep)
 
     scen = sub.add_parser("scenarios", help="list the scenarios with their cluster and workload")
     scen.set_defaults(func=cmd_scenarios)

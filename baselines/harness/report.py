@@ -101,8 +101,7 @@ def table_caption(records: Sequence[dict[str, Any]], reference: Optional[str] = 
                      f"[95% bootstrap CI]; wins: windows where the policy's {metric} is {better}")
     else:
         lines.append(f"no ratios: the reference policy {reference!r} is not among the policies")
-    return "
-".join(lines)
+    return "\n".join(lines)
 
 
 def format_table(records: Sequence[dict[str, Any]], metrics: Sequence[str] = TABLE_METRICS,
@@ -142,21 +141,17 @@ def format_table(records: Sequence[dict[str, Any]], metrics: Sequence[str] = TAB
         notes.append("TRUNCATED: episodes cut by max_steps/max_time are not comparable; "
                      "they are left out of the ratios and their means cover unfinished episodes")
     if markdown:
-        lines = [caption.replace("
-", "  
-"), "",
+        lines = [caption.replace("\n", "  \n"), "",
                  "| " + " | ".join(header) + " |",
                  "|" + "|".join("---" if i < 2 else "---:" for i in range(len(header))) + "|"]
         lines += ["| " + " | ".join(c) + " |" for c in cells]
-        return "
-".join(lines + [""] * bool(notes) + notes)
+        return "\n".join(lines + [""] * bool(notes) + notes)
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(header)]
     lines = [caption, "  ".join(h.ljust(w) if i < 2 else h.rjust(w) for i, (h, w) in enumerate(zip(header, widths)))]
     lines.append("  ".join("-" * w for w in widths))
     for c in cells:
         lines.append("  ".join(v.ljust(w) if i < 2 else v.rjust(w) for i, (v, w) in enumerate(zip(c, widths))))
-    return "
-".join(lines + notes)
+    return "\n".join(lines + notes)
 
 
 def write_summary_csv(records: Sequence[dict[str, Any]], path: "str | Path",

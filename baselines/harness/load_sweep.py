@@ -1,0 +1,158 @@
+"""Load sweeps: metrics against offered load, one curve per policy (the field's canonical figure,
+like the JCT-against-input-rate figures of the Gavel and Tiresias papers).
+
+Every point runs every policy on the same windows with the environment's ``load=`` argument set to
+the target (each window's arrival times are rescaled so that its offered load equals it); a point
+reports, per policy, the mean over windows of each metric with a 95% bootstrap interval, the
+offered load the episodes measured, and the paired ratio to a reference policy.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from baselines.harness.stats import DEFAULT_REFERENCE, PairingError, mean_ci, paired_summary
+from baselines.harness.sweep import PolicySpec, make_tasks, run_tasks
+
+#: Metrics a sweep summarises (each gets ``_lo``/``_hi`` interval columns).
+SWEEP_METRICS = ("avg_jct", "p95_jct", "avg_queue_delay", "gpu_utilization")
+
+
+@dataclass
+class LoadSweep:
+    """A finished sweep: its settings, one record per episode, and one row per (policy, load)."""
+
+    scenario: str
+    split: str
+    loads: list[float]
+    policies: list[str]
+    seeds: list[int]
+    env_kwargs: dict
+    reference: Optional[str]
+    records: list[dict[str, Any]] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+def run_load_sweep(scenario: str, loads: Sequence[float], policies: Sequence[PolicySpec], seeds: Sequence[int],
+                   split: str = "test", env_kwargs: Optional[dict] = None, reference: Optional[str] = DEFAULT_REFERENCE,
+                   backend: str = "auto", workers: Optional[int] = None, progress: bool = False,
+                   ray_address: Optional[str] = None) -> LoadSweep:
+    """Run every policy on every seed at every target load (in one batch of tasks on ``backend``).
+
+    Args:
+        scenario, split, seeds: the windows (the same at every load, rescaled).
+        loads: target offered loads (positive), passed to the environment as ``load=``.
+        policies: names or policy objects (see :func:`baselines.harness.sweep.run_tasks`).
+        env_kwargs: other environment settings; ``load`` is the sweep's and may not be among them.
+        reference: the policy the paired ratios are taken against (None: no ratios; it must be
+            among ``policies`` otherwise).
+    """
+    env_kwargs = dict(env_kwargs or {})
+    if "load" in env_kwargs:
+        raise ValueError("env_kwargs sets 'load', but a load sweep sets it at each point; use loads=")
+    loads = [float(x) for x in loads]
+    if not loads or any(not (x > 0 and math.isfinite(x)) for x in loads):
+        raise ValueError(f"loads must be positive numbers, got {loads}")
+    if len(set(loads)) != len(loads):
+        raise ValueError(f"loads must be distinct, got {loads}")
+    names = [p if isinstance(p, str) else str(getattr(p, "name", type(p).__name__)) for p in policies]
+    if reference is not None and reference not in names:
+        raise ValueError(f"the reference policy {reference!r} is not among the policies {names}")
+    tasks, task_load = [], []
+    for load in loads:
+        batch = make_tasks(list(policies), [scenario], split, list(seeds), {**env_kwargs, "load": load})
+        tasks += batch
+        task_load += [load] * len(batch)
+    results = run_tasks(tasks, backend=backend, workers=workers, progress=progress, ray_address=ray_address)
+    records = []
+    for load, result in zip(task_load, results):
+        rec = dict(result.record)
+        rec["load"] = load
+        records.append(rec)
+    sweep = LoadSweep(scenario, split, loads, names, [int(s) for s in seeds], env_kwargs, reference, records)
+    sweep.rows = sweep_rows(records, reference)
+    return sweep
+
+
+def sweep_rows(records: Sequence[dict[str, Any]], reference: Optional[str] = DEFAULT_REFERENCE,
+               metrics: Sequence[str] = SWEEP_METRICS) -> list[dict[str, Any]]:
+    """One row per (policy, load) of records that carry ``load``: ``n``, ``truncated``, the mean
+    and 95% bootstrap interval of each metric and of the measured ``offered_load``, and (with a
+    reference) ``ratio_avg_jct`` with ``_lo``/``_hi`` and ``win_rate_avg_jct`` against it."""
+    groups: dict[tuple[str, float], list[dict]] = {}
+    for r in records:
+        groups.setdefault((r["policy"], float(r["load"])), []).append(r)
+    rows = []
+    for (policy, load), rs in groups.items():
+        row: dict[str, Any] = {"policy": policy, "load": load, "n": len(rs),
+                               "truncated": sum(bool(r.get("truncated")) for r in rs)}
+        row["offered_load"] = float(np.nanmean([float(r.get("offered_load", math.nan)) for r in rs])) \
+            if any(math.isfinite(float(r.get("offered_load", math.nan))) for r in rs) else math.nan
+        for metric in metrics:
+            row[metric], row[metric + "_lo"], row[metric + "_hi"] = mean_ci([float(r[metric]) for r in rs])
+        if reference is not None:
+            at_load = [r for r in records if float(r["load"]) == load]
+            try:
+                s = paired_summary(at_load, policy, reference, "avg_jct")
+                row.update({"ratio_avg_jct": s.geo_mean, "ratio_avg_jct_lo": s.ci_low, "ratio_avg_jct_hi": s.ci_high,
+                            "win_rate_avg_jct": s.win_rate})
+            except PairingError as exc:
+                raise PairingError(f"load {load}: {exc}") from None
+        rows.append(row)
+    return rows
+
+
+def write_sweep(sweep: LoadSweep, out: "str | Path", plot: bool = True) -> list[Path]:
+    """``load_sweep.csv`` (one row per policy and load), ``load_sweep.json`` (settings, rows and
+    every episode) and ``load_sweep.png`` in ``out``; returns the paths."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path = out / "load_sweep.csv"
+    fields = list(dict.fromkeys(k for r in sweep.rows for k in r))
+    with csv_path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(sweep.rows)
+    json_path = out / "load_sweep.json"
+    meta = {"scenario": sweep.scenario, "split": sweep.split, "loads": sweep.loads, "policies": sweep.policies,
+            "seeds": sweep.seeds, "env_kwargs": sweep.env_kwargs, "reference": sweep.reference}
+    json_path.write_text(json.dumps({"meta": meta, "rows": sweep.rows, "episodes": sweep.records}, indent=2,
+                                    allow_nan=True, default=str))
+    paths = [csv_path, json_path]
+    if plot:
+        from baselines.harness.paired_plots import plot_load_sweep
+
+        paths.append(plot_load_sweep(sweep.rows, out / "load_sweep.png",
+                                     title=f"{sweep.scenario}/{sweep.split}: {len(sweep.seeds)} windows per point, "
+                                           "mean and 95% CI"))
+    return paths
+
+
+def format_sweep(sweep: LoadSweep, metric: str = "avg_jct") -> str:
+    """A compact text table: one line per policy, ``mean [lo, hi]`` of ``metric`` per load."""
+    loads = sweep.loads
+    by = {(r["policy"], r["load"]): r for r in sweep.rows}
+    head = [f"{metric} (mean [95% CI]) against target load; {len(sweep.seeds)} windows per point"
+            + (f"; ratio to {sweep.reference} in ()" if sweep.reference else "")]
+    width = max(len(p) for p in sweep.policies)
+    head.append(" " * width + "  " + "  ".join(f"{'load ' + format(x, 'g'):>34}" for x in loads))
+    for policy in sweep.policies:
+        cells = []
+        for x in loads:
+            r = by[(policy, x)]
+            cell = f"{r[metric]:,.0f} [{r[metric + '_lo']:,.0f}, {r[metric + '_hi']:,.0f}]"
+            if "ratio_avg_jct" in r and metric == "avg_jct":
+                cell += f" ({r['ratio_avg_jct']:.2f})"
+            if r["truncated"]:
+                cell += " TRUNCATED"
+            cells.append(f"{cell:>34}")
+        head.append(f"{policy:<{width}}  " + "  ".join(cells))
+    measured = [by[(sweep.policies[0], x)]["offered_load"] for x in loads]
+    head.append("measured offered load: " + ", ".join("nan" if math.isnan(m) else f"{m:.3f}" for m in measured))
+    return "\n".join(head)

@@ -1,0 +1,93 @@
+"""PNG plots of paired results: per-window ratios to a reference, and metrics against offered load."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from baselines.harness.stats import DEFAULT_METRIC, DEFAULT_REFERENCE, paired_table
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")             # files only: works without a display
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_paired(records: Sequence[dict[str, Any]], path: "str | Path", reference: str = DEFAULT_REFERENCE,
+                metric: str = DEFAULT_METRIC, title: str = "") -> Path:
+    """One column per policy: a point per window at ``metric(policy) / metric(reference)`` on that
+    window (log scale), the geometric mean as a bar and its 95% bootstrap interval as a band.
+    Truncated windows are left out (see :mod:`baselines.harness.stats`)."""
+    summaries = [s for p, s in paired_table(records, reference, metric).items() if p != reference]
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(summaries) + 2.5), 4.5))
+    rng = np.random.default_rng(0)                     # the jitter only: the same picture every run
+    for i, s in enumerate(summaries):
+        if s.n:
+            ax.scatter(i + rng.uniform(-0.15, 0.15, s.n), s.ratios, s=14, alpha=0.6, color="C0", zorder=3)
+            ax.hlines(s.geo_mean, i - 0.3, i + 0.3, color="k", lw=2, zorder=4)
+        if np.isfinite(s.ci_low):
+            ax.fill_between([i - 0.3, i + 0.3], s.ci_low, s.ci_high, color="C1", alpha=0.3, lw=0, zorder=2)
+    ax.axhline(1.0, color="grey", ls="--", lw=1)
+    ax.set_yscale("log")
+    from matplotlib.ticker import FuncFormatter
+
+    plain = FuncFormatter(lambda y, _: f"{y:g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
+    ax.tick_params(axis="y", which="minor", labelsize=7)
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    ax.legend(handles=[Line2D([], [], marker="o", ls="", color="C0", alpha=0.6, label="one window"),
+                       Line2D([], [], color="k", lw=2, label="geometric mean"),
+                       Patch(color="C1", alpha=0.3, label="95% bootstrap CI")], fontsize=7, loc="best")
+    ax.set_xticks(range(len(summaries)))
+    ax.set_xticklabels([s.policy for s in summaries], rotation=20, ha="right")
+    ax.set_xlim(-0.6, max(len(summaries) - 0.4, 0.6))
+    ax.set_ylabel(f"{metric} / {metric} of {reference} (per window, log)")
+    n = max((s.n for s in summaries), default=0)
+    ax.set_title(title or f"paired ratio to {reference}: {n} windows, geometric mean and 95% CI")
+    ax.grid(alpha=0.3, axis="y", which="both")
+    return _save(fig, path)
+
+
+def plot_load_sweep(rows: Sequence[dict[str, Any]], path: "str | Path",
+                    metrics: Sequence[str] = ("avg_jct", "p95_jct", "gpu_utilization"), title: str = "") -> Path:
+    """One panel per metric: the mean over windows against offered load, one curve per policy with
+    its 95% bootstrap band (``rows`` from :func:`baselines.harness.load_sweep.sweep_rows`)."""
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.6 * len(metrics), 4.2), squeeze=False)
+    policies = list(dict.fromkeys(r["policy"] for r in rows))
+    for ax, metric in zip(axes[0], metrics):
+        for j, policy in enumerate(policies):
+            mine = sorted((r for r in rows if r["policy"] == policy), key=lambda r: r["load"])
+            x = np.array([r["load"] for r in mine])
+            scale = 3600.0 if metric.endswith("_jct") or metric.endswith("_delay") else 1.0
+            y = np.array([r[metric] for r in mine]) / scale
+            lo = np.array([r[metric + "_lo"] for r in mine]) / scale
+            hi = np.array([r[metric + "_hi"] for r in mine]) / scale
+            ax.plot(x, y, marker="o", ms=4, color=f"C{j}", label=policy)
+            ax.fill_between(x, lo, hi, color=f"C{j}", alpha=0.2, lw=0)
+        ax.set_xlabel("offered load (target)")
+        ax.set_ylabel(metric + (" (hours)" if metric.endswith("_jct") or metric.endswith("_delay") else ""))
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.suptitle(title or "metrics against offered load (mean over windows, 95% CI)")
+    return _save(fig, path)
+
+
+def _save(fig, path: "str | Path") -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return path
