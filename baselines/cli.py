@@ -265,9 +265,10 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------- scores
 def cmd_scores(args: argparse.Namespace) -> int:
-    from baselines.harness.scores import (check_scores, format_drifts, packaged_scenarios, packaged_scores_file,
-                                          update_scores)
+    from baselines.harness.scores import (check_score_files, file_update_command, format_drifts, packaged_scenarios,
+                                          packaged_scores_file, update_scores)
 
+    t0 = time.perf_counter()
     if args.check == args.update:
         print("cluster-bench scores: give exactly one of --check or --update", file=sys.stderr)
         return 2
@@ -291,21 +292,41 @@ def cmd_scores(args: argparse.Namespace) -> int:
                 if args.file:
                     break
         return 0
-    failed = 0
-    for path, names in targets:
-        t0 = time.perf_counter()
-        drifts = check_scores(path, names, backend=args.backend, workers=args.workers, progress=not args.quiet)
-        took = time.perf_counter() - t0
-        if drifts:
-            failed += len(drifts)
-            print(f"FAIL {path}: {len(drifts)} metric(s) moved beyond the tolerance ({took:.1f} s)")
-            print(format_drifts(drifts))
+    checks = check_score_files(targets, backend=args.backend if args.backend != "auto" else "process",
+                               workers=args.workers, progress=not args.quiet)
+    failed = values = 0
+    for check in checks:
+        if check.drifts:
+            failed += 1
+            print(f"FAIL {check.path}: {len(check.drifts)} metric(s) moved beyond the tolerance")
+            print(format_drifts(check.drifts))
+            print("If the change is intended, rewrite the file and commit it with the change that moved it:\n  "
+                  + file_update_command(check.path, packaged=not args.file))
         else:
-            print(f"ok   {path} ({took:.1f} s)")
-    if failed:
-        print("\nIf the change is intended, rewrite the scores with `cluster-bench scores --update` "
-              "and commit them with the change that moved them.")
+            print(f"ok   {check.path}")
+        values += check.values
+    drifted = sum(len(c.drifts) for c in checks)
+    took = time.perf_counter() - t0
+    tol = _tolerances(checks)
+    if drifted:
+        print(f"scores check: {len(checks)} file(s), {values} values, {drifted} drifted in {failed} file(s) "
+              f"({took:.1f} s)")
+    else:
+        print(f"scores check: {len(checks)} file(s), {values} values, all within {tol} ({took:.1f} s)")
     return 1 if failed else 0
+
+
+def _tolerances(checks) -> str:
+    from baselines.harness.scores import load_scores
+
+    tols = set()
+    for c in checks:
+        data = load_scores(c.path)
+        tols.add((float(data.get("rel_tol", 1e-6)), float(data.get("abs_tol", 1e-6))))
+    if len(tols) == 1:
+        rel, abs_ = tols.pop()
+        return f"{rel:g}" if rel == abs_ else f"rel {rel:g} / abs {abs_:g}"
+    return "each file's tolerance"
 
 
 def _ci_scenarios() -> list[str]:

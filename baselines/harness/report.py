@@ -52,6 +52,8 @@ def summarize(records: Sequence[dict[str, Any]], metrics: Iterable[str] = METRIC
         has_reference = reference is not None and any(r["policy"] == reference for r in scenario_records)
         row["reference"] = reference if has_reference else None
         for metric in paired_metrics:
+            if not all(metric in r for r in rs):
+                continue                      # records from elsewhere may lack a metric
             row.update(_paired_columns(scenario_records, policy, reference if has_reference else None, metric, row))
         rows.append(row)
     return rows
@@ -118,7 +120,7 @@ def format_table(records: Sequence[dict[str, Any]], metrics: Sequence[str] = TAB
     cells = []
     notes = []
     for r in rows:
-        n = r[f"ratio_{paired_metric}_n"]
+        n = r.get(f"ratio_{paired_metric}_n", 0)
         if r["reference"] is None or n == 0:
             ratio, wins = "-", "-"
         else:

@@ -102,33 +102,98 @@ def update_scores(path: "str | Path", scenarios: Sequence[str], policies: Sequen
     return path
 
 
+@dataclass
+class CheckResult:
+    """The check of one scores file: what moved, and how many stored values were compared."""
+
+    path: Path
+    drifts: list[Drift]
+    values: int
+    seconds: float = 0.0
+
+
 def check_scores(path: "str | Path", scenarios: Optional[Sequence[str]] = None, backend: str = "auto",
                  workers: Optional[int] = None, progress: bool = False) -> list[Drift]:
     """Recompute every entry of a scores file; return the metrics that moved beyond its tolerance."""
-    data = load_scores(path)
+    return check_score_files([(path, scenarios)], backend, workers, progress)[0].drifts
+
+
+def check_score_files(targets: Sequence[tuple["str | Path", Optional[Sequence[str]]]], backend: str = "auto",
+                      workers: Optional[int] = None, progress: bool = False) -> list[CheckResult]:
+    """Check several scores files at once: every (file, scenario, policy, seed) episode goes into
+    one batch of tasks on ``backend`` (so a process pool keeps every core busy across files), then
+    each file's stored metrics are compared with the recomputed ones. Only the metrics a file
+    holds are compared (a file written before a metric existed stays valid)."""
+    import time
+
+    loaded = []
+    tasks, owners = [], []
+    for path, scenarios in targets:
+        data = load_scores(path)
+        stored = data["scores"]
+        wanted = list(stored) if scenarios is None else [s for s in scenarios if s in stored]
+        seeds = [int(s) for s in data["seeds"]]
+        loaded.append((Path(path), data, wanted, seeds))
+        for scenario in wanted:
+            batch = make_tasks(sorted(stored[scenario]), [scenario], data["split"], seeds, data.get("env_kwargs"))
+            tasks += batch
+            owners += [len(loaded) - 1] * len(batch)
+    t0 = time.perf_counter()
+    results = run_tasks(tasks, backend=backend, workers=workers, progress=progress)
+    seconds = time.perf_counter() - t0
+    got: list[dict] = [{} for _ in loaded]
+    for owner, task, result in zip(owners, tasks, results):
+        policy = task.policy if isinstance(task.policy, str) else result.record["policy"]
+        got[owner].setdefault(task.scenario, {}).setdefault(policy, {})[str(task.seed)] = result.record
+    checks = []
+    for i, (path, data, wanted, seeds) in enumerate(loaded):
+        drifts, values = _compare(data, wanted, seeds, got[i])
+        checks.append(CheckResult(path, drifts, values, seconds * sum(o == i for o in owners) / max(len(owners), 1)))
+    return checks
+
+
+def _compare(data: dict, scenarios: Sequence[str], seeds: Sequence[int], got: dict) -> tuple[list[Drift], int]:
     rel_tol = float(data.get("rel_tol", DEFAULT_REL_TOL))
     abs_tol = float(data.get("abs_tol", DEFAULT_ABS_TOL))
     stored = data["scores"]
-    wanted = list(stored) if scenarios is None else [s for s in scenarios if s in stored]
     drifts: list[Drift] = []
-    seeds = [int(s) for s in data["seeds"]]
-    for scenario in wanted:
-        policies = sorted(stored[scenario])
-        got = compute_scores([scenario], policies, seeds, data["split"], data.get("env_kwargs"),
-                             backend, workers, progress)[scenario]
-        for policy in policies:
+    values = 0
+    for scenario in scenarios:
+        for policy in sorted(stored[scenario]):
             for seed in seeds:
                 expected = stored[scenario][policy].get(str(seed))
                 if expected is None:
                     drifts.append(Drift(scenario, policy, seed, "<missing entry>", math.nan, math.nan))
                     continue
+                record = got[scenario][policy][str(seed)]
                 for metric, value in expected.items():
-                    new = got[policy][str(seed)].get(metric, math.nan)
+                    values += 1
+                    new = float(record.get(metric, math.nan))
                     same = (math.isnan(value) and math.isnan(new)) or math.isclose(
                         new, value, rel_tol=rel_tol, abs_tol=abs_tol)
                     if not same:
                         drifts.append(Drift(scenario, policy, seed, metric, value, new))
-    return drifts
+    return drifts, values
+
+
+def update_command(path: "str | Path", scenarios: Sequence[str], policies: Sequence[str], seeds: Sequence[int],
+                   packaged: bool) -> str:
+    """The ``cluster-bench scores --update`` command that rewrites ``path`` with the same entries."""
+    seed_text = ",".join(str(s) for s in seeds)
+    if len(seeds) > 1 and list(seeds) == list(range(seeds[0], seeds[-1] + 1)):
+        seed_text = f"{seeds[0]}-{seeds[-1]}"
+    cmd = "cluster-bench scores --update"
+    if not packaged:
+        cmd += f" --file {path}"
+    return cmd + f" --scenarios {','.join(scenarios)} --policies {','.join(policies)} --seeds {seed_text}"
+
+
+def file_update_command(path: "str | Path", packaged: bool) -> str:
+    """:func:`update_command` for everything a scores file holds."""
+    data = load_scores(path)
+    scenarios = sorted(data["scores"])
+    policies = sorted({p for sc in scenarios for p in data["scores"][sc]})
+    return update_command(path, scenarios, policies, [int(s) for s in data["seeds"]], packaged)
 
 
 def format_drifts(drifts: Sequence[Drift]) -> str:

@@ -108,7 +108,8 @@ def geo_mean_ci(ratios: Sequence[float], confidence: float = CONFIDENCE, n_resam
     Returns ``(nan, nan, nan)`` for no ratio, ``(g, nan, nan)`` for one, ``(g, g, g)`` when all
     are equal. Raises on a non-positive or NaN ratio (filter those first).
     """
-    logs = np.log(np.asarray(ratios, dtype=np.float64))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = np.log(np.asarray(ratios, dtype=np.float64))
     if not np.all(np.isfinite(logs)):
         raise ValueError("ratios must be positive and finite")
     if len(logs) == 0:

@@ -1,0 +1,170 @@
+"""Paired statistics (baselines.harness.stats), the reports and CLI commands built on them."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from baselines.cli import main as cluster_bench
+from baselines.harness.report import format_table, summarize
+from baselines.harness.stats import (PairingError, geo_mean_ci, mean_ci, paired_summary, paired_table,
+                                     window_key)
+
+
+def rec(policy, seed, avg_jct, scenario="s-v0", env="", truncated=False, unfinished=0, **more):
+    return {"policy": policy, "scenario": scenario, "split": "test", "seed": seed, "env": env,
+            "avg_jct": avg_jct, "gpu_utilization": more.pop("util", 0.5), "truncated": truncated,
+            "jobs_unfinished": unfinished, "pending_window": 32, **more}
+
+
+def records_with_ratio(ratios, base=1000.0):
+    out = []
+    for seed, ratio in enumerate(ratios):
+        ref = base * (seed + 1)                 # windows differ a lot; the ratio does not
+        out += [rec("fifo", seed, ref), rec("new", seed, ref * ratio)]
+    return out
+
+
+def test_constant_ratio_gives_that_geometric_mean_inside_its_interval():
+    s = paired_summary(records_with_ratio([0.5] * 8), "new", "fifo")
+    assert s.n == 8 and s.geo_mean == pytest.approx(0.5)
+    assert s.ci_low <= 0.5 <= s.ci_high and s.ci_high < 1
+    assert s.win_rate == 1.0 and s.significant
+
+
+def test_geometric_mean_interval_and_win_rate_on_known_ratios():
+    ratios = [0.5, 2.0, 0.5, 2.0, 1.0, 0.25, 4.0, 1.0]       # log-symmetric around 1
+    s = paired_summary(records_with_ratio(ratios), "new", "fifo")
+    assert s.geo_mean == pytest.approx(1.0)
+    assert s.ci_low < 1.0 < s.ci_high and not s.significant
+    assert s.win_rate == pytest.approx(3 / 8)                  # ties (1.0) are not wins
+    assert s.ratios == pytest.approx(ratios)
+
+
+def test_higher_is_better_metrics_win_when_larger():
+    records = []
+    for seed in range(4):
+        records += [rec("fifo", seed, 1.0, util=0.4), rec("new", seed, 1.0, util=0.6 if seed else 0.3)]
+    s = paired_summary(records, "new", "fifo", metric="gpu_utilization")
+    assert s.win_rate == pytest.approx(3 / 4)
+
+
+def test_bootstrap_is_seeded_and_handles_small_samples():
+    r = np.exp(np.random.default_rng(3).normal(-0.2, 0.3, 12))
+    assert geo_mean_ci(r) == geo_mean_ci(r)
+    assert geo_mean_ci(r, seed=1) != geo_mean_ci(r, seed=2)
+    g, lo, hi = geo_mean_ci([0.8])
+    assert g == pytest.approx(0.8) and math.isnan(lo) and math.isnan(hi)
+    assert all(math.isnan(v) for v in geo_mean_ci([]))
+    g, lo, hi = geo_mean_ci([0.8, 0.9])                          # BCa is degenerate at n=2
+    assert 0.8 <= lo <= g <= hi <= 0.9
+    with pytest.raises(ValueError, match="positive"):
+        geo_mean_ci([0.5, 0.0])
+    m, lo, hi = mean_ci([1.0, 2.0, 3.0, 4.0, float("nan")])
+    assert m == 2.5 and 1.0 <= lo < 2.5 < hi <= 4.0
+
+
+def test_zero_and_nan_values_are_left_out_and_counted():
+    records = records_with_ratio([0.5] * 5)
+    records[1]["avg_jct"] = float("nan")          # fifo, seed 0: no job finished
+    records[3]["avg_jct"] = 0.0                    # new, seed 1
+    s = paired_summary(records, "new", "fifo")
+    assert (s.n, s.undefined) == (3, 2) and s.geo_mean == pytest.approx(0.5)
+
+
+def test_unpaired_and_duplicate_windows_are_errors():
+    records = records_with_ratio([0.5] * 3)
+    with pytest.raises(PairingError, match="only 'fifo' ran.*seed 2"):
+        paired_summary(records[:-1], "new", "fifo")
+    with pytest.raises(PairingError, match="two records"):
+        paired_summary(records + [rec("new", 0, 1.0)], "new", "fifo")
+    other_env = [dict(r, env="load=0.9") if r["policy"] == "new" else r for r in records]
+    with pytest.raises(PairingError, match=r"load=0\.9"):
+        paired_summary(other_env, "new", "fifo")
+    with pytest.raises(PairingError, match="reference"):
+        paired_summary(records, "new", "sjf")
+    assert window_key(records[0]) == ("s-v0", "test", 0, "")
+
+
+def test_truncated_windows_are_excluded_from_ratios_and_flagged_in_the_table():
+    records = records_with_ratio([0.5] * 4)
+    records[3] = dict(records[3], truncated=True, jobs_unfinished=17, avg_jct=1.0)   # new, seed 1
+    s = paired_summary(records, "new", "fifo")
+    assert (s.n, s.truncated) == (3, 1) and s.geo_mean == pytest.approx(0.5)
+    table = format_table(records, metrics=("avg_jct", "gpu_utilization"))
+    line = next(ln for ln in table.splitlines() if ln.startswith("s-v0") and " new " in ln)
+    assert "TRUNCATED 1/4 (17 jobs unfinished)" in line
+    assert "0.500 [0.500, 0.500]" in line and "3/3" in line
+    assert "TRUNCATED 1/4" not in next(ln for ln in table.splitlines() if " fifo " in ln)
+
+
+def test_table_names_the_pending_window_and_reference_and_says_when_it_is_missing():
+    records = records_with_ratio([0.5, 0.6, 0.7])
+    table = format_table(records, metrics=("avg_jct",))
+    assert "pending window K=32" in table and "vs fifo" in table
+    assert "avg_jct vs fifo" in table.splitlines()[2]
+    no_ref = format_table([r for r in records if r["policy"] == "new"], metrics=("avg_jct",))
+    assert "no ratios: the reference policy 'fifo' is not among the policies" in no_ref
+    rows = {r["policy"]: r for r in summarize(records, metrics=("avg_jct",))}
+    assert rows["new"]["ratio_avg_jct"] == pytest.approx((0.5 * 0.6 * 0.7) ** (1 / 3))
+    assert rows["new"]["win_rate_avg_jct"] == 1.0 and rows["fifo"]["ratio_avg_jct"] == 1.0
+
+
+def test_unpaired_records_are_reported_in_the_table_not_mixed():
+    records = records_with_ratio([0.5, 0.6, 0.7])[:-1]
+    table = format_table(records, metrics=("avg_jct",))
+    assert "UNPAIRED" in table and "only 'fifo' ran" in table
+
+
+def test_paired_table_covers_every_policy():
+    records = records_with_ratio([0.5, 0.6]) + [rec("x", s, 3000.0 * (s + 1)) for s in range(2)]
+    table = paired_table(records)
+    assert list(table) == ["fifo", "new", "x"] and table["x"].geo_mean == pytest.approx(3.0)
+
+
+# ----------------------------------------------------------------------------- the CLI, end to end on toy-v0
+def test_cluster_bench_compare_prints_the_paired_ratio_and_writes_json(tmp_path, capsys):
+    out = tmp_path / "cmp.json"
+    assert cluster_bench(["compare", "sjf", "fifo", "--scenario", "toy-v0", "--seeds", "0-3",
+                          "--backend", "serial", "--quiet", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    # toy-v0: fifo's avg JCT is 440/6 s, SJF's 430/6 s on every window (tests/test_toy_dynamics.py).
+    assert "ratio sjf/fifo: geometric mean 0.9773" in text and "sjf better on 4 of 4 windows" in text
+    data = json.loads(out.read_text())
+    assert data["comparison"]["n"] == 4 and data["comparison"]["geo_mean"] == pytest.approx(430 / 440)
+    assert len(data["episodes"]) == 8
+
+
+def test_cluster_bench_compare_rejects_bad_arguments(tmp_path, capsys):
+    assert cluster_bench(["compare", "fifo", "fifo", "--scenario", "toy-v0", "--quiet"]) == 2
+    assert cluster_bench(["compare", "sjf", "fifo", "--scenario", "toy-v0", "--metric", "speed", "--quiet"]) == 2
+    assert "unknown metric 'speed'" in capsys.readouterr().err
+
+
+def test_cluster_bench_run_shows_ratios_and_writes_the_paired_plot(tmp_path, capsys):
+    out = tmp_path / "res"
+    assert cluster_bench(["run", "--scenario", "toy-v0", "--policies", "fifo,sjf", "--seeds", "0-2",
+                          "--out", str(out), "--backend", "serial", "--quiet"]) == 0
+    text = capsys.readouterr().out
+    assert "pending window K=8" in text and "0.977 [0.977, 0.977]" in text
+    summary = json.loads((out / "results.json").read_text())["summary"]
+    sjf = next(r for r in summary if r["policy"] == "sjf")
+    assert sjf["ratio_avg_jct"] == pytest.approx(430 / 440) and sjf["win_rate_avg_jct"] == 1.0
+    assert "ratio_avg_jct" in (out / "summary.csv").read_text().splitlines()[0]
+    episode = json.loads((out / "results.json").read_text())["episodes"][0]
+    assert episode["truncated"] is False and episode["jobs_unfinished"] == 0 and "offered_load" in episode
+    png = (out / "paired_avg_jct.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+
+
+def test_truncated_episodes_are_marked_in_the_record_and_the_table(capsys, tmp_path):
+    assert cluster_bench(["run", "--scenario", "toy-v0", "--policies", "fifo,sjf", "--seeds", "0-1",
+                          "--env", "max_steps=3", "--out", str(tmp_path), "--backend", "serial", "--quiet",
+                          "--no-plots"]) == 0
+    text = capsys.readouterr().out
+    assert "TRUNCATED 2/2" in text
+    episodes = json.loads((tmp_path / "results.json").read_text())["episodes"]
+    assert all(e["truncated"] and e["jobs_unfinished"] > 0 for e in episodes)
+    assert all(e["jobs_unfinished"] == 6 - e["jobs_finished"] for e in episodes)
