@@ -168,3 +168,59 @@ def test_truncated_episodes_are_marked_in_the_record_and_the_table(capsys, tmp_p
     episodes = json.loads((tmp_path / "results.json").read_text())["episodes"]
     assert all(e["truncated"] and e["jobs_unfinished"] > 0 for e in episodes)
     assert all(e["jobs_unfinished"] == 6 - e["jobs_finished"] for e in episodes)
+
+
+# ----------------------------------------------------------------------------- load sweeps
+def test_cluster_bench_sweep_writes_curves_with_intervals(tmp_path, capsys):
+    out = tmp_path / "sweep"
+    assert cluster_bench(["sweep", "--scenario", "toy-v0", "--loads", "0.5,2", "--policies", "fifo,sjf",
+                          "--seeds", "0-2", "--backend", "serial", "--quiet", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "load 0.5" in text and "load 2" in text and "measured offered load: 0.500, 2.000" in text
+    data = json.loads((out / "load_sweep.json").read_text())
+    rows = {(r["policy"], r["load"]): r for r in data["rows"]}
+    assert set(rows) == {("fifo", 0.5), ("fifo", 2.0), ("sjf", 0.5), ("sjf", 2.0)}
+    for r in rows.values():
+        assert r["n"] == 3 and r["offered_load"] == pytest.approx(r["load"])
+        assert r["avg_jct_lo"] <= r["avg_jct"] <= r["avg_jct_hi"]
+    assert rows[("fifo", 2.0)]["ratio_avg_jct"] == 1.0
+    assert {e["env"] for e in data["episodes"]} == {"load=0.5", "load=2.0"}
+    assert len((out / "load_sweep.csv").read_text().splitlines()) == 1 + 4
+    assert (out / "load_sweep.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_load_sweep_refuses_bad_settings():
+    from baselines.harness.load_sweep import run_load_sweep
+
+    with pytest.raises(ValueError, match="sets 'load'"):
+        run_load_sweep("toy-v0", [0.5], ["fifo"], [0], env_kwargs={"load": 0.9})
+    with pytest.raises(ValueError, match="positive"):
+        run_load_sweep("toy-v0", [0.5, -1], ["fifo"], [0])
+    with pytest.raises(ValueError, match="reference policy 'fifo'"):
+        run_load_sweep("toy-v0", [0.5], ["sjf"], [0])
+    with pytest.raises(SystemExit):
+        cluster_bench(["sweep", "--scenario", "toy-v0", "--loads", "0.5,x"])
+
+
+# ----------------------------------------------------------------------------- scores --check
+def test_scores_check_ends_with_a_summary_and_the_exact_update_command(tmp_path, capsys):
+    path = tmp_path / "mine.json"
+    assert cluster_bench(["scores", "--update", "--file", str(path), "--scenarios", "toy-v0",
+                          "--policies", "fifo,sjf", "--seeds", "0-1", "--quiet"]) == 0
+    data = json.loads(path.read_text())
+    for entry in data["scores"]["toy-v0"]["fifo"].values():
+        del entry["p99_jct"]                    # a file written before a metric existed stays valid
+    path.write_text(json.dumps(data))
+    capsys.readouterr()
+    assert cluster_bench(["scores", "--check", "--file", str(path), "--quiet"]) == 0
+    per_entry = len(data["scores"]["toy-v0"]["sjf"]["0"])
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith(f"scores check: 1 file(s), {4 * per_entry - 2} values, all within 1e-06")
+    data["scores"]["toy-v0"]["sjf"]["1"]["avg_jct"] *= 1.01
+    path.write_text(json.dumps(data))
+    assert cluster_bench(["scores", "--check", "--file", str(path), "--quiet"]) == 1
+    text = capsys.readouterr().out
+    assert (f"cluster-bench scores --update --file {path} --scenarios toy-v0 --policies fifo,sjf --seeds 0-1"
+            in text)
+    assert text.strip().splitlines()[-1].startswith(f"scores check: 1 file(s), {4 * per_entry - 2} values, "
+                                                    "1 drifted in 1 file(s)")

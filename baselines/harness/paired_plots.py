@@ -62,8 +62,22 @@ def plot_load_sweep(rows: Sequence[dict[str, Any]], path: "str | Path",
     """One panel per metric: the mean over windows against offered load, one curve per policy with
     its 95% bootstrap band (``rows`` from :func:`baselines.harness.load_sweep.sweep_rows`)."""
     plt = _pyplot()
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4.6 * len(metrics), 4.2), squeeze=False)
+    ratio = any("ratio_avg_jct" in r for r in rows)
+    panels = len(metrics) + ratio
+    fig, axes = plt.subplots(1, panels, figsize=(4.6 * panels, 4.2), squeeze=False)
     policies = list(dict.fromkeys(r["policy"] for r in rows))
+    if ratio:                # the paired view: windows' spread cancels, policies' differences stay
+        ax = axes[0][-1]
+        for j, policy in enumerate(policies):
+            mine = sorted((r for r in rows if r["policy"] == policy and "ratio_avg_jct" in r), key=lambda r: r["load"])
+            x = np.array([r["load"] for r in mine])
+            ax.plot(x, [r["ratio_avg_jct"] for r in mine], marker="o", ms=4, color=f"C{j}", label=policy)
+            ax.fill_between(x, [r["ratio_avg_jct_lo"] for r in mine], [r["ratio_avg_jct_hi"] for r in mine],
+                            color=f"C{j}", alpha=0.2, lw=0)
+        ax.axhline(1.0, color="grey", ls="--", lw=1)
+        ax.set_xlabel("offered load (target)")
+        ax.set_ylabel("avg_jct / reference's, per window (geo. mean)")
+        ax.grid(alpha=0.3)
     for ax, metric in zip(axes[0], metrics):
         for j, policy in enumerate(policies):
             mine = sorted((r for r in rows if r["policy"] == policy), key=lambda r: r["load"])
