@@ -238,6 +238,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     for name in policies:
         resolve_policy(name, args.scenario)
     reference = args.reference if args.reference in policies else None
+    if reference is None:
+        print(f"note: the reference {args.reference!r} is not swept, so there are no paired ratios "
+              "(add it to --policies or pick --reference)")
     env_kwargs = parse_env_overrides(args.env)
     print(f"cluster-bench sweep: {len(policies)} policies x {len(args.seeds)} seeds x {len(args.loads)} loads "
           f"on {args.scenario}/{args.split} ({args.backend} backend)", flush=True)

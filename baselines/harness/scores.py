@@ -109,7 +109,6 @@ class CheckResult:
     path: Path
     drifts: list[Drift]
     values: int
-    seconds: float = 0.0
 
 
 def check_scores(path: "str | Path", scenarios: Optional[Sequence[str]] = None, backend: str = "auto",
@@ -124,8 +123,6 @@ def check_score_files(targets: Sequence[tuple["str | Path", Optional[Sequence[st
     one batch of tasks on ``backend`` (so a process pool keeps every core busy across files), then
     each file's stored metrics are compared with the recomputed ones. Only the metrics a file
     holds are compared (a file written before a metric existed stays valid)."""
-    import time
-
     loaded = []
     tasks, owners = [], []
     for path, scenarios in targets:
@@ -138,9 +135,7 @@ def check_score_files(targets: Sequence[tuple["str | Path", Optional[Sequence[st
             batch = make_tasks(sorted(stored[scenario]), [scenario], data["split"], seeds, data.get("env_kwargs"))
             tasks += batch
             owners += [len(loaded) - 1] * len(batch)
-    t0 = time.perf_counter()
     results = run_tasks(tasks, backend=backend, workers=workers, progress=progress)
-    seconds = time.perf_counter() - t0
     got: list[dict] = [{} for _ in loaded]
     for owner, task, result in zip(owners, tasks, results):
         policy = task.policy if isinstance(task.policy, str) else result.record["policy"]
@@ -148,7 +143,7 @@ def check_score_files(targets: Sequence[tuple["str | Path", Optional[Sequence[st
     checks = []
     for i, (path, data, wanted, seeds) in enumerate(loaded):
         drifts, values = _compare(data, wanted, seeds, got[i])
-        checks.append(CheckResult(path, drifts, values, seconds * sum(o == i for o in owners) / max(len(owners), 1)))
+        checks.append(CheckResult(path, drifts, values))
     return checks
 
 
@@ -193,7 +188,13 @@ def file_update_command(path: "str | Path", packaged: bool) -> str:
     data = load_scores(path)
     scenarios = sorted(data["scores"])
     policies = sorted({p for sc in scenarios for p in data["scores"][sc]})
-    return update_command(path, scenarios, policies, [int(s) for s in data["seeds"]], packaged)
+    cmd = update_command(path, scenarios, policies, [int(s) for s in data["seeds"]], packaged)
+    if data.get("env_kwargs"):      # the CLI has no --env for scores: say how to keep them
+        cmd += (f"   (the file's env_kwargs {data['env_kwargs']!r} need "
+                "baselines.harness.scores.update_scores(..., env_kwargs=...))")
+    if data.get("split", "test") != "test":
+        cmd += f"   (the file's split {data['split']!r} needs update_scores(..., split=...))"
+    return cmd
 
 
 def format_drifts(drifts: Sequence[Drift]) -> str:
