@@ -156,7 +156,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     import json
 
     import cluster_env
-    from baselines.harness.report import _fmt
+    from baselines.harness.report import format_value
     from baselines.harness.stats import lower_is_better, paired_summary, truncation
     from baselines.harness.sweep import make_tasks, resolve_policy, run_tasks
     from cluster_env.core.metrics import METRIC_KEYS
@@ -188,7 +188,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     env_text = f" [{', '.join(args.env)}]" if args.env else ""
     print(f"{a} vs {b} on {args.scenario}/{args.split}{env_text}, {len(args.seeds)} windows, {args.metric} "
           f"({better} is better)")
-    print(f"  mean {args.metric}: {a} {_fmt(s.mean)}, {b} {_fmt(s.reference_mean)} (over the {s.n} paired windows)")
+    print(f"  mean {args.metric}: {a} {format_value(s.mean)}, {b} {format_value(s.reference_mean)} (over the {s.n} paired windows)")
     print(f"  ratio {a}/{b}: geometric mean {s.geo_mean:.4f}, 95% CI [{s.ci_low:.4f}, {s.ci_high:.4f}]")
     wins = round(s.win_rate * s.n) if s.n else 0
     print(f"  {a} better on {wins} of {s.n} windows (win rate {s.win_rate:.2f})")

@@ -76,7 +76,8 @@ def _paired_columns(records: Sequence[dict], policy: str, reference: Optional[st
     return cols
 
 
-def _fmt(value: float) -> str:
+def format_value(value: float) -> str:
+    """A metric value for a table: thousands separators above 1,000, three decimals below 10."""
     if math.isnan(value):
         return "nan"
     if abs(value) >= 1000:
@@ -133,8 +134,8 @@ def format_table(records: Sequence[dict[str, Any]], metrics: Sequence[str] = TAB
             flags.append("UNPAIRED")
             notes.append(f"UNPAIRED {r['scenario']}/{r['policy']}: {r['pairing_error']}")
         first = metrics[0] if metrics else paired_metric
-        cells.append([r["scenario"], r["policy"], str(r["seeds"]), f"{_fmt(r[first])} ± {_fmt(r[first + '_std'])}",
-                      ratio, wins, *[f"{_fmt(r[m])} ± {_fmt(r[m + '_std'])}" for m in metrics[1:]],
+        cells.append([r["scenario"], r["policy"], str(r["seeds"]), f"{format_value(r[first])} ± {format_value(r[first + '_std'])}",
+                      ratio, wins, *[f"{format_value(r[m])} ± {format_value(r[m + '_std'])}" for m in metrics[1:]],
                       "; ".join(flags)])
     caption = table_caption(records, reference, paired_metric)
     if not any(c[-1] for c in cells):            # no flags: drop the column
