@@ -204,12 +204,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if s.undefined:
         print(f"  {s.undefined} window(s) left out: {args.metric} NaN or not positive")
     if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
+        from baselines.harness.files import atomic_write
+
         payload = {"meta": {"a": a, "b": b, "scenario": args.scenario, "split": args.split, "seeds": args.seeds,
                             "env_kwargs": env_kwargs, "metric": args.metric, "version": cluster_env.__version__},
                    "comparison": s.to_dict(), "episodes": records}
-        out.write_text(json.dumps(payload, indent=2, allow_nan=True))
+        text = json.dumps(payload, indent=2, allow_nan=True)
+        out = atomic_write(args.out, lambda f: f.write(text))
         print(f"wrote {out}")
     return 0
 

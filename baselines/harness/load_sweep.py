@@ -111,19 +111,22 @@ def sweep_rows(records: Sequence[dict[str, Any]], reference: Optional[str] = DEF
 def write_sweep(sweep: LoadSweep, out: "str | Path", plot: bool = True) -> list[Path]:
     """``load_sweep.csv`` (one row per policy and load), ``load_sweep.json`` (settings, rows and
     every episode) and ``load_sweep.png`` in ``out``; returns the paths."""
+    from baselines.harness.files import atomic_write
+
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    csv_path = out / "load_sweep.csv"
     fields = list(dict.fromkeys(k for r in sweep.rows for k in r))
-    with csv_path.open("w", newline="") as f:
+
+    def write_rows(f) -> None:
         writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
         writer.writerows(sweep.rows)
-    json_path = out / "load_sweep.json"
+
+    csv_path = atomic_write(out / "load_sweep.csv", write_rows, newline="")
     meta = {"scenario": sweep.scenario, "split": sweep.split, "loads": sweep.loads, "policies": sweep.policies,
             "seeds": sweep.seeds, "env_kwargs": sweep.env_kwargs, "reference": sweep.reference}
-    json_path.write_text(json.dumps({"meta": meta, "rows": sweep.rows, "episodes": sweep.records}, indent=2,
-                                    allow_nan=True, default=str))
+    text = json.dumps({"meta": meta, "rows": sweep.rows, "episodes": sweep.records}, indent=2, allow_nan=True,
+                      default=str)
+    json_path = atomic_write(out / "load_sweep.json", lambda f: f.write(text))
     paths = [csv_path, json_path]
     if plot:
         from baselines.harness.paired_plots import plot_load_sweep

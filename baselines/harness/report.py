@@ -159,16 +159,19 @@ def format_table(records: Sequence[dict[str, Any]], metrics: Sequence[str] = TAB
 
 def write_summary_csv(records: Sequence[dict[str, Any]], path: "str | Path",
                       reference: Optional[str] = DEFAULT_REFERENCE) -> Path:
-    """One row per (scenario, policy): :func:`summarize`'s means, stds and paired ratios."""
+    """One row per (scenario, policy): :func:`summarize`'s means, stds and paired ratios (written
+    atomically)."""
+    from baselines.harness.files import atomic_write
+
     rows = summarize(records, reference=reference)
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     fields = list(dict.fromkeys(k for r in rows for k in r))
-    with path.open("w", newline="") as f:
+
+    def write(f) -> None:
         writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
         writer.writerows(rows)
-    return path
+
+    return atomic_write(path, write, newline="")
 
 
 def write_csv(records: Sequence[dict[str, Any]], path: "str | Path") -> Path:
