@@ -86,6 +86,10 @@ def test_unpaired_and_duplicate_windows_are_errors():
     with pytest.raises(PairingError, match="reference"):
         paired_summary(records, "new", "sjf")
     assert window_key(records[0]) == ("s-v0", "test", 0, "")
+    with pytest.raises(PairingError, match="has no seed"):
+        paired_summary([{k: v for k, v in r.items() if k != "seed"} for r in records], "new", "fifo")
+    rows = summarize([{k: v for k, v in r.items() if k != "seed"} for r in records], metrics=("avg_jct",))
+    assert all("has no seed" in r["pairing_error"] and math.isnan(r["ratio_avg_jct"]) for r in rows)
 
 
 def test_truncated_windows_are_excluded_from_ratios_and_flagged_in_the_table():

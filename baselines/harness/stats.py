@@ -44,7 +44,12 @@ class PairingError(ValueError):
 
 
 def window_key(record: dict[str, Any]) -> tuple:
-    """(scenario, split, seed, env): the identity of the window a record ran on."""
+    """(scenario, split, seed, env): the identity of the window a record ran on (a record without
+    scenario, split or seed cannot be paired: :class:`PairingError`)."""
+    missing = [k for k in ("scenario", "split", "seed") if k not in record]
+    if missing:
+        raise PairingError(f"a record of policy {record.get('policy')!r} has no {', '.join(missing)}: "
+                           "it cannot be paired with another policy's window")
     return (str(record["scenario"]), str(record["split"]), int(record["seed"]), str(record.get("env", "")))
 
 
