@@ -211,3 +211,41 @@ def test_composes_with_every_placer(orderer):
                 check_invariants(env, state)
         check_invariants(env, state)
         assert infos["orderer"]["metrics"]["jobs_finished"] == 40, name
+
+
+def placer_obs(free: list[int], speed: list[float], need: int, duration: float) -> dict:
+    """A PLACE-phase observation: free GPUs and the job's speed per machine, its need and duration."""
+    from baselines.obs import G, M, P
+
+    machines = np.zeros((len(free), len(M)), dtype=np.float32)
+    machines[:, M["free_gpus"]] = np.array(free) / 8.0
+    machines[:, M["job_speed"]] = speed
+    machines[:, M["measured_speed"]] = 1.0
+    placing = np.zeros(len(P), dtype=np.float32)
+    placing[P["need_log2"]] = np.log2(1 + need)
+    placing[P["duration_log"]] = np.log1p(duration)
+    g = np.zeros(len(G), dtype=np.float32)
+    g[G["phase"]] = g[G["clairvoyant"]] = 1
+    mask = np.array([f > 0 for f in free] + [0], dtype=np.int8)
+    return {"jobs": np.zeros((1, len(J)), np.float32), "machines": machines, "global": g,
+            "placing": placing, "action_mask": mask}
+
+
+def test_oracle_placer_gives_fast_machines_to_long_jobs_and_tight_slow_ones_to_short_jobs():
+    placer = PLACERS["oracle"]()
+    # Machine 0: a slow GPU type (0.3x) with exactly 2 free; 1: fast (1x) with 4 free; 2: fast, 3 free.
+    free, speed = [2, 4, 3], [0.3, 1.0, 1.0]
+    # A 2-hour job goes to the fast machines (the tighter of the two).
+    assert placer.place(placer_obs(free, speed, need=2, duration=7200.0), {}) == 2
+    # A 60 s job loses 140 s on the slow machine (60/0.3 - 60), within the 300 s slack: it takes
+    # the tightest fit there and leaves the fast GPUs free.
+    assert placer.place(placer_obs(free, speed, need=2, duration=60.0), {}) == 0
+    # A machine that holds the whole need beats a faster one that would split the job.
+    assert placer.place(placer_obs([2, 1], [0.3, 1.0], need=2, duration=7200.0), {}) == 0
+    # fastest (the info-agnostic placer) sends the short job to a fast machine too.
+    assert PLACERS["fastest"]().place(placer_obs(free, speed, need=2, duration=60.0), {}) == 2
+    # Hidden durations: refused.
+    obs = placer_obs(free, speed, need=2, duration=60.0)
+    obs["global"][baselines.obs.G["clairvoyant"]] = 0
+    with pytest.raises(baselines.ClairvoyanceRequired):
+        placer.place(obs, {})
