@@ -128,14 +128,13 @@ TIRESIAS_QUEUE_LIMITS = (3250.0, 7200.0)
 TIRESIAS_STARVATION_KNOB = 8.0
 
 
-class Tiresias(Orderer):
-    """Tiresias-style discretised two-dimensional least-attained-service (2D-LAS).
+class PreemptivePriority(Orderer):
+    """Shared rule of the preemptive priority orderers (Tiresias, LAS, the SRPT oracle).
 
-    A job's priority is its queue: the number of queue limits its attained service (GPUs x
-    seconds executed, counted since its last promotion) has reached; lower is better, and within a
-    queue the older job goes first. Each decision epoch it computes, greedily in priority order
-    over the visible candidates, the set of jobs that should run within the GPUs they can share
-    (free GPUs plus those of the visible running candidates). Then, in this order:
+    Subclasses give every visible candidate a priority key (:meth:`keys`; lower runs first, ties
+    go to the older job, i.e. the lower job id). Each decision epoch the orderer computes, greedily
+    in priority order over the visible candidates, the set of jobs that should run within the GPUs
+    they can share (free GPUs plus those of the visible running candidates). Then, in this order:
 
     1. start the highest-priority pending job of that set that fits now;
     2. else, at a scheduling tick (``infos["tick"]``; at every epoch with ``preempt_at="event"``),
@@ -146,69 +145,30 @@ class Tiresias(Orderer):
     4. else advance.
 
     A job started at an instant is not preempted at that instant and a job preempted is not
-    restarted at the same instant, so one epoch never loops. A pending job that ran before is
-    promoted to the first queue when its time pending since its last run reaches ``starvation``
-    x its executed time (0 turns promotion off).
+    restarted at the same instant, so one epoch never loops (no zero-time livelock).
 
     Args:
-        queue_limits: attained-service limits in GPU-seconds between consecutive queues.
-        starvation: the promotion knob (Tiresias' ``solve_starvation``).
         preempt_at: ``"tick"`` (default) preempts only at the environment's scheduling ticks;
-            ``"event"`` at every decision epoch (as the Tiresias simulator, which reschedules at
-            every arrival, completion and queue change).
+            ``"event"`` at every decision epoch.
     """
 
-    name = "tiresias"
     env_overrides = {"preemption": True}
 
-    def __init__(self, queue_limits: Sequence[float] = TIRESIAS_QUEUE_LIMITS,
-                 starvation: float = TIRESIAS_STARVATION_KNOB, preempt_at: str = "tick") -> None:
-        limits = [float(x) for x in queue_limits]
-        if any(b <= a for a, b in zip(limits, limits[1:])) or any(x <= 0 for x in limits):
-            raise ValueError(f"queue_limits must be positive and increasing, got {queue_limits!r}")
-        if not starvation >= 0:
-            raise ValueError(f"starvation must be >= 0, got {starvation!r}")
+    def __init__(self, preempt_at: str = "tick") -> None:
         if preempt_at not in ("tick", "event"):
             raise ValueError(f"preempt_at must be 'tick' or 'event', got {preempt_at!r}")
-        self.queue_limits = limits
-        self.starvation = float(starvation)
         self.preempt_at = preempt_at
 
     def reset(self, rng: np.random.Generator) -> None:
         super().reset(rng)
-        self._offset: dict[int, tuple[float, float]] = {}   # job -> (attained, executed) at promotion
         self._stopped_at: dict[int, float] = {}              # job -> time this policy preempted it
         self._now = -1.0
         self._started_now: set[int] = set()
         self._preempted_now: set[int] = set()
-        self.promotions = 0
 
-    # ---------------------------------------------------------------- priorities
-    def queue_of(self, attained: float) -> int:
-        """Queue index for an attained service in GPU-seconds (0 = highest priority)."""
-        return bisect.bisect_right(self.queue_limits, attained)
-
-    def priorities(self, obs: dict, info: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(rows, queue, job id) of every visible candidate, promotions applied."""
-        jobs = obs["jobs"]
-        rows = (jobs[:, J["valid"]] > 0.5).nonzero()[0]
-        ids = np.asarray(info["job_ids"])[rows]
-        attained = from_log(jobs[rows, J["attained_log"]])
-        executed = from_log(jobs[rows, J["executed_log"]])
-        running = jobs[rows, J["running"]] > 0.5
-        now = float(info["time"])
-        queues = np.empty(len(rows), dtype=np.int64)
-        for i, job in enumerate(ids.tolist()):
-            att0, exe0 = self._offset.get(job, (0.0, 0.0))
-            queue = self.queue_of(attained[i] - att0)
-            ran = executed[i] - exe0
-            if (self.starvation and not running[i] and queue > 0 and ran > 0
-                    and now - self._stopped_at.get(job, now) >= self.starvation * ran):
-                self._offset[job] = (attained[i], executed[i])
-                self.promotions += 1
-                queue = 0
-            queues[i] = queue
-        return rows, queues, ids
+    def keys(self, obs: dict, info: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(rows, priority key, job id) of every visible candidate; a lower key runs first."""
+        raise NotImplementedError
 
     # ---------------------------------------------------------------- decision
     def order(self, obs: dict, info: dict) -> int:
@@ -217,12 +177,12 @@ class Tiresias(Orderer):
             self._now, self._started_now, self._preempted_now = now, set(), set()
         mask = obs["action_mask"]
         jobs = obs["jobs"]
-        rows, queues, ids = self.priorities(obs, info)
+        rows, keys, ids = self.keys(obs, info)
         if not len(rows):
             return _advance(obs)
         running = jobs[rows, J["running"]] > 0.5
         gpus = job_gpus(jobs[rows])
-        by_priority = np.lexsort((ids, queues))            # queue, then arrival order
+        by_priority = np.lexsort((ids, keys))              # key, then arrival order
 
         # The set that should run: greedy in priority order over the shareable GPUs.
         capacity = int(machine_free_gpus(obs["machines"]).sum() + gpus[running].sum())
@@ -264,6 +224,127 @@ class Tiresias(Orderer):
     def _start(self, row: int, job: int) -> int:
         self._started_now.add(int(job))
         return int(row)
+
+
+def _visible(obs: dict, info: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, job ids) of every visible candidate, pending and running."""
+    rows = (obs["jobs"][:, J["valid"]] > 0.5).nonzero()[0]
+    return rows, np.asarray(info["job_ids"])[rows]
+
+
+class Tiresias(PreemptivePriority):
+    """Tiresias-style discretised two-dimensional least-attained-service (2D-LAS).
+
+    A job's priority is its queue: the number of queue limits its attained service (GPUs x
+    seconds executed, counted since its last promotion) has reached; lower is better, and within a
+    queue the older job goes first. Scheduling is :class:`PreemptivePriority`'s: start the best job
+    of the should-run set, else preempt at a tick, else backfill, else advance. A pending job that
+    ran before is promoted to the first queue when its time pending since its last run reaches
+    ``starvation`` x its executed time (0 turns promotion off).
+
+    Args:
+        queue_limits: attained-service limits in GPU-seconds between consecutive queues.
+        starvation: the promotion knob (Tiresias' ``solve_starvation``).
+        preempt_at: ``"tick"`` (default) preempts only at the environment's scheduling ticks;
+            ``"event"`` at every decision epoch (as the Tiresias simulator, which reschedules at
+            every arrival, completion and queue change).
+    """
+
+    name = "tiresias"
+
+    def __init__(self, queue_limits: Sequence[float] = TIRESIAS_QUEUE_LIMITS,
+                 starvation: float = TIRESIAS_STARVATION_KNOB, preempt_at: str = "tick") -> None:
+        limits = [float(x) for x in queue_limits]
+        if any(b <= a for a, b in zip(limits, limits[1:])) or any(x <= 0 for x in limits):
+            raise ValueError(f"queue_limits must be positive and increasing, got {queue_limits!r}")
+        if not starvation >= 0:
+            raise ValueError(f"starvation must be >= 0, got {starvation!r}")
+        super().__init__(preempt_at)
+        self.queue_limits = limits
+        self.starvation = float(starvation)
+
+    def reset(self, rng: np.random.Generator) -> None:
+        super().reset(rng)
+        self._offset: dict[int, tuple[float, float]] = {}   # job -> (attained, executed) at promotion
+        self.promotions = 0
+
+    # ---------------------------------------------------------------- priorities
+    def queue_of(self, attained: float) -> int:
+        """Queue index for an attained service in GPU-seconds (0 = highest priority)."""
+        return bisect.bisect_right(self.queue_limits, attained)
+
+    def priorities(self, obs: dict, info: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(rows, queue, job id) of every visible candidate, promotions applied."""
+        jobs = obs["jobs"]
+        rows, ids = _visible(obs, info)
+        attained = from_log(jobs[rows, J["attained_log"]])
+        executed = from_log(jobs[rows, J["executed_log"]])
+        running = jobs[rows, J["running"]] > 0.5
+        now = float(info["time"])
+        queues = np.empty(len(rows), dtype=np.int64)
+        for i, job in enumerate(ids.tolist()):
+            att0, exe0 = self._offset.get(job, (0.0, 0.0))
+            queue = self.queue_of(attained[i] - att0)
+            ran = executed[i] - exe0
+            if (self.starvation and not running[i] and queue > 0 and ran > 0
+                    and now - self._stopped_at.get(job, now) >= self.starvation * ran):
+                self._offset[job] = (attained[i], executed[i])
+                self.promotions += 1
+                queue = 0
+            queues[i] = queue
+        return rows, queues, ids
+
+    keys = priorities
+
+
+class LAS(PreemptivePriority):
+    """Continuous preemptive least attained service (LAS, also called foreground-background).
+
+    The priority is the attained service itself: GPU-seconds executed so far (the
+    ``attained_log`` feature, GPUs x seconds run), with no queues and no promotion; ties go to the
+    older job. It reads no durations. Scheduling is :class:`PreemptivePriority`'s: start the
+    least-attained job of the should-run set that fits, else at a scheduling tick preempt the
+    running job with the most attained service when a job with less waits and preempting makes
+    room, else backfill, else advance. Needs ``preemption=True`` (pending jobs that were preempted
+    show their attained service only then; the harness sets it from ``env_overrides``).
+
+    Args:
+        preempt_at: ``"tick"`` (default) or ``"event"``, as for :class:`Tiresias`.
+    """
+
+    name = "las"
+
+    def keys(self, obs: dict, info: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        rows, ids = _visible(obs, info)
+        return rows, from_log(obs["jobs"][rows, J["attained_log"]]), ids
+
+
+class OracleSRPT(PreemptivePriority):
+    """UPPER REFERENCE, reads durations: clairvoyant shortest remaining GPU-time first (SRPT).
+
+    The priority is the job's remaining work at nominal speed x its GPUs (the ``remaining_log``
+    feature, visible only with ``clairvoyant=True``); ties go to the older job. Scheduling is
+    :class:`PreemptivePriority`'s, so at a scheduling tick it preempts the running job with the
+    most remaining GPU-time when a job with less waits and preempting makes room. It is an oracle
+    (what an exact runtime predictor would allow), never an info-agnostic baseline: it raises
+    :class:`ClairvoyanceRequired` when durations are hidden.
+
+    Args:
+        preempt_at: ``"tick"`` (default) or ``"event"``, as for :class:`Tiresias`.
+    """
+
+    name = "oracle"
+    env_overrides = {"preemption": True, "clairvoyant": True}
+
+    def keys(self, obs: dict, info: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if not clairvoyant(obs):
+            raise ClairvoyanceRequired(
+                "the oracle reads job durations but this environment hides them: create it with "
+                "clairvoyant=True (baselines.evaluate does so from the policy's env_overrides)")
+        rows, ids = _visible(obs, info)
+        jobs = obs["jobs"]
+        remaining = from_log(jobs[rows, J["remaining_log"]]) * job_gpus(jobs[rows])
+        return rows, remaining, ids
 
 
 class RandomOrderer(Orderer):

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from baselines.obs import M, machine_free_gpus, placing_need
+from baselines.obs import M, P, clairvoyant, from_log, machine_free_gpus, placing_need
+from baselines.orderers import ClairvoyanceRequired
 from baselines.policy import Placer
 
 
@@ -106,6 +107,59 @@ class FastestFirst(Placer):
         if whole.any():
             return int(ok[int(np.argmin(np.where(near, free, np.iinfo(np.int64).max)))])
         return int(ok[int(np.argmax(np.where(near, free, -1)))])
+
+
+class OraclePlacer(Placer):
+    """UPPER REFERENCE, reads durations: a size- and speed-aware placer (the ``oracle`` family).
+
+    Speed is :class:`FastestFirst`'s (the job type's nominal speed on the machine's GPU type x
+    the machine's measured speed); size is the job's duration at nominal speed (the placing
+    ``duration_log`` feature, visible only with ``clairvoyant=True``). Machines that can hold the
+    job's whole remaining need are preferred whenever one exists. Among them (or, if none, among
+    all) a machine is acceptable when the job runs there within ``tolerance`` of the fastest
+    speed, or when the time it would lose there, ``duration x (1/speed - 1/fastest)``, is at most
+    ``slack`` seconds: a short job takes a slower machine and leaves the fast GPUs to long jobs.
+    The acceptable machine that fits tightest wins (fewest free GPUs; if none holds the whole
+    need, the most free GPUs, fewest pieces), then the slowest, then the lowest index. It raises
+    :class:`baselines.ClairvoyanceRequired` when durations are hidden.
+
+    Args:
+        slack: seconds a job may lose by running on a slower machine.
+        tolerance: relative speed difference treated as a tie.
+    """
+
+    name = "oracle"
+    env_overrides = {"clairvoyant": True}
+
+    def __init__(self, slack: float = 300.0, tolerance: float = 0.02) -> None:
+        if not slack >= 0:
+            raise ValueError(f"slack must be >= 0, got {slack!r}")
+        self.slack, self.tolerance = float(slack), float(tolerance)
+
+    def place(self, obs: dict, info: dict) -> int:
+        if not clairvoyant(obs):
+            raise ClairvoyanceRequired(
+                "the oracle placer reads job durations but this environment hides them: create it "
+                "with clairvoyant=True (baselines.evaluate does so from the policy's env_overrides)")
+        ok = allowed_machines(obs)
+        if not len(ok):
+            return _noop_or_first(obs)
+        machines = obs["machines"]
+        speed = (machines[ok, M["job_speed"]].astype(np.float64)
+                 * machines[ok, M["measured_speed"]].astype(np.float64))
+        free = machine_free_gpus(machines)[ok]
+        whole = free >= placing_need(obs)
+        pool = whole if whole.any() else np.ones(len(ok), dtype=bool)
+        best = speed[pool].max()
+        duration = float(from_log(np.asarray(obs["placing"][P["duration_log"]])))
+        with np.errstate(divide="ignore"):
+            lost = duration * (1.0 / speed - 1.0 / best)
+        accept = pool & ((speed >= best * (1.0 - self.tolerance)) | (lost <= self.slack))
+        tight = free if whole.any() else -free
+        cand = accept.nonzero()[0]
+        # lexsort: the last key is the primary one.
+        order = np.lexsort((ok[cand], speed[cand], tight[cand]))
+        return int(ok[cand[order[0]]])
 
 
 class RandomPlacer(Placer):

@@ -10,19 +10,25 @@ Named baselines (DESIGN section 7):
                reproduce the same 464k-496k s on the first 1,000 Philly jobs of 2017-10-01)
 ``sjf``        shortest job first (clairvoyant) + consolidating best-fit
 ``tiresias``   Tiresias-style 2D-LAS with preemption + consolidating best-fit
+``las``        continuous preemptive least attained service (no durations) + consolidating best-fit
+``oracle``     UPPER REFERENCE, reads durations (clairvoyant + preemption): shortest remaining
+               GPU-time first, preemptive, + the size- and speed-aware oracle placer; never an
+               info-agnostic baseline
 =============  ==========================================================
 
-Any ``ORDERER+PLACER`` pair composes, e.g. ``sjf+fastest`` or ``tiresias+spread``. Orderers:
-``fifo``, ``fifo-strict``, ``sjf``, ``sjf-noisy`` (log-normal duration error, ``noise=0.5`` by
-default), ``tiresias`` (alias ``2dlas``), ``random``. Placers: ``first-fit``, ``consolidate``
-(alias ``best-fit``), ``spread``, ``fastest``, ``random``.
+Any ``ORDERER+PLACER`` pair composes, e.g. ``sjf+fastest``, ``tiresias+spread`` or
+``las+fastest``. Orderers: ``fifo``, ``fifo-strict``, ``sjf``, ``sjf-noisy`` (log-normal duration
+error, ``noise=0.5`` by default), ``tiresias`` (alias ``2dlas``), ``las``, ``oracle`` (alias
+``srpt``; reads durations), ``random``. Placers: ``first-fit``, ``consolidate`` (alias
+``best-fit``), ``spread``, ``fastest``, ``oracle`` (reads durations), ``random``. A policy with an
+``oracle`` half reads durations and is an upper reference, not an info-agnostic baseline.
 """
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from baselines.orderers import FIFO, SJF, RandomOrderer, Tiresias
-from baselines.placers import BestFit, FastestFirst, FirstFit, RandomPlacer, Spread
+from baselines.orderers import FIFO, LAS, SJF, OracleSRPT, RandomOrderer, Tiresias
+from baselines.placers import BestFit, FastestFirst, FirstFit, OraclePlacer, RandomPlacer, Spread
 from baselines.policy import ComposedPolicy, Orderer, Placer
 
 ORDERERS: dict[str, Callable[..., Orderer]] = {
@@ -32,6 +38,9 @@ ORDERERS: dict[str, Callable[..., Orderer]] = {
     "sjf-noisy": lambda noise=0.5, **kw: SJF(noise=noise, **kw),
     "tiresias": Tiresias,
     "2dlas": Tiresias,
+    "las": LAS,
+    "oracle": OracleSRPT,
+    "srpt": OracleSRPT,
     "random": RandomOrderer,
 }
 PLACERS: dict[str, Callable[..., Placer]] = {
@@ -40,6 +49,7 @@ PLACERS: dict[str, Callable[..., Placer]] = {
     "best-fit": BestFit,
     "spread": Spread,
     "fastest": FastestFirst,
+    "oracle": OraclePlacer,
     "random": RandomPlacer,
 }
 NAMED = {
@@ -48,6 +58,8 @@ NAMED = {
     "fifo-strict": ("fifo-strict", "first-fit"),
     "sjf": ("sjf", "consolidate"),
     "tiresias": ("tiresias", "consolidate"),
+    "las": ("las", "consolidate"),
+    "oracle": ("oracle", "oracle"),
 }
 #: The named baselines, in the order tables list them.
 BASELINE_NAMES = tuple(NAMED)
