@@ -2,17 +2,17 @@
 
 Subcommands::
 
-    cluster-bench run       [--scenario philly-v0] [--split test] [--policies random,fifo,sjf,tiresias]
-                            [--seeds 0-4] [--out DIR] [--backend auto|serial|process|ray] [--workers N]
-    cluster-bench compare   A B [--scenario S] [--split test] [--seeds 0-4] [--env K=V ...] [--metric avg_jct]
+    cluster-bench run       [--scenario philly-v1] [--split test] [--policies random,fifo,sjf,tiresias]
+                            [--seeds 0-19] [--out DIR] [--backend auto|serial|process|ray] [--workers N]
+    cluster-bench compare   A B [--scenario S] [--split test] [--seeds 0-19] [--env K=V ...] [--metric avg_jct]
                             [--out FILE.json]
     cluster-bench sweep     --scenario S --loads 0.5,0.7,0.9,1.1 [--policies ...] [--seeds ...] [--out DIR]
     cluster-bench scenarios
     cluster-bench scores    --check | --update [--scenarios ...] [--file PATH] [--policies ...] [--seeds ...]
 
 A bare ``cluster-bench run`` scores the named baselines (and the dual agent when a pretrained
-checkpoint exists for the scenario) on ``philly-v0``'s test split over five seeds, prints the
-table, and writes ``results.csv``, ``results.json`` and PNG plots to ``cluster-bench-results/``.
+checkpoint exists for the scenario) on ``philly-v1``'s test split over 20 windows (seeds 0-19), prints
+the table with each policy's paired ratio to FIFO, and writes ``results.csv``, ``results.json`` and PNG plots to ``cluster-bench-results/``.
 """
 from __future__ import annotations
 
@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from baselines.registry import BASELINE_NAMES
+from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 
 #: Seeds (windows) of ``run``, ``compare`` and ``sweep`` when ``--seeds`` is not given.
-DEFAULT_SEEDS = "0-4"
+DEFAULT_SEEDS = "0-19"
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -353,7 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--quiet", action="store_true", help="no progress bar")
 
     run = sub.add_parser("run", help="score policies on a scenario (the main job)")
-    run.add_argument("--scenario", default="philly-v0")
+    run.add_argument("--scenario", default=DEFAULT_SCENARIO)
     run.add_argument("--split", default="test", choices=["train", "validation", "test"])
     run.add_argument("--policies", default=None,
                      help="comma-separated names (named baselines, ORDERER+PLACER, dual); "
@@ -385,7 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
     comp = sub.add_parser("compare", help="paired comparison of two policies on the same windows")
     comp.add_argument("a", help="the policy to judge")
     comp.add_argument("b", help="the policy it is compared with (the ratio is A/B)")
-    comp.add_argument("--scenario", default="philly-v0")
+    comp.add_argument("--scenario", default=DEFAULT_SCENARIO)
     comp.add_argument("--split", default="test", choices=["train", "validation", "test"])
     comp.add_argument("--seeds", type=parse_seeds, default=parse_seeds(DEFAULT_SEEDS),
                       help=f"windows, e.g. 0-19 (default {DEFAULT_SEEDS})")
