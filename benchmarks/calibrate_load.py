@@ -7,7 +7,8 @@ per load:
 * blindness: the share of ORDER decisions at which more jobs were pending than the pending window
   shows (a heuristic then cannot see every job), for FIFO;
 * per policy, the geometric mean over windows of its average JCT divided by FIFO's on the same
-  window, a 95% bootstrap interval of it (scipy), and its win rate against FIFO.
+  window, a 95% bootstrap interval of it (``baselines.harness.stats.geo_mean_ci``), and its win
+  rate against FIFO.
 
 Usage::
 
@@ -52,26 +53,10 @@ def _episode(task: tuple) -> dict:
             "load": env.unwrapped.offered_load}
 
 
-def _paired(ratios: np.ndarray) -> tuple[float, float, float]:
-    from scipy.stats import bootstrap
-
-    logs = np.log(ratios)
-    if len(logs) < 2:
-        return float(np.exp(logs.mean())), float("nan"), float("nan")
-    ci = bootstrap((logs,), np.mean, confidence_level=0.95, n_resamples=2000,
-                   random_state=np.random.default_rng(0), method="percentile").confidence_interval
-    return float(np.exp(logs.mean())), float(np.exp(ci.low)), float(np.exp(ci.high))
-
-
-def _seeds(text: str) -> list[int]:
-    out: list[int] = []
-    for part in text.split(","):
-        lo, _, hi = part.partition("-")
-        out.extend(range(int(lo), int(hi or lo) + 1))
-    return out
-
-
 def main(argv: "list[str] | None" = None) -> int:
+    from baselines.cli import parse_seeds
+    from baselines.harness.stats import geo_mean_ci
+
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--scenario", default="philly-v1")
     p.add_argument("--split", default="test")
@@ -91,7 +76,7 @@ def main(argv: "list[str] | None" = None) -> int:
     policies = [x for x in args.policies.split(",") if x]
     if args.reference not in policies:
         policies.insert(0, args.reference)
-    seeds = _seeds(args.seeds)
+    seeds = parse_seeds(args.seeds)
     print(f"{args.scenario}/{args.split}: {len(seeds)} windows, policies {policies}, env {extra}")
     for load in [float(x) for x in args.loads.split(",")]:
         t0 = time.perf_counter()
@@ -107,7 +92,7 @@ def main(argv: "list[str] | None" = None) -> int:
         for pol in policies:
             jct = np.array([by[(pol, s)]["avg_jct"] for s in seeds])
             ratio = jct / ref
-            g, lo, hi = _paired(ratio)
+            g, lo, hi = geo_mean_ci(ratio)
             wins = float(np.mean(jct < ref))
             print(f"  {pol:<24} mean JCT {jct.mean():>10,.0f}  ratio {g:.3f} [{lo:.3f}, {hi:.3f}]  win {wins:.2f}")
     return 0

@@ -67,3 +67,24 @@ def test_episode_digests_save_then_check(tmp_path):
     saved.write_text(json.dumps(data))
     changed = digests("--check", str(saved))
     assert changed.returncode == 1 and "DIFFERENT" in changed.stdout and first in changed.stdout
+
+
+def _bench(name: str, *args: str) -> str:
+    script = SCRIPT.parent / name
+    proc = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_calibrate_load_smoke():
+    out = _bench("calibrate_load.py", "--scenario", "philly-v1", "--loads", "0.5,2", "--seeds", "0-1",
+                 "--policies", "fifo,sjf", "--workers", "1", "--env", "jobs_per_episode=150")
+    assert "load 0.5: fifo queueing share" in out and "load 2: fifo queueing share" in out
+    assert out.count("sjf ") == 2 and "ratio" in out
+
+
+def test_effects_decomposition_smoke():
+    out = _bench("effects_decomposition.py", "--scenario", "toy-v0", "--seeds", "0", "--legacy-spread")
+    for label in ("all effects off", "only spread_penalty", "all effects on", "all on, v0 spread rule"):
+        assert label in out
+    assert "x1.000 of all-off" in out
