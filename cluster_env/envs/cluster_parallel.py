@@ -93,6 +93,13 @@ from cluster_env.scenarios.load import check_load, offered_load
 
 ORDER, PLACE = 0, 1
 AGENTS = ("orderer", "placer")
+_INVALID_HINT = (". Choose only actions the mask allows: each observation's 'action_mask' (or "
+                 "env.action_masks() in the single-agent views, what sb3-contrib's MaskablePPO reads), "
+                 "or pass invalid_action='noop' to ignore forbidden actions (they then still count "
+                 "towards max_steps)")
+#: How many times one job may be preempted in one instant of simulated time (see
+#: ``ClusterParallelEnv._guard_zero_time_restart``): the guard against zero-time livelocks.
+MAX_PREEMPTIONS_PER_INSTANT = 16
 _ENV_KEYS = {"reward", "render_mode", "jobs_per_episode", "time_scale", "load", "all_effects_off",
              "workload_csv", "cluster_csv", "workload_columns", "cluster_columns"}
 
@@ -196,6 +203,7 @@ class ClusterParallelEnv(ParallelEnv):
         self.agents = list(AGENTS)
         self.phase = ORDER
         self.num_steps = 0
+        self._preempted_now: tuple[float, dict] = (-1.0, {})   # (instant, {job: preemptions in it})
         self._last = (0.0, 0.0, 0.0, 0.0, 0)
         self._skip_idle_epochs()
         obs = self._observe()
@@ -231,7 +239,12 @@ class ClusterParallelEnv(ParallelEnv):
                 sim.start(int(self._cand_pending[a_order]))
                 self.phase = PLACE
             elif a_order < self._order_noop:
-                sim.preempt(int(self._cand_running[a_order - self.builder.K]))
+                job = int(self._cand_running[a_order - self.builder.K])
+                sim.preempt(job)
+                if self._preempted_now[0] != sim.now:
+                    self._preempted_now = (sim.now, {})
+                counts = self._preempted_now[1]
+                counts[job] = counts.get(job, 0) + 1
             else:
                 sim.advance()
         else:
@@ -243,6 +256,22 @@ class ClusterParallelEnv(ParallelEnv):
                 self.phase = ORDER
         if self.phase == ORDER:
             self._skip_idle_epochs()
+        return self._finish_step(invalid)
+
+    def ignore_step(self, agent: str):
+        """A step in which ``agent``'s action is ignored (``invalid_action="noop"`` only).
+
+        The single-agent views call it for an index their padded action space has and the acting
+        agent does not: like any forbidden action it changes nothing but counts towards ``max_steps``.
+        """
+        if self.sim is None or not self.agents:
+            raise RuntimeError("step() called before reset() or after the episode ended; call reset() first")
+        if self.sched.invalid_action == "raise":
+            raise InvalidActionError(f"{agent}'s action is forbidden{_INVALID_HINT}")
+        return self._finish_step([agent])
+
+    def _finish_step(self, invalid: "list[str] | None"):
+        sim = self.sim
         self.num_steps += 1
 
         reward = self._reward()
@@ -284,8 +313,28 @@ class ClusterParallelEnv(ParallelEnv):
         if self.sched.invalid_action == "raise":
             phase = "ORDER" if self.phase == ORDER else "PLACE"
             raise InvalidActionError(f"{agent}'s action {action} is forbidden in the {phase} phase: {why} "
-                                     f"(allowed: {np.flatnonzero(self._mask_of(agent)).tolist()[:20]})")
+                                     f"(allowed: {np.flatnonzero(self._mask_of(agent)).tolist()[:20]})"
+                                     f"{_INVALID_HINT}")
         return (invalid or []) + [agent]
+
+    def _guard_zero_time_restart(self, running: np.ndarray) -> None:
+        """Forbid preempting a job that was already preempted ``MAX_PREEMPTIONS_PER_INSTANT`` times
+        in this very instant (and restarted since).
+
+        Without it a policy that always takes its lowest allowed action preempts a job, restarts
+        it and preempts it again forever while the clock stands still. The bound guarantees that
+        every instant ends (at most that many preemptions per job per instant) without changing
+        any scheduling rule: no baseline preempts a job twice in one instant, and random masked
+        exploration rarely more than a few times (11 in the 110,000-step digest episode), so the
+        v0 results are unchanged (benchmarks/episode_digests.py).
+        """
+        counts = self._preempted_now[1]
+        mask, k = self._order_mask, self.builder.K
+        for i, job in enumerate(running.tolist()):
+            if counts.get(job, 0) >= MAX_PREEMPTIONS_PER_INSTANT:
+                mask[k + i] = 0
+        if not mask.any():      # never leave the orderer without a move (cannot happen: a running
+            mask[-1] = 1        # job always has a future completion, so advance is allowed)
 
     def _mask_of(self, agent: str) -> np.ndarray:
         return self._order_mask if agent == "orderer" else self._place_mask
@@ -302,6 +351,8 @@ class ClusterParallelEnv(ParallelEnv):
             pending, running = self.builder.candidates()
             self._cand_pending, self._cand_running = pending, running
         feats, self._order_mask, self._place_mask = self.builder.build(placing, pending, running)
+        if not placing and self._preempted_now[1] and self._preempted_now[0] == self.sim.now:
+            self._guard_zero_time_restart(running)
         if not placing:
             self._job_ids = self.builder.candidate_ids(pending, running)
         return {
