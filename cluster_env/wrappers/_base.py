@@ -1,6 +1,7 @@
 """Common machinery of the single-agent Gymnasium views (see ``flat``, ``orderer``, ``placer``)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Optional
 
 import gymnasium
@@ -11,6 +12,22 @@ from cluster_env.envs.cluster_parallel import AGENTS, PLACE, ClusterParallelEnv
 from cluster_env.errors import InvalidActionError
 from cluster_env.wrappers.layout import FlatLayout
 from cluster_env.wrappers.policies import resolve_policy
+
+
+#: Safe defaults of the single-agent views (the parallel env stays strict): a forbidden action is
+#: ignored (``invalid_action="noop"``) at a cost of ``invalid_penalty`` reward, and an episode is
+#: truncated after ``DEFAULT_STEPS_PER_JOB`` steps per job of the episode (``max_steps``), so that
+#: Gymnasium's and SB3's checkers (which sample unmasked actions) pass and plain PPO, which does
+#: not read masks, can learn to pick allowed actions instead of crashing or stalling.
+DEFAULT_INVALID_PENALTY = 0.1
+DEFAULT_STEPS_PER_JOB = 1000     # generous: a legal policy that always advances takes up to ~250
+
+
+def episode_jobs(env: ClusterParallelEnv) -> int:
+    """The number of jobs in one episode of ``env`` (its ``jobs_per_episode`` or its whole split)."""
+    size = env.jobs_per_episode if env.jobs_per_episode is not None else env.scenario.jobs_per_episode
+    lo, hi = env.scenario.split_range(env.split, env.scenario.workload().num_jobs)
+    return max(1, min(size, hi - lo) if size is not None else hi - lo)
 
 
 def as_action(action: Any, n: int) -> int:
@@ -31,11 +48,19 @@ class ClusterView(gymnasium.Env):
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
 
     def __init__(self, scenario: Any = "philly-v0", split: str = "train", *,
-                 env: Optional[ClusterParallelEnv] = None, **overrides: Any) -> None:
+                 env: Optional[ClusterParallelEnv] = None, invalid_penalty: float = DEFAULT_INVALID_PENALTY,
+                 **overrides: Any) -> None:
         if env is None:
+            overrides.setdefault("invalid_action", "noop")
             env = ClusterParallelEnv(scenario=scenario, split=split, **overrides)
+            if env.sched.max_steps is None and "max_steps" not in overrides:
+                env.sched = replace(env.sched, max_steps=DEFAULT_STEPS_PER_JOB * episode_jobs(env))
         elif overrides:
             raise TypeError(f"pass either env= or overrides, not both (got {sorted(overrides)})")
+        if isinstance(invalid_penalty, bool) or not isinstance(invalid_penalty, (int, float)) \
+                or not np.isfinite(invalid_penalty) or invalid_penalty < 0:
+            raise ValueError(f"invalid_penalty must be a finite number >= 0, got {invalid_penalty!r}")
+        self.invalid_penalty = float(invalid_penalty)
         self.env = env
         self.render_mode = env.render_mode
         self._noop = {a: env.action_space(a).n - 1 for a in AGENTS}
@@ -85,8 +110,9 @@ class SingleAgentView(ClusterView):
     default_fixed: str = ""
 
     def __init__(self, scenario: Any = "philly-v0", split: str = "train", *, fixed_policy: Any = None,
-                 env: Optional[ClusterParallelEnv] = None, **overrides: Any) -> None:
-        super().__init__(scenario, split, env=env, **overrides)
+                 env: Optional[ClusterParallelEnv] = None, invalid_penalty: float = DEFAULT_INVALID_PENALTY,
+                 **overrides: Any) -> None:
+        super().__init__(scenario, split, env=env, invalid_penalty=invalid_penalty, **overrides)
         self.other = "placer" if self.agent == "orderer" else "orderer"
         self.fixed_policy = resolve_policy(self.default_fixed if fixed_policy is None else fixed_policy)
         self._phase = PLACE if self.agent == "placer" else 0
@@ -130,6 +156,8 @@ class SingleAgentView(ClusterView):
             acted_info = self._info(infos)
             if invalid:
                 acted_info["invalid_action"] = True
+        if acted_info.get("invalid_action"):
+            reward -= self.invalid_penalty
         return self._view(obs), float(reward), bool(term), bool(trunc), acted_info
 
     def action_masks(self) -> np.ndarray:

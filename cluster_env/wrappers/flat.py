@@ -18,10 +18,15 @@ Episode end             ``terminated`` / ``truncated`` exactly as the wrapped pa
 (also ``global[0]`` of the observation: 0 ORDER, 1 PLACE). In ORDER the action means what the
 orderer's means (``i < K`` start the i-th pending candidate, ``K <= i < K + R`` preempt, ``K + R``
 advance); in PLACE what the placer's means (machine ``m < M``). The other agent's no-op is sent
-automatically. The mask is the acting agent's mask padded with zeros up to ``A``. An index the
-mask forbids raises :class:`cluster_env.errors.InvalidActionError`; with ``invalid_action="noop"``
-it leaves the state unchanged (reward 0, ``info["invalid_action"] = True``); a padded index (one
-the acting agent does not have) is then not counted towards ``max_steps``.
+automatically. The mask is the acting agent's mask padded with zeros up to ``A``.
+
+**Safe defaults** (all the views): an index the mask forbids, padded ones included, leaves the
+state unchanged, costs ``invalid_penalty`` (default 0.1) reward, sets ``info["invalid_action"]``
+and counts towards ``max_steps`` (``invalid_action="noop"`` is the views' default; the default
+``max_steps`` is 1000 steps per job of the episode). So both checkers pass as registered and a
+plain PPO, which reads no mask, trains and never stalls. ``invalid_action="raise"`` raises
+:class:`cluster_env.errors.InvalidActionError` instead. With ``env=`` an existing parallel env
+keeps its own settings.
 
 **Info**: the env's ``phase``, ``time``, ``job_ids``, ``placing_job`` (and ``metrics`` on the final
 step), plus ``acting_agent``.
@@ -45,7 +50,7 @@ from gymnasium import spaces
 
 from cluster_env.envs.cluster_parallel import AGENTS, ClusterParallelEnv
 from cluster_env.errors import InvalidActionError
-from cluster_env.wrappers._base import ClusterView, as_action
+from cluster_env.wrappers._base import DEFAULT_INVALID_PENALTY, ClusterView, as_action
 from cluster_env.wrappers.layout import FlatLayout
 
 
@@ -53,8 +58,9 @@ class HeteroClusterFlatEnv(ClusterView):
     """One policy, both decisions; see the module docstring (the view's card)."""
 
     def __init__(self, scenario: Any = "philly-v0", split: str = "train", *,
-                 env: Optional[ClusterParallelEnv] = None, **overrides: Any) -> None:
-        super().__init__(scenario, split, env=env, **overrides)
+                 env: Optional[ClusterParallelEnv] = None, invalid_penalty: float = DEFAULT_INVALID_PENALTY,
+                 **overrides: Any) -> None:
+        super().__init__(scenario, split, env=env, invalid_penalty=invalid_penalty, **overrides)
         self.n_actions = max(self.env.action_space(a).n for a in AGENTS)
         self.layout = FlatLayout(self.env.observation_space("orderer"), self.n_actions)
         self.observation_space = self.layout.space
@@ -75,14 +81,16 @@ class HeteroClusterFlatEnv(ClusterView):
             if self.env.sched.invalid_action == "raise":
                 raise InvalidActionError(
                     f"action {a} is a padding index: the {agent} (acting in this phase) has only "
-                    f"{self.env.action_space(agent).n} actions (allowed now: {np.flatnonzero(self._mask).tolist()[:20]})")
-            info = {"phase": "place" if agent == "placer" else "order", "time": self.env.sim.now,
-                    "job_ids": self.env._job_ids.copy(), "placing_job": self.env.sim.placing,
-                    "acting_agent": agent, "invalid_action": True}
-            return self._obs.copy(), 0.0, False, False, info
-        obs, rewards, terms, truncs, infos = self.env.step({agent: a, other: self._noop[other]})
-        return (self._view(obs), float(rewards[agent]), bool(terms[agent]), bool(truncs[agent]),
-                self._info(infos, agent))
+                    f"{self.env.action_space(agent).n} actions (allowed now: {np.flatnonzero(self._mask).tolist()[:20]}); "
+                    "choose only actions env.action_masks() allows (sb3-contrib's MaskablePPO does), "
+                    "or build the view with invalid_action='noop' (the default)")
+            # Ignored like any forbidden action: no change, but the step counts towards max_steps.
+            obs, rewards, terms, truncs, infos = self.env.ignore_step(agent)
+        else:
+            obs, rewards, terms, truncs, infos = self.env.step({agent: a, other: self._noop[other]})
+        info = self._info(infos, agent)
+        reward = float(rewards[agent]) - (self.invalid_penalty if info.get("invalid_action") else 0.0)
+        return self._view(obs), reward, bool(terms[agent]), bool(truncs[agent]), info
 
     def action_masks(self) -> np.ndarray:
         """Allowed actions now: the acting agent's mask padded with zeros (bool, shape ``(A,)``)."""
