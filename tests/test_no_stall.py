@@ -71,3 +71,16 @@ def test_forbidden_action_error_says_what_to_do():
     with pytest.raises(cluster_env.errors.InvalidActionError,
                        match=r"(?s)action_masks\(\).*MaskablePPO.*invalid_action='noop'"):
         env.step({"orderer": bad, "placer": len(obs["placer"]["action_mask"]) - 1})
+
+
+def test_padded_actions_of_the_agent_slots_count_towards_max_steps():
+    from cluster_env.wrappers import AgentSlots
+
+    slots = AgentSlots(cluster_env.parallel_env("philly-v0", jobs_per_episode=20, invalid_action="noop", max_steps=5))
+    slots.reset(seed=0)
+    padded = slots.n_actions - 1                      # the orderer acts first and has fewer actions
+    assert padded >= slots._n[0]
+    for i in range(5):
+        _, _, dones, infos = slots.step([padded, padded])
+        assert infos[0]["invalid_action"]
+    assert dones.all() and infos[0]["TimeLimit.truncated"]

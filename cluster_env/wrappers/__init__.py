@@ -16,6 +16,11 @@ Numpy and gymnasium only: ``torch`` and ``stable_baselines3`` are never imported
 ``ParallelVecEnv``                       SB3 vector env of the PettingZoo parallel env, one slot per
                                          agent (parameter sharing; :mod:`cluster_env.wrappers.sb3_vec`)
 ``AgentSlots``                           the numpy core of it (:mod:`cluster_env.wrappers.parallel`)
+``flat_parallel_env``, ``FlatParallelEnv``  the parallel env with one flat Box / Discrete space for
+                                         both agents, for SuperSuit and CleanRL-style code
+                                         (:mod:`cluster_env.wrappers.flat_parallel`)
+``supersuit_vec_env``, ``MaskedVecEnv``  SuperSuit's SB3 vector env of it, with ``seed()`` and
+                                         ``action_masks`` for MaskablePPO (:mod:`cluster_env.wrappers.ss_vec`)
 ``FlatLayout``                           the flat observation layout (:mod:`cluster_env.wrappers.layout`)
 ``FlatViewPolicy``                       a flat-view predictor (e.g. a trained SB3 model) as a policy
                                          of the parallel env, for ``baselines.evaluate``
@@ -43,6 +48,7 @@ from __future__ import annotations
 from typing import Any
 
 from cluster_env.wrappers.flat import HeteroClusterFlatEnv
+from cluster_env.wrappers.flat_parallel import FlatParallelEnv, flat_parallel_env
 from cluster_env.wrappers.flat_policy import FlatViewPolicy
 from cluster_env.wrappers.layout import FEATURE_KEYS, FlatLayout
 from cluster_env.wrappers.orderer import HeteroClusterOrdererEnv
@@ -63,11 +69,16 @@ def __getattr__(name: str) -> Any:
         from cluster_env.wrappers.sb3_vec import ParallelVecEnv
 
         return ParallelVecEnv
+    if name in ("MaskedVecEnv", "supersuit_vec_env"):
+        from cluster_env.wrappers import ss_vec
+
+        return getattr(ss_vec, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
-    "AgentSlots", "BUILTIN_POLICIES", "FEATURE_KEYS", "FLAT_ID", "FirstAllowedPolicy", "FlatLayout", "FlatViewPolicy",
+    "AgentSlots", "BUILTIN_POLICIES", "FEATURE_KEYS", "FLAT_ID", "FirstAllowedPolicy", "FlatLayout", "FlatParallelEnv",
+    "FlatViewPolicy", "flat_parallel_env",
     "HeteroClusterFlatEnv", "HeteroClusterOrdererEnv", "HeteroClusterPlacerEnv", "ORDERER_ID", "PLACER_ID",
     "RandomMaskedPolicy", "VIEW_IDS", "make_vec_env", "resolve_policy",
 ]

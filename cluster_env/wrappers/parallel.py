@@ -71,11 +71,12 @@ class AgentSlots:
             if self.env.sched.invalid_action == "raise":
                 raise InvalidActionError(f"action {a} is a padding index: the {agent} (acting in this phase) has "
                                          f"only {self._n[k]} actions")
-            infos = [{"invalid_action": True} if i == k else {} for i in range(self.num_slots)]
-            return self._obs.copy(), np.zeros(self.num_slots, np.float32), np.zeros(self.num_slots, bool), infos
-        act = {b: n - 1 for b, n in zip(self.agents, self._n)}
-        act[agent] = a
-        obs, rewards, terms, truncs, infos = self.env.step(act)
+            # Ignored like any forbidden action, and counted towards max_steps (no stall).
+            obs, rewards, terms, truncs, infos = self.env.ignore_step(agent)
+        else:
+            act = {b: n - 1 for b, n in zip(self.agents, self._n)}
+            act[agent] = a
+            obs, rewards, terms, truncs, infos = self.env.step(act)
         reward = float(rewards[agent])
         term, trunc = bool(terms[agent]), bool(truncs[agent])
         self._ep_return += reward
