@@ -305,6 +305,13 @@ def main(argv=None) -> dict:
     for i, s in enumerate(seeds):
         print(f"  {s:>6} " + " ".join(f"{result[n]['avg_jct_per_seed'][i]:>16,.0f}" for n in names))
     print(f"  {'mean':>6} " + " ".join(f"{result[n]['mean_avg_jct']:>16,.0f}" for n in names))
+    best = min((n for n in names if n != "ppo"), key=lambda n: result[n]["mean_avg_jct"])
+    ratio = result["ppo"]["mean_avg_jct"] / result[best]["mean_avg_jct"]
+    per_step = train_wall / max(result["timesteps"], 1)
+    print(f"\nThis run: ppo's average JCT is {ratio:.2f}x that of {best}, the best reference here "
+          f"({'better' if ratio < 1 else 'not better yet'}). A real run is 400,000 steps: about "
+          f"{per_step * 400_000 / 60:.0f} minutes at this run's speed (the recorded one: --timesteps 400000 "
+          "--max-train-minutes 10).")
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)

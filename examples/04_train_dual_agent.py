@@ -71,6 +71,15 @@ def main(argv=None) -> None:
     print(format_table(records))
     mine = np.mean([r["avg_jct"] for r in records if r["policy"] == agent.name])
     print(f"\ndual agent (this run): mean avg JCT {mine:,.0f} s on {args.scenario}/test, seeds {seeds}")
+    others = {r["policy"] for r in records} - {agent.name}
+    if others:
+        best = min(others, key=lambda n: np.mean([r["avg_jct"] for r in records if r["policy"] == n]))
+        ratio = mine / np.mean([r["avg_jct"] for r in records if r["policy"] == best])
+        print(f"compared with the best baseline here, {best}: {ratio:.2f}x its average JCT "
+              f"({'better' if ratio < 1 else 'not better yet'}).")
+    per_step = result.wall_s / max(result.timesteps, 1)
+    print(f"A real run (the shipped agents: cluster-bench train --timesteps 200000 --imitate fifo+fastest "
+          f"--imitate-iterations 30) takes about {per_step * 200_000 / 60:.0f} minutes at this run's speed.")
 
 
 if __name__ == "__main__":  # rollout workers are spawned processes: the guard is required

@@ -35,6 +35,7 @@ def test_train_maskable_ppo_tiny_budget(tmp_path):
                 "--batch-size", "64", "--n-epochs", "1", "--hidden", "16", "--jobs-per-episode", "30",
                 "--eval-seeds", "2", "--eval-jobs", "30", "--out", str(tmp_path))
     assert "mean" in text and "ppo" in text and "fifo" in text
+    assert "the best reference here" in text and "A real run is 400,000 steps: about" in text
     result = json.loads((tmp_path / "results.json").read_text())
     assert result["timesteps"] >= 256 and result["seeds"] == [0, 1]
     for name in ("ppo", "random", "fifo"):
@@ -48,6 +49,7 @@ def test_train_dual_agent_tiny_budget(tmp_path):
                 "--out", str(tmp_path / "run"), "--quiet", timeout=300)
     assert "dual (this run)" in text and "fifo+fastest" in text
     assert "mean avg JCT" in text
+    assert "compared with the best baseline here, fifo+fastest" in text and "A real run" in text
     assert (tmp_path / "run" / "last.pt").is_file()
     log = (tmp_path / "run" / "log.csv").read_text().splitlines()
     assert len(log) >= 3       # header + the imitation iteration + at least one MAPPO iteration
