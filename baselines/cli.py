@@ -1,6 +1,6 @@
-"""``cluster-bench``: score policies on scenarios, list scenarios, check regression scores.
+"""cluster-bench: score policies on scenarios, list scenarios and policies, check regression scores.
 
-Subcommands::
+Subcommands:
 
     cluster-bench run       [--scenario philly-v1] [--split test] [--policies random,fifo,sjf,tiresias]
                             [--seeds 0-19] [--out DIR] [--backend auto|serial|process|ray] [--workers N]
@@ -8,11 +8,15 @@ Subcommands::
                             [--out FILE.json]
     cluster-bench sweep     --scenario S --loads 0.5,0.7,0.9,1.1 [--policies ...] [--seeds ...] [--out DIR]
     cluster-bench scenarios
+    cluster-bench policies
+    cluster-bench train     [--scenario philly-v0] [--timesteps N] ...   (the dual agent; rl extra)
     cluster-bench scores    --check | --update [--scenarios ...] [--file PATH] [--policies ...] [--seeds ...]
 
-A bare ``cluster-bench run`` scores the named baselines (and the dual agent when a pretrained
-checkpoint exists for the scenario) on ``philly-v1``'s test split over 20 windows (seeds 0-19), prints
-the table with each policy's paired ratio to FIFO, and writes ``results.csv``, ``results.json`` and PNG plots to ``cluster-bench-results/``.
+A bare "cluster-bench run" scores the named baselines (and the dual agent when a pretrained
+checkpoint exists for the scenario) on philly-v1's test split over 20 windows (seeds 0-19), prints
+the table with each policy's paired ratio to FIFO, and writes results.csv, results.json and PNG
+plots to cluster-bench-results/.
+Every mistake in the arguments is one line and a hint (exit code 2); --debug shows the traceback.
 """
 from __future__ import annotations
 
@@ -24,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
+from baselines.cli_support import (USER_ERRORS, OneLineParser, UsageError, check_run, csv_overrides, policy_listing,
+                                   pop_flag, report)
 from baselines.registry import BASELINE_NAMES
 from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 
@@ -46,6 +52,8 @@ def parse_seeds(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"seeds must look like 0-4 or 0,3,7; got {text!r}") from None
     if not seeds:
         raise argparse.ArgumentTypeError(f"no seeds in {text!r}")
+    if min(seeds) < 0:
+        raise argparse.ArgumentTypeError(f"seeds must be >= 0; got {text!r}")
     return seeds
 
 
@@ -64,15 +72,20 @@ def parse_env_overrides(items: Sequence[str]) -> dict:
 
 
 def default_policies(scenario: str) -> list[str]:
-    """The named baselines, plus the dual agent when a checkpoint for ``scenario`` ships."""
-    names = list(BASELINE_NAMES)
-    try:
-        from dual_agent import has_pretrained  # type: ignore[attr-defined]
+    """The named baselines, plus the policies installed packages offer for ``scenario`` (entry
+    points ``cluster_bench.policies`` whose ``default_for(scenario)`` is true: the dual agent
+    where a checkpoint ships)."""
+    from cluster_env.wrappers.policies import plugin_policies
 
-        if has_pretrained(scenario):
-            names.append("dual")
-    except ImportError:
-        pass
+    names = list(BASELINE_NAMES)
+    for name, ep in plugin_policies().items():
+        try:
+            entry = ep.load()
+        except ImportError:     # a plugin whose package is broken or lacks an extra
+            continue
+        default_for = getattr(entry, "default_for", None)
+        if callable(default_for) and default_for(scenario):
+            names.append(name)
     return names
 
 
@@ -341,11 +354,19 @@ def _ci_scenarios() -> list[str]:
     return cluster_env.list_scenarios()
 
 
+# ---------------------------------------------------------------------------- policies
+def cmd_policies(args: argparse.Namespace) -> int:
+    print(policy_listing())
+    return 0
+
+
 # ---------------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="cluster-bench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = OneLineParser(prog="cluster-bench", description=__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error (anywhere on the line)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                title="commands (cluster-bench COMMAND --help for each)")
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--backend", default="auto", choices=["auto", "serial", "process", "ray"],
@@ -354,10 +375,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--quiet", action="store_true", help="no progress bar")
 
     run = sub.add_parser("run", help="score policies on a scenario (the main job)")
-    run.add_argument("--scenario", default=DEFAULT_SCENARIO)
+    run.add_argument("--scenario", default=DEFAULT_SCENARIO,
+                     help=f"scenario name (default {DEFAULT_SCENARIO}; cluster-bench scenarios lists them)")
     run.add_argument("--split", default="test", choices=["train", "validation", "test"])
     run.add_argument("--policies", default=None,
-                     help="comma-separated names (named baselines, ORDERER+PLACER, dual); "
+                     help="comma-separated names (cluster-bench policies lists them: named baselines, "
+                          "ORDERER+PLACER, dual, path/to/agent.pt, package.module:attribute); "
                           f"default: {','.join(BASELINE_NAMES)} (+dual when a checkpoint exists)")
     run.add_argument("--seeds", type=parse_seeds, default=parse_seeds(DEFAULT_SEEDS),
                      help=f"e.g. 0-4 or 0,3,7 (default {DEFAULT_SEEDS})")
@@ -366,6 +389,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default="cluster-bench-results", help="output folder")
     run.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                      help="environment override, repeatable (e.g. --env fluctuation=False)")
+    run.add_argument("--workload-csv", default=None, metavar="FILE",
+                     help="your own jobs (CSV): one episode of exactly these jobs, every split (README: Your own data)")
+    run.add_argument("--cluster-csv", default=None, metavar="FILE", help="your own machines (CSV)")
+    run.add_argument("--reference-gpu", default=None, metavar="GPU_TYPE",
+                     help="GPU type the durations of --workload-csv were measured on (default: the base "
+                          "scenario's, P100 for philly-v0, V100 for openb-v0)")
     run.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     run.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     run.add_argument("--ray-address", default=None, help="join this Ray cluster (with --backend ray)")
@@ -374,19 +403,11 @@ def build_parser() -> argparse.ArgumentParser:
     common(run)
     run.set_defaults(func=cmd_run)
 
-    train = sub.add_parser("train", help="train the dual agent with MAPPO (needs the rl extra)")
-    try:
-        from dual_agent.cli import add_train_arguments, cmd_train
-
-        add_train_arguments(train)
-        train.set_defaults(func=cmd_train)
-    except ImportError as exc:  # pragma: no cover - dual_agent ships in the same distribution
-        train.set_defaults(func=lambda _args: _missing(exc))
-
     comp = sub.add_parser("compare", help="paired comparison of two policies on the same windows")
     comp.add_argument("a", help="the policy to judge")
     comp.add_argument("b", help="the policy it is compared with (the ratio is A/B)")
-    comp.add_argument("--scenario", default=DEFAULT_SCENARIO)
+    comp.add_argument("--scenario", default=DEFAULT_SCENARIO,
+                      help=f"scenario name (default {DEFAULT_SCENARIO}; cluster-bench scenarios lists them)")
     comp.add_argument("--split", default="test", choices=["train", "validation", "test"])
     comp.add_argument("--seeds", type=parse_seeds, default=parse_seeds(DEFAULT_SEEDS),
                       help=f"windows, e.g. 0-19 (default {DEFAULT_SEEDS})")
@@ -398,7 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
     comp.set_defaults(func=cmd_compare)
 
     swp = sub.add_parser("sweep", help="metrics against offered load, one curve per policy")
-    swp.add_argument("--scenario", required=True)
+    swp.add_argument("--scenario", required=True, help="scenario name (cluster-bench scenarios lists them)")
     swp.add_argument("--loads", type=parse_loads, required=True, help="target offered loads, e.g. 0.5,0.7,0.9,1.1")
     swp.add_argument("--policies", default="fifo,sjf,tiresias", help="comma-separated names")
     swp.add_argument("--split", default="test", choices=["train", "validation", "test"])
@@ -415,6 +436,9 @@ def build_parser() -> argparse.ArgumentParser:
     scen = sub.add_parser("scenarios", help="list the scenarios with their cluster and workload")
     scen.set_defaults(func=cmd_scenarios)
 
+    pol = sub.add_parser("policies", help="list every policy name: baselines, orderers, placers, compositions, plugins")
+    pol.set_defaults(func=cmd_policies)
+
     scores = sub.add_parser("scores", help="check or update the regression scores")
     scores.add_argument("--check", action="store_true", help="recompute and compare (exit 1 on drift)")
     scores.add_argument("--update", action="store_true", help="recompute and rewrite on purpose")
@@ -424,18 +448,59 @@ def build_parser() -> argparse.ArgumentParser:
     scores.add_argument("--seeds", type=parse_seeds, default=parse_seeds("0-4"), help="with --update")
     common(scores)
     scores.set_defaults(func=cmd_scores)
+
+    _add_plugin_commands(sub)
     return parser
 
 
+def _add_plugin_commands(sub) -> None:
+    """Subcommands that installed packages add (entry points ``cluster_bench.commands``, e.g. the
+    dual agent's ``train``): this CLI imports no policy package by name."""
+    from importlib import metadata
+
+    for ep in sorted(metadata.entry_points(group="cluster_bench.commands"), key=lambda e: e.name):
+        if ep.name in sub.choices:
+            continue
+        try:
+            ep.load()(sub)
+        except ImportError as exc:  # pragma: no cover - the plugin's package is broken
+            broken = sub.add_parser(ep.name, help=f"(unavailable: {exc})")
+            broken.set_defaults(func=lambda _args, exc=exc: _missing(exc))
+
+
 def _missing(exc: Exception) -> int:
-    print(f"cluster-bench train needs dual_agent and torch: pip install -e '.[rl]' ({exc})", file=sys.stderr)
-    return 2
+    raise UsageError(f"this command is unavailable: {exc}", "pip install -e '.[rl]'")
+
+
+def _prepare(args: argparse.Namespace) -> None:
+    """Checks and argument folding done before any command starts work (no episode runs first)."""
+    if args.command == "run":
+        args.env = list(args.env) + csv_overrides(args)
+        env_kwargs = parse_env_overrides(args.env)
+        policies = _split_names(args.policies) if args.policies else default_policies(args.scenario)
+        check_run(args, policies, env_kwargs)
+        if args.workload_csv and "reference_gpu" not in env_kwargs:
+            import cluster_env
+
+            gpu = cluster_env.get_scenario(args.scenario).world.reference_gpu
+            print(f"note: the durations in {args.workload_csv} are read as measured on {gpu} ({args.scenario}'s "
+                  "reference GPU); say which GPU they were measured on with --reference-gpu")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run ``cluster-bench``; a user's mistake prints one line and a hint and returns 2."""
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    argv, debug = pop_flag(sys.argv[1:] if argv is None else argv, "--debug")
+    prog = "cluster-bench"
+    try:
+        args = build_parser().parse_args(argv)
+        prog = f"cluster-bench {args.command}"
+        _prepare(args)
+        return int(args.func(args) or 0)
+    except USER_ERRORS as exc:
+        if debug:
+            raise
+        return report(exc, prog)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ error, ``noise=0.5`` by default), ``tiresias`` (alias ``2dlas``), ``las``, ``ora
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from baselines.orderers import FIFO, LAS, SJF, OracleSRPT, RandomOrderer, Tiresias
 from baselines.placers import BestFit, FastestFirst, FirstFit, OraclePlacer, RandomPlacer, Spread
@@ -98,3 +98,13 @@ def make_policy(name: str, **kwargs: Any) -> ComposedPolicy:
     if placer_name not in PLACERS:
         raise ValueError(f"unknown placer {placer_name!r} in {name!r}; placers: {sorted(PLACERS)}")
     return ComposedPolicy(ORDERERS[orderer_name](**kwargs), PLACERS[placer_name](), name=display)
+
+
+def resolve_name(name: str, scenario: Optional[str] = None) -> Optional[ComposedPolicy]:
+    """Entry point ``cluster_bench.resolvers``: the baseline called ``name``, or None when ``name``
+    is not a baseline name (so that other packages' resolvers may know it)."""
+    key = name.strip().lower() if isinstance(name, str) else ""
+    orderer, plus, placer = key.partition("+")
+    if key in NAMED or (plus and orderer in ORDERERS and placer in PLACERS):
+        return make_policy(name)
+    return None

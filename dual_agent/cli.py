@@ -14,8 +14,16 @@ SMOKE = {"timesteps": 600, "steps_per_worker": 150, "jobs_per_episode": 30, "min
          "eval_every": 1, "eval_seeds": 1, "n_envs": 2}
 
 
+def register_command(subparsers: "argparse._SubParsersAction") -> None:
+    """Entry point ``cluster_bench.commands``: add ``cluster-bench train`` to the CLI."""
+    train = subparsers.add_parser("train", help="train the dual agent with MAPPO (needs the rl extra)",
+                                  description="Train the dual agent with MAPPO (needs the rl extra).")
+    add_train_arguments(train)
+    train.set_defaults(func=cmd_train)
+
+
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--scenario", default="philly-v0")
+    p.add_argument("--scenario", default="philly-v0", help="scenario to train on (cluster-bench scenarios lists them)")
     p.add_argument("--timesteps", type=int, default=None, help="environment steps (default 200,000)")
     p.add_argument("--out", default=None, help="run folder (default runs/dual-<scenario>)")
     p.add_argument("--seed", type=int, default=0)

@@ -279,3 +279,12 @@ def test_any_bytes_load_or_raise_data_error(tmp_path, raw):
         load_workload_csv(p)
     except DataError as e:
         assert "bytes.csv" in str(e)
+
+
+def test_missing_columns_are_all_listed_with_the_argument_that_maps_them(tmp_path):
+    p, err = load_bad(tmp_path, "a,5\n", header="job_id,duration\n")
+    msg = str(err.value)
+    assert "missing required columns" in msg
+    for field in ("submit_time", "num_gpus"):
+        assert repr(field) in msg.split("; columns found")[0]
+    assert "workload_columns={'submit_time': 'your header', 'num_gpus': 'your header'}" in msg

@@ -165,7 +165,11 @@ def run_episode(policy: Any, scenario: "str | Scenario", split: str, seed: int, 
         truncated = bool(truncations["orderer"])
     wall = time.perf_counter() - t0
     metrics = infos["orderer"]["metrics"]
-    row: dict[str, Any] = {"policy": policy_name(policy), "scenario": getattr(scenario, "name", scenario),
+    # A user's CSV files name the scenario: "philly-v0+my_jobs.csv" on a philly-v0 base.
+    name = getattr(scenario, "name", scenario)
+    if any((env_kwargs or {}).get(k) for k in ("workload_csv", "cluster_csv")):
+        name = getattr(getattr(base, "scenario", None), "name", None) or name
+    row: dict[str, Any] = {"policy": policy_name(policy), "scenario": name,
                            "split": split, "seed": int(seed), "env": env_label(env_kwargs)}
     row.update({k: metrics[k] for k in METRIC_KEYS})
     row.update({"truncated": truncated, "jobs_unfinished": int(sim.num_jobs) - int(metrics["jobs_finished"]),

@@ -64,48 +64,66 @@ def register_policy_resolver(resolver: Callable[[str, Optional[str]], Optional[A
 
 
 def resolve_policy(spec: PolicySpec, scenario: Optional[str] = None) -> Any:
-    """A policy object from a name (baseline, composition, or a registered resolver's) or an object.
+    """A policy object from a name or an object.
 
-    ``scenario`` is passed to the registered resolvers (e.g. ``"dual"`` loads its checkpoint).
+    Names: a baseline or ``ORDERER+PLACER``, ``package.module:attribute`` (imported from the
+    current folder too), a resolver's (:func:`register_policy_resolver`), or a policy that an
+    installed package registers by entry point (``cluster_bench.policies`` /
+    ``cluster_bench.resolvers``, e.g. the dual agent's ``dual`` and ``*.pt``). ``scenario`` is
+    passed to resolvers and plugins (``"dual"`` loads the scenario's checkpoint).
     """
     if not isinstance(spec, str):
         return spec
     from baselines.registry import make_policy
+    from cluster_env.wrappers.policies import plugin_policy
 
-    if ":" in spec:
+    if ":" in spec and not spec.endswith(".pt"):
         return _import_policy(spec)
     try:
         return make_policy(spec)
     except ValueError as unknown:
-        _load_plugins()
         for resolver in _RESOLVERS:
             policy = resolver(spec, scenario)
             if policy is not None:
                 return policy
+        policy = plugin_policy(spec, scenario)
+        if policy is not None:
+            return policy
         raise unknown
 
 
+def plugin_policy_names() -> dict[str, str]:
+    """Named policies registered by installed packages: name -> where it comes from."""
+    from cluster_env.wrappers.policies import plugin_policies
+
+    return {name: ep.value for name, ep in plugin_policies().items()}
+
+
 def _import_policy(spec: str) -> Any:
-    """``package.module:attribute``: a policy object, or a class/factory called without arguments."""
+    """``package.module:attribute``: a policy object, or a class/factory called without arguments.
+
+    The current folder is searched too (``cluster-bench`` runs as a script, whose folder, not the
+    user's, is first on ``sys.path``), so ``my_policy:MyPolicy`` finds ``./my_policy.py``.
+    """
     import importlib
+    import sys
 
     module_name, _, attr = spec.partition(":")
+    cwd = os.getcwd()
+    added = cwd not in sys.path and "" not in sys.path
+    if added:
+        sys.path.append(cwd)
     try:
         target = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"cannot import policy {spec!r}: {exc}") from exc
+    finally:
+        if added:
+            sys.path.remove(cwd)
     policy = target if callable(getattr(target, "act", None)) and not isinstance(target, type) else target()
     if not callable(getattr(policy, "act", None)) or not callable(getattr(policy, "reset", None)):
         raise TypeError(f"{spec!r} did not give a policy (an object with act(observations, infos) and reset(seed))")
     return policy
-
-
-def _load_plugins() -> None:
-    # The dual agent registers its resolver on import; import it lazily (it needs torch).
-    try:
-        import dual_agent  # noqa: F401
-    except ImportError:
-        pass
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,7 @@ def read_cluster_csv(path: PathLike, *, columns: Optional[Mapping[str, Optional[
     ``fieldnames`` gives the column names of a file without a header row; ``display`` is how the
     file is named in error messages (default: the path).
     """
-    table = read_csv(path, required=REQUIRED_FIELDS, optional=OPTIONAL_FIELDS, columns=columns,
+    table = read_csv(path, required=REQUIRED_FIELDS, optional=OPTIONAL_FIELDS, columns=columns, columns_arg='cluster_columns',
                      fieldnames=fieldnames, display=display)
     report = LoadReport(source=table.file, rows_read=table.num_rows)
     gpus = table.ints("num_gpus", max_value=MAX_GPUS, what="GPU count")

@@ -334,7 +334,7 @@ def read_csv(path: PathLike, *, required: Mapping[str, Sequence[str]],
              optional: Optional[Mapping[str, Sequence[str]]] = None,
              columns: Optional[Mapping[str, str]] = None,
              fieldnames: Optional[Sequence[str]] = None,
-             display: Optional[str] = None) -> CsvTable:
+             display: Optional[str] = None, columns_arg: str = "columns") -> CsvTable:
     """Read and check a CSV file; resolve canonical fields from aliases.
 
     Args:
@@ -405,6 +405,7 @@ def read_csv(path: PathLike, *, required: Mapping[str, Sequence[str]],
         raise DataError(f"{kind}: {n} fields where the header has {width}{table.where(i)}",
                         file=display, row=i + 1, field=name)
     found = ", ".join(repr(h) for h in header)
+    missing: list[tuple[str, Sequence[str]]] = []
     for canonical, aliases in list(required.items()) + list(optional.items()):
         is_required = canonical in required
         if canonical in columns and not columns[canonical]:
@@ -424,14 +425,16 @@ def read_csv(path: PathLike, *, required: Mapping[str, Sequence[str]],
                       if normalize_header(a) in seen), None)
             if j is None:
                 if is_required:
-                    names = ", ".join(repr(a) for a in aliases)
-                    raise DataError(f"missing required column {canonical!r} (accepted names: "
-                                    f"{names}; or map it with columns={{{canonical!r}: ...}}); "
-                                    f"columns found: {found}", file=display, row=0,
-                                    field=canonical)
+                    missing.append((canonical, aliases))
                 continue
         table.fields[canonical] = j
         table.field_names[canonical] = header[j]
+    if missing:     # every missing column at once, and the argument that maps them
+        what = "; ".join(f"{c!r} (accepted names: {', '.join(repr(a) for a in al)})" for c, al in missing)
+        example = ", ".join(f"{c!r}: 'your header'" for c, _ in missing)
+        raise DataError(f"missing required column{'s' if len(missing) > 1 else ''} {what}; or map "
+                        f"{'them' if len(missing) > 1 else 'it'} with {columns_arg}={{{example}}}; "
+                        f"columns found: {found}", file=display, row=0, field=missing[0][0])
     return table
 
 

@@ -298,5 +298,5 @@ def load_workload_csv(path: PathLike, *, columns: Optional[Mapping[str, Optional
     Raises:
         DataError: any problem in the file, naming the file, the 1-based data row and the field.
     """
-    table = read_csv(path, required=REQUIRED_FIELDS, optional=OPTIONAL_FIELDS, columns=columns)
+    table = read_csv(path, required=REQUIRED_FIELDS, optional=OPTIONAL_FIELDS, columns=columns, columns_arg='workload_columns')
     return workload_from_table(table, name=name or display_name(path), seed=seed)

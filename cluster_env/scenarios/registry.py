@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import replace
+from pathlib import Path
 from typing import Mapping, Optional
 
 from cluster_env.core.config import SchedulingConfig, WorldConfig
@@ -111,11 +112,11 @@ def custom_scenario(base: Scenario, *, workload_csv: Optional[str] = None, clust
     scenario = base
     if cluster_csv is not None:
         cluster = load_cluster_csv(cluster_csv, columns=cluster_columns)
-        scenario = replace(scenario, name=f"{scenario.name}+cluster", cluster=lambda: cluster,
+        scenario = replace(scenario, name=f"{scenario.name}+{Path(str(cluster_csv)).name}", cluster=lambda: cluster,
                            cluster_file=str(cluster_csv))
     if workload_csv is not None:
         workload = load_workload_csv(workload_csv, columns=workload_columns)
-        scenario = replace(scenario, name=f"{scenario.name}+workload", workload=lambda: workload,
+        scenario = replace(scenario, name=f"{scenario.name}+{Path(str(workload_csv)).name}", workload=lambda: workload,
                            splits=dict(WHOLE_SPLITS), jobs_per_episode=None, time_scale=1.0,
                            workload_file=str(workload_csv))
     return scenario

@@ -13,15 +13,26 @@ name                                 behaviour
 ``"random"``                         a uniformly random allowed action for every agent
 ===================================  ===============================================================
 
-Any other name is resolved with ``baselines.make_policy(name)`` when ``baselines`` is installed.
+Any other name is looked up among the policies that installed packages register by entry points
+(``cluster_env`` itself imports no policy package): group ``cluster_bench.policies`` maps a name
+to a factory ``make(scenario) -> policy`` (e.g. the dual agent's ``dual``), group
+``cluster_bench.resolvers`` holds functions ``resolve(name, scenario) -> policy or None`` for
+families of names (e.g. ``baselines``' ``ORDERER+PLACER`` compositions, ``*.pt`` checkpoints).
+A third-party package adds its own names the same way, in its ``pyproject.toml``::
+
+    [project.entry-points."cluster_bench.policies"]
+    my-policy = "my_package.policies:make_my_policy"     # make_my_policy(scenario) -> policy
 """
 from __future__ import annotations
 
-import importlib
-import importlib.util
+from importlib import metadata
 from typing import Any, Optional
 
 import numpy as np
+
+#: Entry point groups of the policy plugins (see the module docstring).
+POLICY_GROUP = "cluster_bench.policies"
+RESOLVER_GROUP = "cluster_bench.resolvers"
 
 
 class FirstAllowedPolicy:
@@ -59,20 +70,46 @@ BUILTIN_POLICIES = {
 }
 
 
-def resolve_policy(spec: Any) -> Any:
-    """A policy object from ``spec``: a built-in name, a ``baselines`` name, or a policy object."""
+def _entry_points(group: str) -> list:
+    return sorted(metadata.entry_points(group=group), key=lambda ep: ep.name)
+
+
+def plugin_policies() -> dict[str, Any]:
+    """The named policies registered by installed packages: name -> entry point (not loaded)."""
+    return {ep.name: ep for ep in _entry_points(POLICY_GROUP)}
+
+
+def plugin_policy(name: str, scenario: Optional[str] = None) -> Any:
+    """A policy registered by an installed package under ``name`` (or by one of its resolvers of
+    families of names), built for ``scenario``; ``None`` when no package knows the name."""
+    for ep in _entry_points(POLICY_GROUP):
+        if ep.name == name:
+            factory = ep.load()
+            return factory.make(scenario) if hasattr(factory, "make") else factory(scenario)
+    for ep in _entry_points(RESOLVER_GROUP):
+        policy = ep.load()(name, scenario)
+        if policy is not None:
+            return policy
+    return None
+
+
+def resolve_policy(spec: Any, scenario: Optional[str] = None) -> Any:
+    """A policy object from ``spec``: a built-in name, a name an installed package registers
+    (entry points, e.g. ``baselines``' ``"sjf"``), or a policy object."""
     if isinstance(spec, str):
         if spec in BUILTIN_POLICIES:
             return BUILTIN_POLICIES[spec]()
-        if importlib.util.find_spec("baselines") is None:
-            raise ValueError(f"unknown policy {spec!r}: the built-ins are {sorted(BUILTIN_POLICIES)}; "
-                             "other names need the 'baselines' package, which is not installed")
-        baselines = importlib.import_module("baselines")
-        return baselines.make_policy(spec)
+        policy = plugin_policy(spec, scenario)
+        if policy is None:
+            raise ValueError(f"unknown policy {spec!r}: the built-ins are {sorted(BUILTIN_POLICIES)}; other names "
+                             "come from installed policy packages (e.g. baselines: cluster-bench policies lists "
+                             "them), or pass a policy object")
+        return policy
     if callable(getattr(spec, "act", None)):
         return spec
     raise TypeError(f"a fixed policy must be a name or an object with act(observations, infos) and reset(seed), "
                     f"got {spec!r}")
 
 
-__all__ = ["BUILTIN_POLICIES", "FirstAllowedPolicy", "RandomMaskedPolicy", "resolve_policy"]
+__all__ = ["BUILTIN_POLICIES", "FirstAllowedPolicy", "POLICY_GROUP", "RESOLVER_GROUP", "RandomMaskedPolicy",
+           "plugin_policies", "plugin_policy", "resolve_policy"]

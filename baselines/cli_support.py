@@ -1,0 +1,130 @@
+"""What makes ``cluster-bench`` answer a user's mistake in one line: the error type, the parser
+that raises it instead of printing its usage, checks of a ``run`` before its first episode, and
+the listing of ``cluster-bench policies``."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Optional, Sequence
+
+
+class UsageError(Exception):
+    """A user's mistake: printed as one line plus a hint, exit code 2, no traceback."""
+
+    def __init__(self, message: str, hint: str = "", prog: str = "") -> None:
+        super().__init__(message)
+        self.hint, self.prog = hint, prog
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are :class:`UsageError` (one line and a hint)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(message, f"{self.prog} --help", prog=self.prog)
+
+
+#: Errors shown as one line (exit 2) unless ``--debug``: bad arguments, files, names and values.
+USER_ERRORS = (UsageError, ValueError, TypeError, KeyError, LookupError, OSError, ImportError,
+               argparse.ArgumentTypeError)
+
+
+def report(exc: BaseException, prog: str, stream=None) -> int:
+    """Print ``exc`` as ``prog: error: ...`` plus a ``hint:`` line; return the exit code 2."""
+    stream = stream or sys.stderr
+    prog = getattr(exc, "prog", "") or prog
+    message = str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+    message = " ".join(message.split()) or type(exc).__name__
+    hint = getattr(exc, "hint", "") or f"add --debug to see where it failed; {prog} --help lists the options"
+    print(f"{prog}: error: {message}", file=stream)
+    print(f"hint: {hint}", file=stream)
+    return 2
+
+
+def pop_flag(argv: Sequence[str], flag: str) -> tuple[list[str], bool]:
+    """``argv`` without ``flag`` (accepted anywhere on the line) and whether it was there."""
+    argv = list(argv)
+    found = flag in argv
+    return [a for a in argv if a != flag], found
+
+
+def check_output_folder(path: "str | Path") -> Path:
+    """Create ``path`` if needed and make sure a file can be written there."""
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file, not a folder", "give a folder name, e.g. --out cluster-bench-results")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".write-test-"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"cannot write to the output folder {out}: {exc.strerror or exc}",
+                         "choose another folder with --out") from None
+    return out
+
+
+def check_run(args: argparse.Namespace, policies: Sequence[str], env_kwargs: dict) -> None:
+    """Everything a ``run`` needs, checked before its first episode: scenario, seeds, the env
+    arguments (custom CSV files included), every policy (checkpoints loaded) and the output folder."""
+    import cluster_env
+    from baselines.harness.episode import env_settings
+    from baselines.harness.sweep import resolve_policy
+
+    if args.scenario not in cluster_env.list_scenarios():
+        raise UsageError(f"unknown scenario {args.scenario!r}", f"scenarios: {', '.join(cluster_env.list_scenarios())} "
+                         "(cluster-bench scenarios describes them)")
+    bad = [s for s in args.seeds if s < 0]
+    if bad:
+        raise UsageError(f"seeds must be >= 0, got {bad[0]}", "e.g. --seeds 0-4 or --seeds 0,3,7")
+    try:
+        cluster_env.parallel_env(args.scenario, split=args.split, **env_kwargs)
+    except TypeError as exc:
+        raise UsageError(str(exc), "--env takes KEY=VALUE with the arguments of cluster_env.parallel_env "
+                         "(docs/reference.md, Arguments)") from exc
+    for name in policies:
+        try:
+            policy = resolve_policy(name, args.scenario)
+        except (ValueError, TypeError) as exc:
+            raise UsageError(str(exc), "cluster-bench policies lists every name; or give "
+                             "package.module:attribute (resolved from the current folder)") from exc
+        cluster_env.parallel_env(args.scenario, split=args.split, **env_settings(policy, env_kwargs))
+    check_output_folder(args.out)
+
+
+def csv_overrides(args: argparse.Namespace) -> list[str]:
+    """``--workload-csv`` / ``--cluster-csv`` / ``--reference-gpu`` as ``--env`` items."""
+    items = []
+    for flag, key in (("workload_csv", "workload_csv"), ("cluster_csv", "cluster_csv"),
+                      ("reference_gpu", "reference_gpu")):
+        value = getattr(args, flag, None)
+        if value is not None:
+            if key.endswith("_csv") and not Path(value).is_file():
+                raise UsageError(f"--{flag.replace('_', '-')} {value}: no such file",
+                                 "give the path of your CSV file (examples/data/ has two)")
+            items.append(f"{key}={str(value)!r}")
+    return items
+
+
+def policy_listing(scenario: Optional[str] = None) -> str:
+    """The text of ``cluster-bench policies``: named baselines, orderers, placers, compositions,
+    policies registered by entry points."""
+    from baselines.registry import NAMED, ORDERERS, PLACERS
+    from baselines.harness.sweep import plugin_policy_names
+
+    lines = ["named baselines (ORDERER+PLACER):"]
+    lines += [f"  {name:<10} = {o}+{p}" for name, (o, p) in NAMED.items()]
+    lines.append(f"orderers: {', '.join(ORDERERS)}")
+    lines.append(f"placers:  {', '.join(PLACERS)}")
+    lines.append(f"compositions: any ORDERER+PLACER ({len(ORDERERS) * len(PLACERS)}), e.g. sjf+fastest, tiresias+spread")
+    plugins = plugin_policy_names()
+    if plugins:
+        lines.append("registered by packages (entry points 'cluster_bench.policies'):")
+        lines += [f"  {name:<10} ({source})" for name, source in plugins.items()]
+    lines.append("your own: package.module:attribute (a policy object or a class), resolved from the current folder")
+    return "\n".join(lines)
+
+
+def limit_threads() -> None:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
