@@ -9,6 +9,7 @@ Subcommands:
     cluster-bench sweep     --scenario S --loads 0.5,0.7,0.9,1.1 [--policies ...] [--seeds ...] [--out DIR]
     cluster-bench scenarios
     cluster-bench policies
+    cluster-bench replay    [--scenario toy-v0] [--policy fifo] [--seed 0] [--gif episode.gif]
     cluster-bench train     [--scenario philly-v0] [--timesteps N] ...   (the dual agent; rl extra)
     cluster-bench scores    --check | --update [--scenarios ...] [--file PATH] [--policies ...] [--seeds ...]
 
@@ -360,6 +361,18 @@ def cmd_policies(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------- replay
+def cmd_replay(args: argparse.Namespace) -> int:
+    from baselines.cli_support import replay
+
+    import cluster_env
+
+    if args.scenario not in cluster_env.list_scenarios():
+        raise UsageError(f"unknown scenario {args.scenario!r}", "cluster-bench scenarios lists them")
+    return replay(args.scenario, args.split, args.policy, args.seed, parse_env_overrides(args.env), args.gif,
+                  max_frames=args.max_frames, fps=args.fps)
+
+
 # ---------------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="cluster-bench", description=__doc__,
@@ -439,6 +452,18 @@ def build_parser() -> argparse.ArgumentParser:
     pol = sub.add_parser("policies", help="list every policy name: baselines, orderers, placers, compositions, plugins")
     pol.set_defaults(func=cmd_policies)
 
+    rep = sub.add_parser("replay", help="watch one episode of a policy: an animated GIF (--gif) or text frames")
+    rep.add_argument("--scenario", default="toy-v0", help="scenario name (default toy-v0; cluster-bench scenarios)")
+    rep.add_argument("--split", default="test", choices=["train", "validation", "test"])
+    rep.add_argument("--policy", default="fifo", help="one policy name (cluster-bench policies lists them)")
+    rep.add_argument("--seed", type=parse_seeds, default=[0], help="the episode seed (>= 0)")
+    rep.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                     help="environment override, repeatable (e.g. --env jobs_per_episode=40)")
+    rep.add_argument("--gif", default=None, metavar="FILE.gif", help="write an animated GIF (else: text frames)")
+    rep.add_argument("--max-frames", type=int, default=200, help="frames at most, spread over the episode")
+    rep.add_argument("--fps", type=float, default=4.0, help="GIF frames per second")
+    rep.set_defaults(func=cmd_replay)
+
     scores = sub.add_parser("scores", help="check or update the regression scores")
     scores.add_argument("--check", action="store_true", help="recompute and compare (exit 1 on drift)")
     scores.add_argument("--update", action="store_true", help="recompute and rewrite on purpose")
@@ -474,6 +499,12 @@ def _missing(exc: Exception) -> int:
 
 def _prepare(args: argparse.Namespace) -> None:
     """Checks and argument folding done before any command starts work (no episode runs first)."""
+    if args.command == "replay":
+        if len(args.seed) != 1:
+            raise UsageError(f"--seed takes one seed, got {len(args.seed)}", "e.g. --seed 3")
+        args.seed = args.seed[0]
+        if args.gif and not args.gif.lower().endswith(".gif"):
+            raise UsageError(f"--gif {args.gif}: the file name must end in .gif", "e.g. --gif episode.gif")
     if args.command == "run":
         args.env = list(args.env) + csv_overrides(args)
         env_kwargs = parse_env_overrides(args.env)

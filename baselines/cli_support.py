@@ -128,3 +128,51 @@ def policy_listing(scenario: Optional[str] = None) -> str:
 
 def limit_threads() -> None:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+def replay(scenario: str, split: str, policy_name: str, seed: int, env_kwargs: dict, gif: Optional[str],
+           max_frames: int = 200, fps: float = 4.0, stream=None) -> int:
+    """Run one episode of ``policy_name`` and show it: a frame at each instant where the clock
+    moved (at most ``max_frames``, evenly spread), as an animated GIF or as text."""
+    import cluster_env
+    from baselines.harness.episode import env_settings
+    from baselines.harness.sweep import resolve_policy
+
+    stream = stream or sys.stdout
+    policy = resolve_policy(policy_name, scenario)
+    mode = "rgb_array" if gif else "ansi"
+    env = cluster_env.parallel_env(scenario, split=split, render_mode=mode, **env_settings(policy, env_kwargs))
+    if gif:
+        check_output_folder(Path(gif).resolve().parent)
+    policy.reset(seed)
+    obs, infos = env.reset(seed=seed)
+    # First pass: the instants (a replay is cheap, frames are not): then draw the chosen ones.
+    instants, last = [], None
+    while env.agents:
+        if infos["orderer"]["phase"] == "order" and infos["orderer"]["time"] != last:
+            instants.append(env.num_steps)
+            last = infos["orderer"]["time"]
+        obs, _, _, _, infos = env.step(policy.act(obs, infos))
+    keep = set(instants[:: max(1, -(-len(instants) // max_frames))]) | {env.num_steps}
+    policy.reset(seed)
+    obs, infos = env.reset(seed=seed)
+    frames = []
+    while True:
+        if env.num_steps in keep:
+            frames.append(env.render())
+        if not env.agents:
+            break
+        obs, _, _, _, infos = env.step(policy.act(obs, infos))
+    name = getattr(policy, "name", policy_name)
+    if gif:
+        from PIL import Image
+
+        images = [Image.fromarray(f) for f in frames]
+        images[0].save(gif, save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
+        print(f"{scenario} / {split} / seed {seed} / {name}: {len(frames)} frames of {env.num_steps} steps -> {gif}",
+              file=stream)
+    else:
+        for text in frames:
+            print(text, "\n", file=stream)
+    env.close()
+    return 0

@@ -146,7 +146,7 @@ def test_misuse_gets_clear_errors():
     with pytest.raises(ValueError, match="pending_window"):
         cluster_env.parallel_env("toy-v0", pending_window=0)
     with pytest.raises(ValueError, match="render_mode"):
-        cluster_env.parallel_env("toy-v0", render_mode="human")
+        cluster_env.parallel_env("toy-v0", render_mode="window")
 
 
 def test_make_by_versioned_id():

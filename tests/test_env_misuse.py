@@ -212,7 +212,7 @@ def test_noop_mode_ignores_forbidden_actions_and_flags_them():
     ({"jobs_per_episode": 2.5}, TypeError, "jobs_per_episode must be an integer"),
     ({"reward": "nope"}, ValueError, "unknown reward 'nope'"),
     ({"reward": 3}, TypeError, "reward must be a name or a callable"),
-    ({"render_mode": "human"}, ValueError, "render_mode must be one of ['ansi', 'rgb_array']"),
+    ({"render_mode": "window"}, ValueError, "render_mode must be one of ['ansi', 'rgb_array', 'human']"),
     ({"workload_columns": {"duration": "runtime"}}, TypeError, "workload_columns needs workload_csv"),
     ({"cluster_columns": {"gpu_type": "model"}}, TypeError, "cluster_columns needs cluster_csv"),
 ], ids=lambda v: repr(v)[:40] if isinstance(v, dict) else None)

@@ -36,6 +36,7 @@ class EpisodeResult:
     machine_names: tuple[str, ...] = field(default_factory=tuple)
     machine_gpus: Optional[np.ndarray] = None        # (M,)
     total_gpus: int = 0
+    machine_types: tuple[str, ...] = field(default_factory=tuple)   # (M,) GPU type name of each machine
 
 
 #: What a policy may require of the environment (its ``env_overrides``): how it is scheduled and
@@ -184,6 +185,7 @@ def run_episode(policy: Any, scenario: "str | Scenario", split: str, seed: int, 
         result.allocations = sim.allocation_log
         result.machine_names = tuple(base.cluster.machine_names)
         result.machine_gpus = np.asarray(sim.machine_gpus).copy()
+        result.machine_types = tuple(base.cluster.gpu_type_names[int(t)] for t in sim.machine_type)
         result.total_gpus = int(sim.total_gpus)
     return result
 

@@ -9,7 +9,8 @@ Action spaces           orderer ``Discrete(K + R + 1)``, placer ``Discrete(M + 1
 Observation spaces      ``Dict(jobs, machines, global, placing, action_mask)`` (see below)
 Reward                  shared; default ``-(job-seconds in system) / (num_jobs * 3600)``
 Episode end             terminated when every job finished; truncated at ``max_steps`` / ``max_time``
-Render modes            ``"ansi"``, ``"rgb_array"``
+Render modes            ``"ansi"``, ``"rgb_array"`` (a labelled image), ``"human"`` (a matplotlib window,
+                        drawn at every step)
 ======================  =====================================================================
 
 **Phases.** Each ``step`` is one scheduling decision; only one agent acts, the other must send
@@ -107,7 +108,8 @@ _ENV_KEYS = {"reward", "render_mode", "jobs_per_episode", "time_scale", "load", 
 class ClusterParallelEnv(ParallelEnv):
     """See the module docstring: it is the environment's card."""
 
-    metadata = {"name": "hetero_cluster_v0", "render_modes": ["ansi", "rgb_array"], "is_parallelizable": True}
+    metadata = {"name": "hetero_cluster_v0", "render_modes": ["ansi", "rgb_array", "human"], "is_parallelizable": True,
+                "render_fps": 4}
 
     def __init__(self, scenario: "str | Scenario" = "philly-v0", split: str = "train", **overrides: Any) -> None:
         from cluster_env.scenarios.registry import custom_scenario, get_scenario
@@ -210,6 +212,8 @@ class ClusterParallelEnv(ParallelEnv):
         infos = {a: self._info() for a in self.agents}
         if self.sim.done:
             infos = self._final_infos(infos)
+        if self.render_mode == "human":
+            self.render()
         return obs, infos
 
     def step(self, actions: dict):
@@ -291,6 +295,8 @@ class ClusterParallelEnv(ParallelEnv):
         if done or truncated:
             infos = self._final_infos(infos)
             self.agents = []
+        if self.render_mode == "human":       # PettingZoo and Gymnasium draw human frames by themselves
+            self.render()
         return obs, rewards, terminations, truncations, infos
 
     # ------------------------------------------------------------------ helpers
@@ -402,13 +408,21 @@ class ClusterParallelEnv(ParallelEnv):
             raise RuntimeError("call reset() first")
         from cluster_env.envs import render as renderer
 
-        if self.render_mode == "rgb_array":
-            return renderer.render_rgb(self.sim)
+        phase = "place" if self.phase == PLACE else "order"
+        if self.render_mode in ("rgb_array", "human"):
+            if getattr(self, "_renderer", None) is None:
+                self._renderer = renderer.Renderer(self.metadata["render_fps"])
+            if self.render_mode == "human":
+                return self._renderer.human(self.sim, phase)
+            return self._renderer.rgb(self.sim, phase)
         if self.render_mode == "ansi":
             return renderer.render_ansi(self.sim, "place" if self.phase == PLACE else "order")
         return None
 
     def close(self) -> None:
+        if getattr(self, "_renderer", None) is not None:
+            self._renderer.close()
+            self._renderer = None
         self.sim = None
 
     def state(self) -> np.ndarray:

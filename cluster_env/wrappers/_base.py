@@ -45,7 +45,7 @@ def as_action(action: Any, n: int) -> int:
 class ClusterView(gymnasium.Env):
     """Base of the views: owns a :class:`ClusterParallelEnv` and shares its seeded generator."""
 
-    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    metadata = {"render_modes": ["ansi", "rgb_array", "human"], "render_fps": 4}
 
     def __init__(self, scenario: Any = "philly-v0", split: str = "train", *,
                  env: Optional[ClusterParallelEnv] = None, invalid_penalty: float = DEFAULT_INVALID_PENALTY,
