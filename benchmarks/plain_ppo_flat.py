@@ -1,8 +1,9 @@
 """Does plain PPO (no action masks) learn on the flat view with its default arguments?
 
 Trains SB3's ``PPO("MlpPolicy", gymnasium.make("cluster_env/HeteroClusterFlat-v0", ...))`` and
-prints, per rollout, the fraction of forbidden actions it took (penalised no-ops by default) and
-its mean reward per step; then the same for a random unmasked policy as the reference. Learning
+prints, per rollout, the fraction of forbidden actions it took (each replaced by the lowest allowed
+one at a penalty, the default) and
+its mean reward per step (a random unmasked policy first, as the reference). Learning
 to pick allowed actions is the first thing the safe defaults make possible.
 
 Usage::

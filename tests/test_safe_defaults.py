@@ -44,19 +44,40 @@ def test_plain_ppo_trains_on_the_flat_view_with_defaults():
     assert model.num_timesteps >= 2048
 
 
-def test_forbidden_actions_in_views_are_penalised_no_ops():
-    env = gymnasium.make(FLAT_ID, jobs_per_episode=40).unwrapped     # ORDER: padded indices
+def test_forbidden_actions_in_views_play_the_lowest_allowed_action_at_a_cost():
+    env = gymnasium.make(FLAT_ID, jobs_per_episode=40).unwrapped     # ORDER: padded indices exist
+    twin = gymnasium.make(FLAT_ID, jobs_per_episode=40).unwrapped
     obs, _ = env.reset(seed=0)
-    forbidden = np.flatnonzero(~env.action_masks())
-    assert len(forbidden) and forbidden[-1] >= env.env.action_space(env.acting_agent).n   # a padded index
-    for a in (forbidden[0], forbidden[-1]):
-        obs2, r, term, trunc, info = env.step(int(a))
-        assert info["invalid_action"] and r == -DEFAULT_INVALID_PENALTY and not (term or trunc)
-        np.testing.assert_array_equal(obs2, obs)
+    twin.reset(seed=0)
+    assert np.flatnonzero(~env.action_masks())[-1] >= env.env.action_space("orderer").n    # padded
+    for pick in ("last", "first"):                                   # a masked index, a padded one
+        forbidden = np.flatnonzero(~env.action_masks())
+        a = int(forbidden[0] if pick == "first" else forbidden[-1])
+        lowest = int(np.flatnonzero(twin.action_masks())[0])
+        obs, r, term, trunc, info = env.step(a)
+        obs_t, r_t, *_ = twin.step(lowest)
+        assert info["invalid_action"] and info["played_action"] == lowest and not (term or trunc)
+        assert r == r_t - DEFAULT_INVALID_PENALTY
+        np.testing.assert_array_equal(obs, obs_t)
     strict = gymnasium.make(FLAT_ID, jobs_per_episode=40, invalid_action="raise").unwrapped
     strict.reset(seed=0)
     with pytest.raises(InvalidActionError, match="MaskablePPO"):
-        strict.step(int(forbidden[0]))
+        strict.step(int(np.flatnonzero(~strict.action_masks())[0]))
+    with pytest.raises(ValueError, match="invalid_action must be one of"):
+        gymnasium.make(FLAT_ID, invalid_action="ignore")
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_an_always_forbidden_policy_still_finishes_the_episode(env_id):
+    env = gymnasium.make(env_id, scenario="toy-v0").unwrapped
+    env.reset(seed=0)
+    done, steps = False, 0
+    while not done:
+        _, r, term, trunc, info = env.step(int(np.flatnonzero(~env.action_masks())[-1]))
+        assert info["invalid_action"] and r <= -DEFAULT_INVALID_PENALTY
+        done, steps = term or trunc, steps + 1
+        assert steps < 1000
+    assert term and info["metrics"]["jobs_finished"] == 6
 
 
 @pytest.mark.parametrize("env_id", IDS)
@@ -68,7 +89,8 @@ def test_views_have_a_finite_default_max_steps(env_id):
 
 @pytest.mark.parametrize("always", ["padded", "forbidden"])
 def test_an_always_forbidden_action_truncates_at_max_steps(always):
-    env = gymnasium.make(FLAT_ID, jobs_per_episode=40, max_steps=100).unwrapped
+    # With invalid_action="noop" a forbidden action changes nothing, but it counts towards max_steps.
+    env = gymnasium.make(FLAT_ID, jobs_per_episode=40, max_steps=100, invalid_action="noop").unwrapped
     env.reset(seed=0)
     steps, done = 0, False
     while not done:

@@ -30,8 +30,8 @@ Numpy and gymnasium only: ``torch`` and ``stable_baselines3`` are never imported
 =======================================  ============================================================
 
 Every view passes ``gymnasium.utils.env_checker.check_env`` and SB3's ``check_env`` with its
-default arguments (a forbidden action is a penalised no-op counted towards a finite default
-``max_steps``; see :mod:`cluster_env.wrappers.flat`), exposes
+default arguments (a forbidden action plays the lowest allowed one at a small penalty, and a
+finite default ``max_steps`` ends every episode; see :mod:`cluster_env.wrappers.flat`), exposes
 ``action_masks()`` (bool) for sb3-contrib's ``MaskablePPO``, returns Python-float rewards and
 takes all its randomness from the wrapped env's seeded generator.
 

@@ -15,11 +15,15 @@ from cluster_env.wrappers.policies import resolve_policy
 
 
 #: Safe defaults of the single-agent views (the parallel env stays strict): a forbidden action is
-#: ignored (``invalid_action="noop"``) at a cost of ``invalid_penalty`` reward, and an episode is
+#: replaced by the acting agent's lowest allowed action (``invalid_action="fallback"``: FIFO's
+#: choice in ORDER, first-fit's in PLACE) at a cost of ``invalid_penalty`` reward, and an episode is
 #: truncated after ``DEFAULT_STEPS_PER_JOB`` steps per job of the episode (``max_steps``), so that
 #: Gymnasium's and SB3's checkers (which sample unmasked actions) pass and plain PPO, which does
-#: not read masks, can learn to pick allowed actions instead of crashing or stalling.
+#: not read masks, learns to pick allowed actions instead of crashing or stalling. (A no-op
+#: instead, ``invalid_action="noop"``, lets an agent that discounts per step defer costly
+#: ``advance`` steps forever by repeating forbidden actions: plain PPO learns that stall.)
 DEFAULT_INVALID_PENALTY = 0.1
+VIEW_INVALID_ACTIONS = ("fallback", "noop", "raise")
 DEFAULT_STEPS_PER_JOB = 1000     # generous: a legal policy that always advances takes up to ~250
 
 
@@ -51,12 +55,18 @@ class ClusterView(gymnasium.Env):
                  env: Optional[ClusterParallelEnv] = None, invalid_penalty: float = DEFAULT_INVALID_PENALTY,
                  **overrides: Any) -> None:
         if env is None:
-            overrides.setdefault("invalid_action", "noop")
+            mode = overrides.pop("invalid_action", "fallback")
+            if mode not in VIEW_INVALID_ACTIONS:
+                raise ValueError(f"invalid_action must be one of {VIEW_INVALID_ACTIONS} in a view, got {mode!r}")
+            overrides["invalid_action"] = "raise" if mode == "raise" else "noop"
             env = ClusterParallelEnv(scenario=scenario, split=split, **overrides)
             if env.sched.max_steps is None and "max_steps" not in overrides:
                 env.sched = replace(env.sched, max_steps=DEFAULT_STEPS_PER_JOB * episode_jobs(env))
         elif overrides:
             raise TypeError(f"pass either env= or overrides, not both (got {sorted(overrides)})")
+        else:
+            mode = env.sched.invalid_action
+        self.invalid_action = mode
         if isinstance(invalid_penalty, bool) or not isinstance(invalid_penalty, (int, float)) \
                 or not np.isfinite(invalid_penalty) or invalid_penalty < 0:
             raise ValueError(f"invalid_penalty must be a finite number >= 0, got {invalid_penalty!r}")
@@ -86,6 +96,12 @@ class ClusterView(gymnasium.Env):
         if acted is not None and infos[acted].get("invalid_action"):
             info["invalid_action"] = True
         return info
+
+    def _fallback(self, action: int, mask: np.ndarray) -> tuple[int, bool]:
+        """``action``, or the lowest allowed one when ``action`` is forbidden in fallback mode."""
+        if self.invalid_action == "fallback" and not (action < len(mask) and mask[action]):
+            return int(np.flatnonzero(mask)[0]), True
+        return action, False
 
     def _check_running(self) -> None:
         if self.env.sim is None or not self.env.agents:
@@ -143,7 +159,7 @@ class SingleAgentView(ClusterView):
             reward, self._carry, self._ended = self._carry, 0.0, None
             return self._last_obs.copy(), float(reward), term, trunc, self._info(infos)
         self._check_running()
-        a = as_action(action, self.n_actions)
+        a, replaced = self._fallback(as_action(action, self.n_actions), self._mask)
         obs, rewards, terms, truncs, infos = self.env.step({self.agent: a, self.other: self._noop[self.other]})
         reward = rewards[self.agent] + self._carry
         self._carry = 0.0
@@ -156,6 +172,8 @@ class SingleAgentView(ClusterView):
             acted_info = self._info(infos)
             if invalid:
                 acted_info["invalid_action"] = True
+        if replaced:
+            acted_info["invalid_action"], acted_info["played_action"] = True, a
         if acted_info.get("invalid_action"):
             reward -= self.invalid_penalty
         return self._view(obs), float(reward), bool(term), bool(trunc), acted_info

@@ -20,12 +20,14 @@ orderer's means (``i < K`` start the i-th pending candidate, ``K <= i < K + R`` 
 advance); in PLACE what the placer's means (machine ``m < M``). The other agent's no-op is sent
 automatically. The mask is the acting agent's mask padded with zeros up to ``A``.
 
-**Safe defaults** (all the views): an index the mask forbids, padded ones included, leaves the
-state unchanged, costs ``invalid_penalty`` (default 0.1) reward, sets ``info["invalid_action"]``
-and counts towards ``max_steps`` (``invalid_action="noop"`` is the views' default; the default
-``max_steps`` is 1000 steps per job of the episode). So both checkers pass as registered and a
-plain PPO, which reads no mask, trains and never stalls. ``invalid_action="raise"`` raises
-:class:`cluster_env.errors.InvalidActionError` instead. With ``env=`` an existing parallel env
+**Safe defaults** (all the views): an index the mask forbids, padded ones included, is replaced
+by the acting agent's lowest allowed action (``invalid_action="fallback"``, the views' default:
+FIFO's choice in ORDER, first-fit's in PLACE), costs ``invalid_penalty`` (default 0.1) reward and
+sets ``info["invalid_action"]`` and ``info["played_action"]``; the default ``max_steps`` is 1000
+steps per job of the episode. So both checkers pass as registered and a plain PPO, which reads no
+mask, trains and never stalls. ``invalid_action="noop"`` leaves the state unchanged instead (the
+step still counts towards ``max_steps``), ``"raise"`` raises
+:class:`cluster_env.errors.InvalidActionError`. With ``env=`` an existing parallel env
 keeps its own settings.
 
 **Info**: the env's ``phase``, ``time``, ``job_ids``, ``placing_job`` (and ``metrics`` on the final
@@ -74,7 +76,7 @@ class HeteroClusterFlatEnv(ClusterView):
 
     def step(self, action: Any):
         self._check_running()
-        a = as_action(action, self.n_actions)
+        a, replaced = self._fallback(as_action(action, self.n_actions), self._mask)
         agent = self.acting_agent
         other = "placer" if agent == "orderer" else "orderer"
         if a >= self.env.action_space(agent).n:
@@ -83,12 +85,14 @@ class HeteroClusterFlatEnv(ClusterView):
                     f"action {a} is a padding index: the {agent} (acting in this phase) has only "
                     f"{self.env.action_space(agent).n} actions (allowed now: {np.flatnonzero(self._mask).tolist()[:20]}); "
                     "choose only actions env.action_masks() allows (sb3-contrib's MaskablePPO does), "
-                    "or build the view with invalid_action='noop' (the default)")
+                    "or build the view with invalid_action='fallback' (the default) or 'noop'")
             # Ignored like any forbidden action: no change, but the step counts towards max_steps.
             obs, rewards, terms, truncs, infos = self.env.ignore_step(agent)
         else:
             obs, rewards, terms, truncs, infos = self.env.step({agent: a, other: self._noop[other]})
         info = self._info(infos, agent)
+        if replaced:
+            info["invalid_action"], info["played_action"] = True, a
         reward = float(rewards[agent]) - (self.invalid_penalty if info.get("invalid_action") else 0.0)
         return self._view(obs), reward, bool(terms[agent]), bool(truncs[agent]), info
 
