@@ -112,3 +112,18 @@ def test_parallel_env_stays_strict_by_default():
     bad = int(np.flatnonzero(obs["orderer"]["action_mask"] == 0)[0])
     with pytest.raises(InvalidActionError, match="invalid_action='noop'"):
         env.step({"orderer": bad, "placer": len(obs["placer"]["action_mask"]) - 1})
+
+
+def test_plain_ppo_benchmark_smoke():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pytest.importorskip("stable_baselines3")
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "plain_ppo_flat.py"
+    out = subprocess.run([sys.executable, str(script), "--timesteps", "256", "--n-steps", "128",
+                          "--jobs-per-episode", "20"], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert out.returncode == 0, out.stderr
+    assert "random unmasked actions:" in out.stdout and "forbidden" in out.stdout and "256" in out.stdout
