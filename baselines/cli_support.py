@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -55,13 +54,12 @@ def check_output_folder(path: "str | Path") -> Path:
     out = Path(path)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file, not a folder", "give a folder name, e.g. --out cluster-bench-results")
+    from baselines.harness.files import prepare_output_dir
+
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=out, prefix=".write-test-"):
-            pass
+        prepare_output_dir(out)
     except OSError as exc:
-        raise UsageError(f"cannot write to the output folder {out}: {exc.strerror or exc}",
-                         "choose another folder with --out") from None
+        raise UsageError(str(exc.strerror or exc), "choose another folder with --out") from None
     return out
 
 
@@ -89,7 +87,8 @@ def check_run(args: argparse.Namespace, policies: Sequence[str], env_kwargs: dic
         except (ValueError, TypeError) as exc:
             raise UsageError(str(exc), "cluster-bench policies lists every name; or give "
                              "package.module:attribute (resolved from the current folder)") from exc
-        cluster_env.parallel_env(args.scenario, split=args.split, **env_settings(policy, env_kwargs))
+        settings = env_settings(policy, env_kwargs, bool(getattr(args, "allow_env_mismatch", False)), args.scenario)
+        cluster_env.parallel_env(args.scenario, split=args.split, **settings)
     check_output_folder(args.out)
 
 

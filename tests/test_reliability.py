@@ -165,8 +165,9 @@ def test_checkpoint_environment_mismatch_is_an_error_then_recorded_when_allowed(
                                                                                  capsys):
     args = ["run", "--scenario", "philly-v0", "--policies", f"fifo,{toy_world_checkpoint}", "--seeds", "0",
             "--env", "jobs_per_episode=30", "--backend", "serial", "--no-plots", "--quiet"]
-    with pytest.raises(ValueError, match="jobs_per_episode=5"):        # EnvMismatchError
-        cluster_bench([*args, "--out", str(tmp_path / "refused")])
+    # EnvMismatchError: one line and a hint, exit code 2 (the CLI's rule for a user's mistake)
+    assert cluster_bench([*args, "--out", str(tmp_path / "refused")]) == 2
+    assert "jobs_per_episode=5" in capsys.readouterr().err
     assert not (tmp_path / "refused" / "results.json").exists()
 
     assert cluster_bench([*args, "--allow-env-mismatch", "--out", str(tmp_path / "ok")]) == 0
