@@ -117,7 +117,9 @@ def test_custom_csv_flags_and_the_table_names_the_custom_scenario(tmp_path, caps
                           "--no-plots", "--backend", "serial", "--quiet", "--out", str(tmp_path)])
     assert code == 0
     out = capsys.readouterr().out
-    assert "philly-v0+my_cluster.csv+my_jobs.csv" in out
+    from cluster_env.scenarios.registry import DEFAULT_SCENARIO
+
+    assert f"{DEFAULT_SCENARIO}+my_cluster.csv+my_jobs.csv" in out
     assert "note:" not in out                               # the reference GPU was given
     cluster_bench(["run", "--policies", "fifo", "--seeds", "0", "--workload-csv", str(DATA / "my_jobs.csv"),
                    "--cluster-csv", str(DATA / "my_cluster.csv"), "--no-plots", "--backend", "serial", "--quiet",
