@@ -19,6 +19,19 @@ def allowed_machines(obs: dict) -> np.ndarray:
     return obs["action_mask"][:-1].nonzero()[0]     # np.flatnonzero, minus its overhead
 
 
+def _speed_and_fit(obs: dict, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For the allowed machines ``ok``: the job's expected speed there (its nominal speed on the
+    GPU type x the machine's measured speed), their free GPUs, whether each holds the job's whole
+    remaining need, and the pool to choose from (those that do, or all when none does)."""
+    machines = obs["machines"]
+    speed = (machines[ok, M["job_speed"]].astype(np.float64)
+             * machines[ok, M["measured_speed"]].astype(np.float64))
+    free = machine_free_gpus(machines)[ok]
+    whole = free >= placing_need(obs)
+    pool = whole if whole.any() else np.ones(len(ok), dtype=bool)
+    return speed, free, whole, pool
+
+
 def _noop_or_first(obs: dict) -> int:
     # Reached only if the mask allows no machine: then only the no-op is legal.
     return int(np.flatnonzero(obs["action_mask"])[0])
@@ -96,12 +109,7 @@ class FastestFirst(Placer):
         ok = allowed_machines(obs)
         if not len(ok):
             return _noop_or_first(obs)
-        machines = obs["machines"]
-        speed = (machines[ok, M["job_speed"]].astype(np.float64)
-                 * machines[ok, M["measured_speed"]].astype(np.float64))
-        free = machine_free_gpus(machines)[ok]
-        whole = free >= placing_need(obs)
-        pool = whole if whole.any() else np.ones(len(ok), dtype=bool)
+        speed, free, whole, pool = _speed_and_fit(obs, ok)
         best = speed[pool].max()
         near = pool & (speed >= best * (1.0 - self.tolerance))
         if whole.any():
@@ -144,12 +152,7 @@ class OraclePlacer(Placer):
         ok = allowed_machines(obs)
         if not len(ok):
             return _noop_or_first(obs)
-        machines = obs["machines"]
-        speed = (machines[ok, M["job_speed"]].astype(np.float64)
-                 * machines[ok, M["measured_speed"]].astype(np.float64))
-        free = machine_free_gpus(machines)[ok]
-        whole = free >= placing_need(obs)
-        pool = whole if whole.any() else np.ones(len(ok), dtype=bool)
+        speed, free, whole, pool = _speed_and_fit(obs, ok)
         best = speed[pool].max()
         duration = float(from_log(np.asarray(obs["placing"][P["duration_log"]])))
         with np.errstate(divide="ignore"):

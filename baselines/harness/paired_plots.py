@@ -6,6 +6,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from baselines.harness.plots import save_figure
 from baselines.harness.stats import DEFAULT_METRIC, DEFAULT_REFERENCE, paired_table
 
 
@@ -54,7 +55,7 @@ def plot_paired(records: Sequence[dict[str, Any]], path: "str | Path", reference
     n = max((s.n for s in summaries), default=0)
     ax.set_title(title or f"paired ratio to {reference}: {n} windows, geometric mean and 95% CI")
     ax.grid(alpha=0.3, axis="y", which="both")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_load_sweep(rows: Sequence[dict[str, Any]], path: "str | Path",
@@ -93,15 +94,4 @@ def plot_load_sweep(rows: Sequence[dict[str, Any]], path: "str | Path",
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=8)
     fig.suptitle(title or "metrics against offered load (mean over windows, 95% CI)")
-    return _save(fig, path)
-
-
-def _save(fig, path: "str | Path") -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
-    return path
+    return save_figure(fig, path)

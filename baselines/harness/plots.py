@@ -65,7 +65,7 @@ def plot_jct_cdf(episodes: Sequence[EpisodeResult], path: "str | Path", title: s
     _title(ax, title or "JCT CDF", describe(used))
     ax.grid(alpha=0.3)
     ax.legend(title="policy", fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_utilization(episodes: Sequence[EpisodeResult], path: "str | Path", title: str = "") -> Path:
@@ -91,7 +91,7 @@ def plot_utilization(episodes: Sequence[EpisodeResult], path: "str | Path", titl
     for ax in (top, bottom):
         ax.grid(alpha=0.3)
     top.legend(title="policy", fontsize=8)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def natural_key(name: str) -> list:
@@ -189,10 +189,11 @@ def plot_timeline(episode: EpisodeResult, path: "str | Path", title: str = "", m
     ax.legend(handles=[Patch(facecolor=cmap(3), edgecolor="white", label="a job's stint (label: job id)"),
                        Patch(facecolor=cmap(3), edgecolor="red", linewidth=1.2, label="stint ended by preemption")],
               loc="upper right", fontsize=7, framealpha=0.9)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
-def _save(fig, path: "str | Path") -> Path:
+def save_figure(fig, path: "str | Path") -> Path:
+    """Lay out, write (creating the folder) and close a figure; returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
