@@ -73,14 +73,14 @@ def _capture(monkeypatch):
     import baselines.harness.plots as plots
 
     figs = []
-    real = plots._save
+    real = plots.save_figure
 
     def keep(fig, path):
         figs.append(fig)
         fig.canvas.draw()
         return real(fig, path)
 
-    monkeypatch.setattr(plots, "_save", keep)
+    monkeypatch.setattr(plots, "save_figure", keep)
     return plots, figs
 
 
