@@ -42,6 +42,7 @@ def configurations(legacy_spread: bool) -> list[tuple[str, dict]]:
 
 def main(argv: "list[str] | None" = None) -> int:
     import baselines
+    from baselines.cli import parse_seeds
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--scenario", default="philly-v1")
@@ -51,8 +52,7 @@ def main(argv: "list[str] | None" = None) -> int:
     p.add_argument("--cluster-csv", default=None, help="a cluster CSV to use instead of the scenario's")
     p.add_argument("--legacy-spread", action="store_true", help="also run the v0 spread rule")
     args = p.parse_args(argv)
-    lo, _, hi = args.seeds.partition("-")
-    seeds = list(range(int(lo), int(hi or lo) + 1))
+    seeds = parse_seeds(args.seeds)
     common = {"cluster_csv": args.cluster_csv} if args.cluster_csv else {}
     base = None
     print(f"{args.policy} on {args.scenario}/{args.split}, windows {seeds}")

@@ -13,14 +13,13 @@ can never run code):
 from __future__ import annotations
 
 import errno
-import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
 import torch
 
+from baselines.harness.files import atomic_write
 from dual_agent import PRETRAINED_DIR, pretrained_scenarios
 from dual_agent.config import DualAgentConfig
 
@@ -36,28 +35,18 @@ def save_checkpoint(path: "str | Path", model: torch.nn.Module, config: DualAgen
                     scenario: Optional[str], train: Optional[dict] = None) -> Path:
     """Write a checkpoint atomically (a crash mid-write never leaves a truncated file behind)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     data = {"format": FORMAT, "version": VERSION, "config": config.to_dict(), "spaces": dict(spaces),
             "scenario": scenario, "model": model.state_dict()}
     if train is not None:
         data["train"] = train
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
     try:
-        with os.fdopen(fd, "wb") as fh:
-            torch.save(data, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        atomic_write(path, lambda fh: torch.save(data, fh), binary=True)
     except (OSError, RuntimeError) as exc:
         # torch reports a failed write (ENOSPC, a file size limit) as "enforce fail ... unexpected pos".
-        Path(tmp).unlink(missing_ok=True)
         raise OSError(getattr(exc, "errno", None) or errno.ENOSPC,
                       f"{path}: could not write the checkpoint ({_disk_space(path.parent)}); is the disk full? "
                       f"The previous {path.name} is kept. Cause: {type(exc).__name__}: "
                       f"{str(exc).splitlines()[0] if str(exc) else ''}") from exc
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path
 
 

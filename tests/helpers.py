@@ -1,7 +1,25 @@
-"""Shared test helpers: masked random actions and episode loops through the public API."""
+"""Shared test helpers: masked random actions, episode loops through the public API, and
+running the examples as a student would."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+#: One thread for torch and BLAS: two processes with default threads crawl on two cores.
+ONE_THREAD_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def run_example(script: str, *args: str, timeout: float = 120) -> str:
+    """Run ``examples/<script>`` with ``args`` from the repository root; its stdout (it must exit 0)."""
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / script), *args], capture_output=True, text=True,
+                         env=ONE_THREAD_ENV, cwd=ROOT, timeout=timeout)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
 
 
 def random_actions(obs: dict, rng: np.random.Generator, lazy: float = 0.0) -> dict:

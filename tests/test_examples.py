@@ -2,27 +2,15 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-
-
-def _run(script: str, *args: str, timeout: float = 120) -> str:
-    out = subprocess.run([sys.executable, str(ROOT / "examples" / script), *args], capture_output=True, text=True,
-                         env=ENV, cwd=ROOT, timeout=timeout)
-    assert out.returncode == 0, out.stdout + out.stderr
-    return out.stdout
+from tests.helpers import run_example
 
 
 def test_quickstart_random_agent_prints_the_metrics():
-    text = _run("01_quickstart_random_agent.py", "--scenario", "philly-v0", "--split", "test",
-                "--jobs-per-episode", "60", "--seed", "3")
+    text = run_example("01_quickstart_random_agent.py", "--scenario", "philly-v0", "--split", "test",
+                       "--jobs-per-episode", "60", "--seed", "3")
     assert "random masked agent" in text
     for key in ("avg_jct", "p95_jct", "gpu_utilization", "jobs_finished"):
         assert key in text
@@ -31,9 +19,9 @@ def test_quickstart_random_agent_prints_the_metrics():
 
 def test_train_maskable_ppo_tiny_budget(tmp_path):
     pytest.importorskip("sb3_contrib")
-    text = _run("03_train_maskable_ppo.py", "--timesteps", "256", "--n-envs", "2", "--n-steps", "64",
-                "--batch-size", "64", "--n-epochs", "1", "--hidden", "16", "--jobs-per-episode", "30",
-                "--eval-seeds", "2", "--eval-jobs", "30", "--out", str(tmp_path))
+    text = run_example("03_train_maskable_ppo.py", "--timesteps", "256", "--n-envs", "2", "--n-steps", "64",
+                       "--batch-size", "64", "--n-epochs", "1", "--hidden", "16", "--jobs-per-episode", "30",
+                       "--eval-seeds", "2", "--eval-jobs", "30", "--out", str(tmp_path))
     assert "mean" in text and "ppo" in text and "fifo" in text
     assert "the best reference here" in text and "A real run is 400,000 steps: about" in text
     result = json.loads((tmp_path / "results.json").read_text())
@@ -44,9 +32,9 @@ def test_train_maskable_ppo_tiny_budget(tmp_path):
 
 
 def test_train_dual_agent_tiny_budget(tmp_path):
-    text = _run("04_train_dual_agent.py", "--timesteps", "300", "--steps-per-worker", "80", "--jobs-per-episode",
-                "20", "--imitate-iterations", "1", "--hidden", "16", "--eval-seeds", "2", "--eval-jobs", "30",
-                "--out", str(tmp_path / "run"), "--quiet", timeout=300)
+    text = run_example("04_train_dual_agent.py", "--timesteps", "300", "--steps-per-worker", "80", "--jobs-per-episode",
+                       "20", "--imitate-iterations", "1", "--hidden", "16", "--eval-seeds", "2", "--eval-jobs", "30",
+                       "--out", str(tmp_path / "run"), "--quiet", timeout=300)
     assert "dual (this run)" in text and "fifo+fastest" in text
     assert "mean avg JCT" in text
     assert "compared with the best baseline here, fifo+fastest" in text and "A real run" in text

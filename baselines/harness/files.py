@@ -7,16 +7,18 @@ from pathlib import Path
 from typing import Callable, IO
 
 
-def atomic_write(path: "str | Path", write: Callable[[IO[str]], None], newline: "str | None" = None) -> Path:
+def atomic_write(path: "str | Path", write: Callable[[IO], None], newline: "str | None" = None,
+                 binary: bool = False) -> Path:
     """Write ``path`` through ``write(file)`` into a temporary file beside it, then rename it over
     ``path``: readers see the old file or the complete new one, never a truncated one. On any
-    error (a full disk: ``OSError`` ENOSPC) the old file stays and the temporary one is removed."""
+    error (a full disk: ``OSError`` ENOSPC) the old file stays and the temporary one is removed.
+    ``binary`` opens the file in bytes mode (checkpoints)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.chmod(tmp, _mode_for(path))      # mkstemp's 0600 would hide results from other users
-        with os.fdopen(fd, "w", newline=newline) as fh:
+        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", newline=newline)) as fh:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())

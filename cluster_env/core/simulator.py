@@ -260,8 +260,9 @@ class ClusterSimulator:
             return fewest(cluster.machine_gpus, gpus)
         out = np.ones(len(gpus), dtype=np.int64)
         rows, inverse = np.unique(allowed, axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)          # numpy 2.0 and 2.1 return it with an extra axis
         for r, row in enumerate(rows):
-            jobs = np.flatnonzero(inverse.reshape(-1) == r)
+            jobs = np.flatnonzero(inverse == r)
             usable = cluster.machine_gpus[row[cluster.machine_type]]
             if len(usable):
                 out[jobs] = fewest(usable, gpus[jobs])
