@@ -1,0 +1,155 @@
+"""What steps the N episodes of a vector env: the backend interface and the Python backend.
+
+The vector env (:class:`cluster_env.vector.ClusterVectorEnv`) checks arguments and actions,
+applies the invalid-action mode, resets ended episodes and builds infos; a *backend* owns the N
+episodes and writes their state into the shared :class:`~cluster_env.vector.buffers.Buffers`.
+It is the seam where a compiled episode engine can later replace the per-env Python stepping
+without changing the vector env's API.
+
+:class:`PythonBackend` steps N :class:`~cluster_env.envs.cluster_parallel.ClusterParallelEnv`
+through their internals (the simulator's decisions, the observation builder, the reward), with
+no PettingZoo dicts, and copies each env's freshly built arrays into its row of the buffers. It
+makes exactly the calls ``ClusterParallelEnv.step`` makes, in the same order, so each episode is
+bit-for-bit the one a separate parallel env gives (tests/test_vector.py compares them).
+"""
+from __future__ import annotations
+
+import abc
+from typing import Any, Optional
+
+import numpy as np
+
+from cluster_env.envs.cluster_parallel import ORDER, PLACE, ClusterParallelEnv
+from cluster_env.vector.buffers import Buffers
+
+
+class VectorBackend(abc.ABC):
+    """N episodes of one scenario, written into ``buffers`` in place.
+
+    Contract (what :class:`~cluster_env.vector.ClusterVectorEnv` relies on):
+
+    * ``reset(i, seed, options)`` starts a new episode in env ``i`` (``seed=None`` continues the
+      env's generator, as ``ClusterParallelEnv.reset()`` does) and writes its row: features,
+      ``order_pad``/``place_pad``, ``phase``, ``time``, ``placing_job``, ``tick``, ``job_ids``,
+      ``num_steps`` (0).
+    * ``step(actions, valid)`` makes one decision in every env: ``actions[i]`` is the acting
+      agent's action (the vector env has checked it is in range); ``valid[i]`` False means the
+      mask forbids it and it is ignored (the state is unchanged, the step still counts). Writes
+      every row plus ``rewards``, ``terminated``, ``truncated``.
+    * ``episode_info(i)`` the end-of-episode extras of env ``i``: ``{"metrics": {...},
+      "offered_load": float}``; ``close()``.
+
+    ``action_mask`` and ``invalid`` are the vector env's to write.
+    """
+
+    buffers: Buffers
+    num_envs: int
+
+    @abc.abstractmethod
+    def reset(self, index: int, seed: Optional[int], options: Optional[dict]) -> None:
+        """Start a new episode in env ``index`` and write its row."""
+
+    @abc.abstractmethod
+    def step(self, actions: np.ndarray, valid: np.ndarray) -> None:
+        """One decision in every env (see the class docstring)."""
+
+    @abc.abstractmethod
+    def episode_info(self, index: int) -> dict[str, Any]:
+        """Metrics and offered load of env ``index``'s episode (all metrics once it has ended)."""
+
+    def close(self) -> None:
+        """Release what the backend holds."""
+
+
+class PythonBackend(VectorBackend):
+    """Steps N parallel envs through their internals (see the module docstring)."""
+
+    def __init__(self, envs: list[ClusterParallelEnv], buffers: Buffers) -> None:
+        self.envs = envs
+        self.num_envs = len(envs)
+        self.buffers = buffers
+        first = envs[0]
+        self.K = first.builder.K
+        self._order_noop = first._order_noop
+        self._n_order, self._n_place = first._order_noop + 1, first._place_noop + 1
+        self._rows = range(self.num_envs)
+
+    # ------------------------------------------------------------------ contract
+    def reset(self, index: int, seed: Optional[int], options: Optional[dict]) -> None:
+        env = self.envs[index]
+        obs, _ = env.reset(seed=seed, options=options)
+        self._write(index, env, obs["orderer"])
+        self.buffers.num_steps[index] = 0
+
+    def step(self, actions: np.ndarray, valid: np.ndarray) -> None:
+        b = self.buffers
+        rewards, terminated, truncated, num_steps = b.rewards, b.terminated, b.truncated, b.num_steps
+        K, noop = self.K, self._order_noop
+        for i, env, a, ok in zip(self._rows, self.envs, actions.tolist(), valid.tolist()):
+            sim = env.sim
+            # The decision: ClusterParallelEnv.step without its dict plumbing (same calls, same order).
+            if env.phase == ORDER:
+                if not ok:
+                    pass
+                elif a < K:
+                    sim.start(int(env._cand_pending[a]))
+                    env.phase = PLACE
+                elif a < noop:
+                    self._preempt(env, int(env._cand_running[a - K]))
+                else:
+                    sim.advance()
+            elif ok and sim.place(a):
+                env.phase = ORDER
+            if env.phase == ORDER:
+                env._skip_idle_epochs()
+            # ClusterParallelEnv._finish_step without its dicts.
+            env.num_steps += 1
+            rewards[i] = env._reward()
+            done = sim.done
+            sched = env.sched
+            trunc = not done and (
+                (sched.max_steps is not None and env.num_steps >= sched.max_steps)
+                or (sched.max_time is not None and sim.now >= sched.max_time))
+            terminated[i], truncated[i] = done, trunc
+            num_steps[i] = env.num_steps
+            self._write(i, env, env._observe()["orderer"])
+            if done or trunc:
+                env.agents = []
+
+    def episode_info(self, index: int) -> dict[str, Any]:
+        env = self.envs[index]
+        return {"metrics": env.metrics(), "offered_load": env.offered_load}
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+    # ------------------------------------------------------------------ internals
+    @staticmethod
+    def _preempt(env: ClusterParallelEnv, job: int) -> None:
+        """Preempt ``job``, counting it for the env's zero-time restart guard (as its ``step`` does)."""
+        sim = env.sim
+        sim.preempt(job)
+        if env._preempted_now[0] != sim.now:
+            env._preempted_now = (sim.now, {})
+        counts = env._preempted_now[1]
+        counts[job] = counts.get(job, 0) + 1
+
+    def _write(self, i: int, env: ClusterParallelEnv, feats: dict) -> None:
+        """Row ``i`` of the buffers from env ``i``'s observation arrays and state."""
+        b, sim = self.buffers, env.sim
+        b.jobs[i] = feats["jobs"]
+        b.machines[i] = feats["machines"]
+        b.global_[i] = feats["global"]
+        b.placing[i] = feats["placing"]
+        b.order_pad[i, : self._n_order] = env._order_mask
+        b.place_pad[i, : self._n_place] = env._place_mask
+        b.phase[i] = env.phase
+        b.job_ids[i] = env._job_ids
+        now = sim.now
+        b.time[i] = now
+        b.placing_job[i] = sim.placing
+        b.tick[i] = sim.last_tick == now
+
+
+__all__ = ["PythonBackend", "VectorBackend"]

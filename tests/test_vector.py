@@ -1,0 +1,197 @@
+"""The batched vector env (cluster_env.vector): the same episodes as separate parallel envs, bit for
+bit, with auto-reset; seeding; invalid actions; the disabled autoreset mode; spaces."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cluster_env
+from cluster_env.errors import InvalidActionError
+from cluster_env.vector import ClusterVectorEnv
+
+FEATS = ("jobs", "machines", "global", "placing")
+# Small, fast episodes that still end several times per test: preemption exercises the running
+# window, max_steps the truncation path, openb the per-job allowed GPU types.
+CASES = [
+    ("toy-v0", {}),
+    ("philly-v0", {"jobs_per_episode": 8, "preemption": True, "max_steps": 120}),
+    ("philly-v0", {"jobs_per_episode": 40, "max_steps": 60}),
+    ("openb-v0", {"jobs_per_episode": 12}),
+]
+
+
+def _choose(rng: np.random.Generator, mask: np.ndarray, lazy: float) -> int:
+    """A random allowed action; with probability ``lazy`` the last (advance) when allowed."""
+    if mask[-1] and rng.random() < lazy:
+        return len(mask) - 1
+    return int(rng.choice(np.flatnonzero(mask)))
+
+
+def _assert_row(vobs: dict, i: int, obs: dict, phase: int) -> None:
+    for k in FEATS:
+        np.testing.assert_array_equal(vobs[k][i], obs["orderer"][k], err_msg=k)
+        assert vobs[k][i].tobytes() == obs["orderer"][k].tobytes(), k       # bits, not just values
+    np.testing.assert_array_equal(vobs["orderer_mask"][i], obs["orderer"]["action_mask"])
+    np.testing.assert_array_equal(vobs["placer_mask"][i], obs["placer"]["action_mask"])
+    acting = obs["placer" if phase else "orderer"]["action_mask"]
+    assert vobs["phase"][i] == phase
+    np.testing.assert_array_equal(vobs["action_mask"][i, : len(acting)], acting)
+    assert not vobs["action_mask"][i, len(acting):].any()
+
+
+@pytest.mark.parametrize("scenario,overrides", CASES, ids=[c[0] + str(sorted(c[1])) for c in CASES])
+def test_same_episodes_as_separate_parallel_envs(scenario, overrides):
+    n, seed, steps = 3, 11, 400
+    vec = ClusterVectorEnv(n, scenario, "train", **overrides)
+    refs = [cluster_env.parallel_env(scenario, "train", **overrides) for _ in range(n)]
+    vobs, vinfos = vec.reset(seed=seed)
+    robs = []
+    for i, env in enumerate(refs):
+        o, inf = env.reset(seed=seed + i)
+        robs.append(o)
+        _assert_row(vobs, i, o, env.phase)
+        np.testing.assert_array_equal(vinfos["job_ids"][i], inf["orderer"]["job_ids"])
+    rng = np.random.default_rng(0)
+    episodes_ended = 0
+    for t in range(steps):
+        acting = np.array([_choose(rng, vobs["action_mask"][i], lazy=0.6) for i in range(n)])
+        if t % 2:       # the dict-of-two form on odd steps (the idle agent sends its no-op)
+            phase = vobs["phase"]
+            actions = {"orderer": np.where(phase == 1, vec.n_order - 1, acting),
+                       "placer": np.where(phase == 1, acting, vec.n_place - 1)}
+        else:
+            actions = acting
+        vobs, vrew, vterm, vtrunc, vinfos = vec.step(actions)
+        for i, env in enumerate(refs):
+            agent = "placer" if env.phase == 1 else "orderer"
+            other = "orderer" if agent == "placer" else "placer"
+            o, r, te, tr, inf = env.step({agent: int(acting[i]), other: env.action_space(other).n - 1})
+            assert vrew[i] == r["orderer"] and vterm[i] == te["orderer"] and vtrunc[i] == tr["orderer"], (t, i)
+            if te["orderer"] or tr["orderer"]:
+                episodes_ended += 1
+                assert vinfos["_final_obs"][i] and vinfos["_final_info"][i]
+                final = vinfos["final_obs"][i]
+                for k in FEATS:
+                    assert final[k].tobytes() == o["orderer"][k].tobytes(), k
+                fin = vinfos["final_info"]
+                for key, value in inf["orderer"]["metrics"].items():
+                    got = fin["metrics"][key][i]
+                    assert got == value or (np.isnan(got) and np.isnan(value)), key
+                assert fin["offered_load"][i] == inf["orderer"]["offered_load"]
+                assert fin["time"][i] == inf["orderer"]["time"]
+                o, inf = env.reset()             # what same-step autoreset does: no reseeding
+            elif "_final_obs" in vinfos:
+                assert not vinfos["_final_obs"][i]
+            _assert_row(vobs, i, o, env.phase)
+            assert vinfos["time"][i] == inf["orderer"]["time"]
+            assert vinfos["placing_job"][i] == inf["orderer"]["placing_job"]
+            assert vinfos["tick"][i] == inf["orderer"]["tick"]
+            np.testing.assert_array_equal(vinfos["job_ids"][i], inf["orderer"]["job_ids"])
+    assert episodes_ended >= n        # every env auto-reset at least once on average
+
+
+def test_seeding_conventions():
+    base = ClusterVectorEnv(3, "philly-v0", jobs_per_episode=10)
+    listed = ClusterVectorEnv(3, "philly-v0", jobs_per_episode=10)
+    a, _ = base.reset(seed=5)
+    b, _ = listed.reset(seed=[5, 6, 7])
+    for k in FEATS:
+        np.testing.assert_array_equal(a[k], b[k])
+    c, _ = listed.reset(seed=[7, None, 5])        # env 1 continues its generator
+    np.testing.assert_array_equal(c["jobs"][0], a["jobs"][2])
+    np.testing.assert_array_equal(c["jobs"][2], a["jobs"][0])
+    ref = cluster_env.parallel_env("philly-v0", jobs_per_episode=10)
+    ref.reset(seed=6)
+    o, _ = ref.reset()
+    np.testing.assert_array_equal(c["jobs"][1], o["orderer"]["jobs"])
+    with pytest.raises(TypeError, match="seed"):
+        base.reset(seed=[1, 2])
+
+
+def test_forbidden_action_raises_before_any_env_steps():
+    vec = ClusterVectorEnv(2, "toy-v0")
+    obs, infos = vec.reset(seed=0)
+    actions = np.argmax(obs["action_mask"], axis=1)
+    bad = actions.copy()
+    bad[1] = int(np.flatnonzero(obs["action_mask"][1] == 0)[0])
+    with pytest.raises(InvalidActionError, match="env 1"):
+        vec.step(bad)
+    assert (infos["num_steps"] == 0).all()        # env 0 did not step either
+    with pytest.raises(InvalidActionError, match="outside Discrete"):
+        vec.step(np.full(2, vec.n_actions))
+    with pytest.raises(ValueError, match="shape"):
+        vec.step(np.zeros(3, dtype=np.int64))
+    phase = obs["phase"]
+    with pytest.raises(InvalidActionError, match="no-op"):      # the idle agent must send its no-op
+        vec.step({"orderer": actions, "placer": np.where(phase == 0, 0, actions)})
+    vec.step(actions)
+    assert (infos["num_steps"] == 1).all()
+
+
+def test_fallback_and_noop_modes():
+    fb = ClusterVectorEnv(2, "toy-v0", invalid_action="fallback", invalid_penalty=0.5)
+    ref = ClusterVectorEnv(2, "toy-v0")
+    obs, _ = fb.reset(seed=3)
+    ref.reset(seed=3)
+    lowest = np.argmax(obs["action_mask"], axis=1)
+    bad = np.array([lowest[0], int(np.flatnonzero(obs["action_mask"][1] == 0)[0])])
+    _, r, _, _, infos = fb.step(bad)
+    _, r_ref, _, _, _ = ref.step(lowest)
+    assert infos["invalid_action"].tolist() == [False, True]
+    assert infos["played_action"].tolist() == lowest.tolist()
+    assert r[0] == r_ref[0] and r[1] == r_ref[1] - 0.5
+    noop = ClusterVectorEnv(2, "toy-v0", invalid_action="noop")
+    before, _ = noop.reset(seed=3)
+    before = {k: v.copy() for k, v in before.items()}
+    after, r, _, _, infos = noop.step(bad)
+    assert infos["invalid_action"].tolist() == [False, True]
+    np.testing.assert_array_equal(after["jobs"][1], before["jobs"][1])   # env 1 unchanged
+    assert infos["num_steps"].tolist() == [1, 1]                         # ... but its step counts
+
+
+def test_autoreset_disabled_needs_explicit_resets():
+    vec = ClusterVectorEnv(2, "toy-v0", autoreset_mode="disabled")
+    obs, _ = vec.reset(seed=0)
+    ended = np.zeros(2, dtype=bool)
+    metrics = None
+    for _ in range(200):
+        obs, r, te, tr, infos = vec.step(np.argmax(obs["action_mask"], axis=1))
+        if (te | tr).any():
+            ended, metrics = te | tr, infos
+            break
+    assert ended.all() and "final_obs" not in metrics and metrics["_metrics"].all()
+    assert metrics["metrics"]["jobs_finished"].tolist() == [6, 6]       # toy-v0's six jobs
+    with pytest.raises(RuntimeError, match="reset them first"):
+        vec.step(np.argmax(obs["action_mask"], axis=1))
+    obs, infos = vec.reset(options={"reset_mask": np.array([True, False])})
+    assert infos["time"][0] == 0.0
+    with pytest.raises(RuntimeError, match=r"env\(s\) \[1\]"):
+        vec.step(np.argmax(obs["action_mask"], axis=1))
+    vec.reset(options={"reset_mask": np.array([False, True])})
+    vec.step(np.argmax(obs["action_mask"], axis=1))
+
+
+def test_spaces_and_buffers():
+    vec = ClusterVectorEnv(2, "philly-v0", jobs_per_episode=10)
+    obs, _ = vec.reset(seed=0)
+    assert vec.observation_space.contains(obs)
+    assert obs["action_mask"].dtype == np.int8 and obs["phase"].shape == (2,)
+    assert vec.single_action_space.n == max(vec.n_order, vec.n_place)
+    assert vec.action_space.shape == (2,)
+    # The feature arrays view the flat block, which is the flat view's layout.
+    flat = vec.flat_observations()
+    from cluster_env.wrappers import HeteroClusterFlatEnv
+
+    view = HeteroClusterFlatEnv("philly-v0", jobs_per_episode=10)
+    first, _ = view.reset(seed=1)
+    np.testing.assert_array_equal(flat[1], first)
+    obs2, *_ = vec.step(np.argmax(obs["action_mask"], axis=1))
+    assert obs2["jobs"] is obs["jobs"]                                   # no copy per step
+    copied = ClusterVectorEnv(2, "toy-v0", copy=True)
+    o1, _ = copied.reset(seed=0)
+    o2, *_ = copied.step(np.argmax(o1["action_mask"], axis=1))
+    assert o2["jobs"] is not o1["jobs"]
+    with pytest.raises(ValueError, match="num_envs"):
+        ClusterVectorEnv(0, "toy-v0")
+    with pytest.raises(ValueError, match="autoreset_mode"):
+        ClusterVectorEnv(1, "toy-v0", autoreset_mode="next_step")
