@@ -15,7 +15,7 @@ Action masks            ``action_masks()`` -> bool ``(N, A)``; ``env_method("act
                         ``has_attr("action_masks")`` as sb3-contrib's ``MaskablePPO`` asks
 Rewards                 float32 ``(N,)``, the shared reward (minus the invalid-action penalty)
 Infos                   SB3's: ``terminal_observation`` and ``TimeLimit.truncated`` at episode ends,
-                        ``episode`` (``r``, ``l``, ``t``: what SB3's ``Monitor`` writes, so SB3 logs
+                        ``episode`` (``r``, ``l``, ``t``: what SB3's ``Monitor`` writes, rounded alike, so SB3 logs
                         returns), ``metrics`` and ``offered_load`` of the episode that ended
 Defaults                the views': ``invalid_action="fallback"`` (a forbidden action plays the
                         lowest allowed one at ``invalid_penalty`` 0.1), ``max_steps`` 1000 per job
@@ -93,7 +93,7 @@ class ClusterSB3VecEnv(VecEnv):
                 info = out[i]
                 info["terminal_observation"] = self.layout.flatten(final_obs[i])
                 info["TimeLimit.truncated"] = bool(truncs[i] and not terms[i])
-                info["episode"] = {"r": float(self._returns[i]), "l": int(self._lengths[i]), "t": now}
+                info["episode"] = {"r": round(float(self._returns[i]), 6), "l": int(self._lengths[i]), "t": now}
                 info["metrics"] = {k: float(metrics[k][i]) for k in metrics if not k.startswith("_")}
                 info["offered_load"] = float(final["offered_load"][i])
                 self._returns[i], self._lengths[i] = 0.0, 0
