@@ -2,12 +2,15 @@
 bit, with auto-reset; seeding; invalid actions; the disabled autoreset mode; spaces."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
 import cluster_env
 from cluster_env.errors import InvalidActionError
-from cluster_env.vector import ClusterVectorEnv
+from cluster_env.core import kernels
+from cluster_env.vector import ClusterVectorEnv, PythonBackend
 
 FEATS = ("jobs", "machines", "global", "placing")
 # Small, fast episodes that still end several times per test: preemption exercises the running
@@ -39,10 +42,13 @@ def _assert_row(vobs: dict, i: int, obs: dict, phase: int) -> None:
     assert not vobs["action_mask"][i, len(acting):].any()
 
 
+@pytest.mark.parametrize("direct", [True, False], ids=["kernel-writes-rows", "copies"])
 @pytest.mark.parametrize("scenario,overrides", CASES, ids=[c[0] + str(sorted(c[1])) for c in CASES])
-def test_same_episodes_as_separate_parallel_envs(scenario, overrides):
+def test_same_episodes_as_separate_parallel_envs(scenario, overrides, direct):
     n, seed, steps = 3, 11, 400
-    vec = ClusterVectorEnv(n, scenario, "train", **overrides)
+    vec = ClusterVectorEnv(n, scenario, "train", backend=functools.partial(PythonBackend, direct=direct), **overrides)
+    vec.reset(seed=seed)
+    assert vec.backend.direct == [direct and kernels.active().name == "numba"] * n
     refs = [cluster_env.parallel_env(scenario, "train", **overrides) for _ in range(n)]
     vobs, vinfos = vec.reset(seed=seed)
     robs = []

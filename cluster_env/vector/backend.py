@@ -64,7 +64,7 @@ class VectorBackend(abc.ABC):
 class PythonBackend(VectorBackend):
     """Steps N parallel envs through their internals (see the module docstring)."""
 
-    def __init__(self, envs: list[ClusterParallelEnv], buffers: Buffers) -> None:
+    def __init__(self, envs: list[ClusterParallelEnv], buffers: Buffers, direct: bool = True) -> None:
         self.envs = envs
         self.num_envs = len(envs)
         self.buffers = buffers
@@ -73,18 +73,27 @@ class PythonBackend(VectorBackend):
         self._order_noop = first._order_noop
         self._n_order, self._n_place = first._order_noop + 1, first._place_noop + 1
         self._rows = range(self.num_envs)
+        b = buffers
+        # Row views made once (indexing a stacked array per step costs more than the write).
+        self._views = [(b.jobs[i], b.machines[i], b.global_[i], b.placing[i], b.order_pad[i, : self._n_order],
+                        b.place_pad[i, : self._n_place], b.job_ids[i]) for i in self._rows]
+        #: Per env: observations written by the compiled kernel straight into the buffers (set at reset).
+        self.direct = [False] * self.num_envs
+        self._allow_direct = bool(direct)
 
     # ------------------------------------------------------------------ contract
     def reset(self, index: int, seed: Optional[int], options: Optional[dict]) -> None:
         env = self.envs[index]
         obs, _ = env.reset(seed=seed, options=options)
         self._write(index, env, obs["orderer"])
+        self.direct[index] = self._allow_direct and _writes_direct(env)
         self.buffers.num_steps[index] = 0
 
     def step(self, actions: np.ndarray, valid: np.ndarray) -> None:
         b = self.buffers
         rewards, terminated, truncated, num_steps = b.rewards, b.terminated, b.truncated, b.num_steps
         K, noop = self.K, self._order_noop
+        direct = self.direct
         for i, env, a, ok in zip(self._rows, self.envs, actions.tolist(), valid.tolist()):
             sim = env.sim
             # The decision: ClusterParallelEnv.step without its dict plumbing (same calls, same order).
@@ -112,7 +121,10 @@ class PythonBackend(VectorBackend):
                 or (sched.max_time is not None and sim.now >= sched.max_time))
             terminated[i], truncated[i] = done, trunc
             num_steps[i] = env.num_steps
-            self._write(i, env, env._observe()["orderer"])
+            if direct[i]:
+                self._observe_direct(i, env)
+            else:
+                self._write(i, env, env._observe()["orderer"])
             if done or trunc:
                 env.agents = []
 
@@ -135,6 +147,43 @@ class PythonBackend(VectorBackend):
         counts = env._preempted_now[1]
         counts[job] = counts.get(job, 0) + 1
 
+    def _observe_direct(self, i: int, env: ClusterParallelEnv) -> None:
+        """``env._observe()`` with the compiled observation kernel writing straight into row ``i``
+        (``ObservationBuilder._build_compiled`` without its fresh arrays and the copies)."""
+        builder, sim = env.builder, env.sim
+        jobs, machines, glob, plc, order_mask, place_mask, ids = self._views[i]
+        placing = env.phase == PLACE
+        if placing:
+            pending, running = env._cand_pending, env._cand_running
+        else:
+            pending, running = builder.candidates()
+            env._cand_pending, env._cand_running = pending, running
+        # The kernel writes machines and global whole and expects the others zero-filled.
+        jobs.fill(0.0)
+        plc.fill(0.0)
+        order_mask.fill(0)
+        place_mask.fill(0)
+        job = sim.placing
+        age_key = (sim.measure_version, sim.now)
+        builder._kernel(
+            jobs, machines, glob, plc, order_mask, place_mask, ids,
+            pending, running, placing, age_key != builder._age_key, sim.now, sim.free_total, job,
+            sim.placing_need, len(sim.alloc[job]) if job >= 0 else 0, len(sim.pending), sim._n,
+            sim.next_arrival, sim.finished_count, sim.pending_gpus, sim.has_future_event() or sim.done,
+            *builder._episode_args)
+        builder._ids_of, builder._age_key, builder._ids = pending, age_key, ids
+        env._order_mask, env._place_mask = order_mask, place_mask
+        if not placing:
+            if env._preempted_now[1] and env._preempted_now[0] == sim.now:
+                env._guard_zero_time_restart(running)
+            env._job_ids = ids
+        b = self.buffers
+        b.phase[i] = env.phase
+        now = sim.now
+        b.time[i] = now
+        b.placing_job[i] = job
+        b.tick[i] = sim.last_tick == now
+
     def _write(self, i: int, env: ClusterParallelEnv, feats: dict) -> None:
         """Row ``i`` of the buffers from env ``i``'s observation arrays and state."""
         b, sim = self.buffers, env.sim
@@ -150,6 +199,13 @@ class PythonBackend(VectorBackend):
         b.time[i] = now
         b.placing_job[i] = sim.placing
         b.tick[i] = sim.last_tick == now
+
+
+def _writes_direct(env: ClusterParallelEnv) -> bool:
+    """Whether env's observations can be written by its compiled kernel straight into the buffers."""
+    from cluster_env.envs.observation import ObservationBuilder
+
+    return type(env.builder) is ObservationBuilder and getattr(env.builder, "_kernel", None) is not None
 
 
 __all__ = ["PythonBackend", "VectorBackend"]
