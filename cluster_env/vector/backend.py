@@ -35,7 +35,8 @@ class VectorBackend(abc.ABC):
     * ``step(actions, valid)`` makes one decision in every env: ``actions[i]`` is the acting
       agent's action (the vector env has checked it is in range); ``valid[i]`` False means the
       mask forbids it and it is ignored (the state is unchanged, the step still counts). Writes
-      every row plus ``rewards``, ``terminated``, ``truncated``.
+      every row plus ``rewards``, ``terminated``, ``truncated``; returns the indices of the envs
+      whose episode ended in this step (a list, usually empty).
     * ``episode_info(i)`` the end-of-episode extras of env ``i``: ``{"metrics": {...},
       "offered_load": float}``; ``close()``.
 
@@ -50,8 +51,8 @@ class VectorBackend(abc.ABC):
         """Start a new episode in env ``index`` and write its row."""
 
     @abc.abstractmethod
-    def step(self, actions: np.ndarray, valid: np.ndarray) -> None:
-        """One decision in every env (see the class docstring)."""
+    def step(self, actions: np.ndarray, valid: np.ndarray) -> list[int]:
+        """One decision in every env (see the class docstring); returns the envs whose episode ended."""
 
     @abc.abstractmethod
     def episode_info(self, index: int) -> dict[str, Any]:
@@ -89,8 +90,9 @@ class PythonBackend(VectorBackend):
         self.direct[index] = self._allow_direct and _writes_direct(env)
         self.buffers.num_steps[index] = 0
 
-    def step(self, actions: np.ndarray, valid: np.ndarray) -> None:
+    def step(self, actions: np.ndarray, valid: np.ndarray) -> list[int]:
         b = self.buffers
+        ended = []
         rewards, terminated, truncated, num_steps = b.rewards, b.terminated, b.truncated, b.num_steps
         K, noop = self.K, self._order_noop
         direct = self.direct
@@ -127,6 +129,8 @@ class PythonBackend(VectorBackend):
                 self._write(i, env, env._observe()["orderer"])
             if done or trunc:
                 env.agents = []
+                ended.append(i)
+        return ended
 
     def episode_info(self, index: int) -> dict[str, Any]:
         env = self.envs[index]

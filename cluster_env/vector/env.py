@@ -169,13 +169,21 @@ class ClusterVectorEnv(VectorEnv):
         self.backend = (backend or PythonBackend)(envs, self.buffers)
         self._envs = envs
         b = self.buffers
+        self._all = np.ones(self.num_envs, dtype=bool)
+        self._rows = np.arange(self.num_envs)
         self._obs = {"jobs": b.jobs, "machines": b.machines, "global": b.global_, "placing": b.placing,
                      "action_mask": b.action_mask, "orderer_mask": b.order_mask, "placer_mask": b.place_mask,
                      "phase": b.phase}
-        self._all = np.ones(self.num_envs, dtype=bool)
-        self._rows = np.arange(self.num_envs)
         self._played = np.zeros(self.num_envs, dtype=np.int64)
         self._ended = np.zeros(self.num_envs, dtype=bool)   # DISABLED mode: ended, not reset yet
+        self._any_ended = False
+        self._any_invalid = False
+        self._shape = (self.num_envs,)
+        self._mask_bool = self.buffers.action_mask.view(np.bool_)     # masks are 0/1: the same bytes
+        self._placing_col = self.buffers.phase.view(np.bool_)[:, None]  # phase is 0/1 too
+        self._info_template = {"time": b.time, "placing_job": b.placing_job, "tick": b.tick, "job_ids": b.job_ids,
+                               "num_steps": b.num_steps, "invalid_action": b.invalid,
+                               **{"_" + k: self._all for k in _INFO_KEYS}}
         self._started = False
         self.closed = False
 
@@ -200,60 +208,73 @@ class ClusterVectorEnv(VectorEnv):
             self.backend.reset(i, seeds[i], options or None)
             b.rewards[i], b.terminated[i], b.truncated[i], b.invalid[i] = 0.0, False, False, False
             self._ended[i] = False
+        self._any_ended = bool(self._ended.any())
+        self._any_invalid = bool(b.invalid.any())
         self._started = True
         self._update_action_mask()
         return self._observations(), self._infos()
 
     def step(self, actions: Any):
         """One decision in every env; returns ``(obs, rewards, terminations, truncations, infos)``."""
-        self._check_open()
-        if not self._started:
+        if self.closed or not self._started:
+            self._check_open()
             raise RuntimeError("step() called before reset(); call reset() first")
-        if self._ended.any():
+        if self._any_ended:
             raise RuntimeError(f"env(s) {np.flatnonzero(self._ended).tolist()} ended and autoreset is disabled: "
                                "reset them first (reset(options={'reset_mask': mask}))")
         b = self.buffers
-        acting, other_bad = self._acting_actions(actions)
-        valid = b.action_mask[self._rows, acting] != 0
-        invalid = ~valid
-        if other_bad is not None:
-            invalid |= other_bad
-        if invalid.any():
+        other_bad = None
+        # The common case in few numpy calls: an int64 array of in-range actions that the masks allow.
+        if type(actions) is np.ndarray and actions.dtype == np.int64 and actions.shape == self._shape \
+                and not (actions.view(np.uint64) >= self.n_actions).any():
+            acting = actions
+        else:
+            acting, other_bad = self._acting_actions(actions)
+        valid = self._mask_bool[self._rows, acting]
+        invalid = None
+        if not valid.all() or (other_bad is not None and other_bad.any()):
+            invalid = ~valid if other_bad is None else ~valid | other_bad
             if self.invalid_action == "raise":
                 self._raise_forbidden(acting, valid, other_bad)
             if self.invalid_action == "fallback":
                 acting = np.where(valid, acting, np.argmax(b.action_mask, axis=1))
-                valid = np.ones(self.num_envs, dtype=bool)
+                valid = self._all
         self._played = acting
-        self.backend.step(acting, valid)
-        b.invalid[:] = invalid
-        if self.invalid_penalty and invalid.any():
-            b.rewards[invalid] -= self.invalid_penalty
+        ended = self.backend.step(acting, valid)
+        if invalid is None:
+            if self._any_invalid:
+                b.invalid.fill(False)
+                self._any_invalid = False
+        else:
+            b.invalid[:] = invalid
+            self._any_invalid = True
+            if self.invalid_penalty:
+                b.rewards[invalid] -= self.invalid_penalty
         self._update_action_mask()
-        ended = b.terminated | b.truncated
         rewards, terms, truncs = b.rewards, b.terminated, b.truncated
         if self.copy:
             rewards, terms, truncs = rewards.copy(), terms.copy(), truncs.copy()
-        if not ended.any():
+        if not ended:
             return self._observations(), rewards, terms, truncs, self._infos()
-        rows = np.flatnonzero(ended).tolist()
-        final = self._final_info(rows)
+        final = self._final_info(ended)
+        done = b.terminated | b.truncated
         if self.autoreset_mode == AutoresetMode.DISABLED:
-            self._ended |= ended
+            self._ended |= done
+            self._any_ended = True
             infos = self._infos()
             infos.update(final)
             return self._observations(), rewards, terms, truncs, infos
         final_obs = np.full(self.num_envs, None, dtype=object)
-        for i in rows:
+        for i in ended:
             final_obs[i] = b.row_copy(i)
         # The ending step's rewards and flags are returned: keep them before the resets clear them.
         rewards, terms, truncs = rewards.copy(), terms.copy(), truncs.copy()
-        for i in rows:
+        for i in ended:
             self.backend.reset(i, None, None)
         self._update_action_mask()
         infos = self._infos()
         infos.update(final)
-        infos["final_obs"], infos["_final_obs"] = final_obs, ended
+        infos["final_obs"], infos["_final_obs"] = final_obs, done
         return self._observations(), rewards, terms, truncs, infos
 
     def render(self) -> Optional[tuple]:
@@ -378,7 +399,7 @@ class ClusterVectorEnv(VectorEnv):
     def _update_action_mask(self) -> None:
         b = self.buffers
         np.copyto(b.action_mask, b.order_pad)
-        np.copyto(b.action_mask, b.place_pad, where=(b.phase == 1)[:, None])
+        np.copyto(b.action_mask, b.place_pad, where=self._placing_col)
 
     def _observations(self) -> dict[str, np.ndarray]:
         if self.copy:
@@ -386,15 +407,12 @@ class ClusterVectorEnv(VectorEnv):
         return dict(self._obs)
 
     def _infos(self) -> dict[str, Any]:
-        b, all_ = self.buffers, self._all
-        infos = {"time": b.time, "placing_job": b.placing_job, "tick": b.tick, "job_ids": b.job_ids,
-                 "num_steps": b.num_steps, "invalid_action": b.invalid}
+        infos = dict(self._info_template)
         if self.copy:
-            infos = {k: v.copy() for k, v in infos.items()}
-        for k in _INFO_KEYS:
-            infos["_" + k] = all_
+            for k in _INFO_KEYS:
+                infos[k] = infos[k].copy()
         if self.invalid_action == "fallback":
-            infos["played_action"], infos["_played_action"] = self._played, all_
+            infos["played_action"], infos["_played_action"] = self._played, self._all
         return infos
 
     def _final_info(self, rows: list[int]) -> dict[str, Any]:
