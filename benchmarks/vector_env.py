@@ -7,18 +7,22 @@ Usage::
     OMP_NUM_THREADS=1 python benchmarks/vector_env.py --quick            # a few seconds
 
 Rows (steps per second, aggregate over the N envs; the best of ``--repeats`` runs of ``--steps``
-steps per env after a warm-up):
+steps *per env* after a warm-up, so that every case covers the same stretch of its episodes: the
+cost of a step changes along an episode as the cluster fills):
 
 * ``pettingzoo``: one ``cluster_env.parallel_env`` through the PettingZoo API (dict actions and
   observations), the policy the lowest allowed action of each agent (FIFO + first-fit through the
-  masks), auto-reset by hand;
+  masks), auto-reset by hand; ``pettingzoo n envs in turn``: n of them (seeds 0 to n - 1, the
+  vector env's episodes) stepped one after the other, the baseline with the same workloads;
 * ``vector N=n``: ``ClusterVectorEnv(n)``, the same policy as one ``argmax`` over the stacked
   masks; the same decisions, hence the same episodes, as n PettingZoo envs;
 * ``sb3 flat DummyVecEnv N=n`` and ``sb3 vector N=n``: the SB3 paths (``make_vec_env("flat")``,
   the Python views under SB3's DummyVecEnv, against ``make_vec_env("vector")``), same policy.
 
-``env`` counts the time inside ``reset``/``step`` only, ``env+policy`` the whole loop. Figures
-are printed, never asserted; one core (numpy's threads pinned to one).
+``env steps/s`` counts the wall time inside ``step`` (and the auto-resets) only; ``loop CPU
+steps/s`` the process's CPU time over the whole loop, policy included (steadier than wall time on
+a shared machine). Cases run interleaved, round after round, and each keeps its best round.
+Figures are printed, never asserted; one core (numpy's threads pinned to one).
 """
 from __future__ import annotations
 
@@ -36,20 +40,23 @@ import cluster_env  # noqa: E402
 from cluster_env.vector import ClusterVectorEnv  # noqa: E402
 
 
-def bench_pettingzoo(scenario: str, steps: int, **kw) -> tuple[float, float]:
-    """(env seconds, total seconds) of ``steps`` steps of one parallel env."""
-    env = cluster_env.parallel_env(scenario, "train", **kw)
-    obs, _ = env.reset(seed=0)
+def bench_pettingzoo(scenario: str, steps: int, n: int = 1, **kw) -> tuple[float, float]:
+    """(env seconds, total seconds) of ``steps`` steps of each of ``n`` parallel envs (seeds 0 to
+    n - 1, the vector env's), stepped in turn."""
+    envs = [cluster_env.parallel_env(scenario, "train", **kw) for _ in range(n)]
+    obs = [env.reset(seed=i)[0] for i, env in enumerate(envs)]
     in_env = 0.0
-    t_all = time.perf_counter()
+    t_all = time.process_time()
     for _ in range(steps):
-        actions = {a: int(o["action_mask"].argmax()) for a, o in obs.items()}
-        t = time.perf_counter()
-        obs, _, terms, truncs, _ = env.step(actions)
-        if terms["orderer"] or truncs["orderer"]:
-            obs, _ = env.reset()
-        in_env += time.perf_counter() - t
-    return in_env, time.perf_counter() - t_all
+        for i, env in enumerate(envs):
+            actions = {a: int(o["action_mask"].argmax()) for a, o in obs[i].items()}
+            t = time.perf_counter()
+            o, _, terms, truncs, _ = env.step(actions)
+            if terms["orderer"] or truncs["orderer"]:
+                o, _ = env.reset()
+            in_env += time.perf_counter() - t
+            obs[i] = o
+    return in_env, time.process_time() - t_all
 
 
 def bench_vector(scenario: str, n: int, steps: int, **kw) -> tuple[float, float]:
@@ -58,13 +65,13 @@ def bench_vector(scenario: str, n: int, steps: int, **kw) -> tuple[float, float]
     obs, _ = vec.reset(seed=0)
     mask = obs["action_mask"]        # a view of the buffer: always the current masks
     in_env = 0.0
-    t_all = time.perf_counter()
+    t_all = time.process_time()
     for _ in range(steps):
         actions = mask.argmax(axis=1)
         t = time.perf_counter()
         vec.step(actions)
         in_env += time.perf_counter() - t
-    return in_env, time.perf_counter() - t_all
+    return in_env, time.process_time() - t_all
 
 
 def bench_sb3(view: str, scenario: str, n: int, steps: int, **kw) -> tuple[float, float]:
@@ -74,7 +81,7 @@ def bench_sb3(view: str, scenario: str, n: int, steps: int, **kw) -> tuple[float
     vec = make_vec_env(view, n, seed=0, scenario=scenario, split="train", **kw)
     vec.reset()
     in_env = 0.0
-    t_all = time.perf_counter()
+    t_all = time.process_time()
     for _ in range(steps):
         masks = np.stack(vec.env_method("action_masks"))        # what MaskablePPO asks every step
         actions = masks.argmax(axis=1)
@@ -82,49 +89,53 @@ def bench_sb3(view: str, scenario: str, n: int, steps: int, **kw) -> tuple[float
         vec.step(actions)
         in_env += time.perf_counter() - t
     vec.close()
-    return in_env, time.perf_counter() - t_all
+    return in_env, time.process_time() - t_all
 
 
-def best(fn, repeats: int, total_steps: int) -> tuple[float, float]:
-    """Best steps/s (env, env+policy) over ``repeats`` runs."""
-    env_s, all_s = [], []
+def measure(cases: list, repeats: int) -> list[tuple[str, float, float]]:
+    """Best steps/s (inside env calls, whole loop) of each ``(name, fn, total_steps)`` case, the
+    runs interleaved (round after round) so that a busy spell of the machine hits every case."""
+    env_s: dict[str, list[float]] = {name: [] for name, _, _ in cases}
+    all_s: dict[str, list[float]] = {name: [] for name, _, _ in cases}
     for _ in range(repeats):
-        e, a = fn()
-        env_s.append(e)
-        all_s.append(a)
-    return total_steps / min(env_s), total_steps / min(all_s)
+        for name, fn, _ in cases:
+            e, a = fn()
+            env_s[name].append(e)
+            all_s[name].append(a)
+    return [(name, total / min(env_s[name]), total / min(all_s[name])) for name, _, total in cases]
 
 
 def main(argv: "list[str] | None" = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--scenario", default="philly-v0")
     p.add_argument("--n", type=int, nargs="+", default=[1, 16])
-    p.add_argument("--steps", type=int, default=20_000, help="steps per env per run (vector: steps of the vector)")
+    p.add_argument("--steps", type=int, default=4_000, help="steps per env per run")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--sb3", action="store_true", help="also the SB3 paths (flat DummyVecEnv vs vector adapter)")
-    p.add_argument("--quick", action="store_true", help="2,000 steps, one run")
+    p.add_argument("--quick", action="store_true", help="500 steps per env, one run")
     args = p.parse_args(argv)
     if args.quick:
-        args.steps, args.repeats = 2_000, 1
+        args.steps, args.repeats = 500, 1
     sc = args.scenario
     print(f"scenario {sc}, {args.steps} steps per env, best of {args.repeats}; python {sys.version.split()[0]}, "
           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}")
     bench_pettingzoo(sc, 500)         # warm-up: compiled kernels, trace loading
-    rows = []
-    single = best(lambda: bench_pettingzoo(sc, args.steps), args.repeats, args.steps)
-    rows.append(("pettingzoo (1 env)", *single))
+    steps = args.steps
+    cases = [("pettingzoo (1 env)", lambda: bench_pettingzoo(sc, steps), steps)]
     for n in args.n:
-        steps = max(args.steps // n, 200)
-        rows.append((f"vector N={n}", *best(lambda: bench_vector(sc, n, steps), args.repeats, steps * n)))
+        if n > 1:
+            cases.append((f"pettingzoo {n} envs in turn", lambda n=n: bench_pettingzoo(sc, steps, n), steps * n))
+    for n in args.n:
+        cases.append((f"vector N={n}", lambda n=n: bench_vector(sc, n, steps), steps * n))
     if args.sb3:
         for n in args.n:
-            steps = max(args.steps // n, 200)
-            for view in ("flat", "vector"):
-                label = "sb3 flat DummyVecEnv" if view == "flat" else "sb3 vector adapter"
-                rows.append((f"{label} N={n}", *best(lambda: bench_sb3(view, sc, n, steps), args.repeats, steps * n)))
-    print(f"{'case':<32}{'env steps/s':>14}{'x single':>10}{'env+policy/s':>15}{'x single':>10}")
+            for view, label in (("flat", "sb3 flat DummyVecEnv"), ("vector", "sb3 vector adapter")):
+                cases.append((f"{label} N={n}", lambda n=n, view=view: bench_sb3(view, sc, n, steps), steps * n))
+    rows = measure(cases, args.repeats)
+    single = rows[0][1:]
+    print(f"{'case':<32}{'env steps/s':>14}{'x single':>10}{'loop CPU steps/s':>18}{'x single':>10}")
     for name, env_rate, all_rate in rows:
-        print(f"{name:<32}{env_rate:>14,.0f}{env_rate / single[0]:>10.2f}{all_rate:>15,.0f}{all_rate / single[1]:>10.2f}")
+        print(f"{name:<32}{env_rate:>14,.0f}{env_rate / single[0]:>10.2f}{all_rate:>18,.0f}{all_rate / single[1]:>10.2f}")
     return 0
 
 

@@ -1,12 +1,13 @@
-"""A single-file, CleanRL-style PPO for the PettingZoo parallel env (parameter sharing, action masks).
+"""A single-file, CleanRL-style PPO for the parallel env, batched (parameter sharing, action masks).
 
-Everything is in this file: the flat parallel env (``cluster_env.wrappers.flat_parallel_env``:
-both agents see the same flat Box observation with their own mask and a one-hot agent id, and
-share one ``Discrete(A)`` action space), a small actor-critic in torch, rollouts over a few env
-copies, GAE and the clipped PPO update. The two agents take turns: each step only the agent whose
-phase it is decides (the other one's mask allows only its no-op), so a rollout is one chain of
-decisions per env copy and one shared network learns both roles. Invalid actions are impossible:
-logits outside the mask are set to -inf.
+Everything is in this file: the batched vector env (``cluster_env.vector.ClusterVectorEnv``: N
+copies of the parallel env stepped together, stacked arrays, no per-agent dicts), a small
+actor-critic in torch, rollouts, GAE and the clipped PPO update. The two agents take turns: each
+step only the agent whose phase it is decides, so a rollout is one chain of decisions per env
+copy; the vector env takes that acting agent's action (``Discrete(A)``, the larger of the two
+action spaces) and gives its mask (``obs["action_mask"]``), and one shared network learns both
+roles (the phase is ``global[0]`` of its flat observation). Invalid actions are impossible:
+logits outside the mask are set to -inf. Episodes that end are reset in the same step.
 
 At the end the trained policy (argmax) is scored on full test episodes next to two mask-only
 references on the same seeds, FIFO + first-fit (the lowest allowed action) and random, and the
@@ -28,8 +29,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-import cluster_env  # noqa: E402
-from cluster_env.wrappers import flat_parallel_env  # noqa: E402
+from cluster_env.vector import ClusterVectorEnv  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -80,73 +80,56 @@ class Agent(nn.Module):
         return action, dist.log_prob(action), dist.entropy(), self.critic(x).squeeze(-1)
 
 
-def acting_agent(env) -> str:
-    return "placer" if env.env.phase == 1 else "orderer"
-
-
-def joint(env, agent: str, action: int) -> dict:
-    """The acting agent's action and the other agent's no-op (its only allowed action)."""
-    masks = env.action_masks()
-    return {a: (action if a == agent else int(np.flatnonzero(masks[a])[0])) for a in env.possible_agents}
-
-
 def evaluate(policy, scenario: str, seeds: range, jobs: int) -> list[float]:
-    """avg JCT (seconds) of full test episodes; ``policy(obs, mask, rng) -> action`` of the acting agent."""
-    out = []
-    for seed in seeds:
-        env = flat_parallel_env(scenario, "test", jobs_per_episode=jobs)
-        obs, _ = env.reset(seed=seed)
-        rng = np.random.default_rng(seed)
-        while env.agents:
-            agent = acting_agent(env)
-            action = policy(obs[agent], env.action_masks()[agent], rng)
-            obs, *_ = env.step(joint(env, agent, action))
-        out.append(env.metrics()["avg_jct"])
-    return out
+    """avg JCT (seconds) of one full test episode per seed, all seeds together in one vector env;
+    ``policy(flat_obs, masks, rng) -> actions`` for the whole batch."""
+    vec = ClusterVectorEnv(len(seeds), scenario, "test", jobs_per_episode=jobs)
+    obs, _ = vec.reset(seed=list(seeds))
+    rng = np.random.default_rng(seeds.start)
+    scores: list = [None] * len(seeds)
+    while any(s is None for s in scores):
+        actions = policy(vec.flat_observations(), obs["action_mask"].astype(bool), rng)
+        obs, _, _, _, infos = vec.step(actions)
+        if "final_info" in infos:                # envs whose episode ended (then reset: ignored)
+            for i in np.flatnonzero(infos["_final_info"]):
+                if scores[i] is None:
+                    scores[i] = float(infos["final_info"]["metrics"]["avg_jct"][i])
+    return scores
 
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
-    envs = [flat_parallel_env(args.scenario, "train", jobs_per_episode=args.jobs_per_episode)
-            for _ in range(args.num_envs)]
-    size, n_act = envs[0].layout.size, envs[0].n_actions
+    vec = ClusterVectorEnv(args.num_envs, args.scenario, "train", jobs_per_episode=args.jobs_per_episode)
+    size, n_act = vec.layout.size, vec.n_actions
     agent = Agent(size, n_act, args.hidden)
     optim = torch.optim.Adam(agent.parameters(), lr=args.lr, eps=1e-5)
     T, N = args.num_steps, args.num_envs
     obs_b = torch.zeros(T, N, size)
     mask_b = torch.zeros(T, N, n_act, dtype=torch.bool)
     act_b, logp_b, rew_b, done_b, val_b = (torch.zeros(T, N) for _ in range(5))
-    cur_obs = np.zeros((N, size), np.float32)
-    cur_mask = np.zeros((N, n_act), bool)
-    for i, env in enumerate(envs):
-        obs, _ = env.reset(seed=args.seed + i)
-        a = acting_agent(env)
-        cur_obs[i], cur_mask[i] = obs[a], env.action_masks()[a]
+    obs, _ = vec.reset(seed=args.seed)                   # env i gets seed + i
     cur_done = torch.zeros(N)
     returns, episode_ret = [], np.zeros(N)
     iterations = max(1, args.total_timesteps // (T * N))
     t0 = time.perf_counter()
     for it in range(iterations):
         for t in range(T):
-            obs_b[t], mask_b[t], done_b[t] = torch.from_numpy(cur_obs), torch.from_numpy(cur_mask), cur_done
+            vec.flat_observations(out=obs_b[t].numpy())      # written straight into the rollout buffer
+            mask_b[t], done_b[t] = torch.from_numpy(obs["action_mask"].astype(bool)), cur_done
             with torch.no_grad():
                 action, logp, _, value = agent.act(obs_b[t], mask_b[t])
             act_b[t], logp_b[t], val_b[t] = action.float(), logp, value
-            for i, env in enumerate(envs):
-                who = acting_agent(env)
-                obs, rewards, terms, truncs, _ = env.step(joint(env, who, int(action[i])))
-                rew_b[t, i] = rewards[who]
-                episode_ret[i] += rewards[who]
-                done = terms[who] or truncs[who]
-                if done:
-                    returns.append(episode_ret[i])
-                    episode_ret[i] = 0.0
-                    obs, _ = env.reset()
-                who = acting_agent(env)
-                cur_obs[i], cur_mask[i] = obs[who], env.action_masks()[who]
-                cur_done[i] = float(done)
+            obs, rewards, terms, truncs, _ = vec.step(action.numpy())
+            rew_b[t] = torch.from_numpy(rewards)
+            episode_ret += rewards
+            done = terms | truncs
+            for i in np.flatnonzero(done):
+                returns.append(episode_ret[i])
+                episode_ret[i] = 0.0
+            cur_done = torch.from_numpy(done.astype(np.float32))
+        cur_obs = vec.flat_observations()
         with torch.no_grad():                    # GAE over each env copy's chain of decisions
             next_value = agent.value(torch.from_numpy(cur_obs))
             adv = torch.zeros(T, N)
@@ -183,14 +166,15 @@ def main(argv=None) -> dict:
     def ppo(obs, mask, rng):
         with torch.no_grad():
             logits = agent.actor(Agent._squash(torch.from_numpy(obs)))
-        return int(torch.argmax(logits.masked_fill(~torch.from_numpy(mask), -1e9)))
+        return torch.argmax(logits.masked_fill(~torch.from_numpy(mask), -1e9), dim=1).numpy()
+
+    def random(obs, mask, rng):
+        return np.array([rng.choice(np.flatnonzero(m)) for m in mask])
 
     seeds = range(args.eval_seeds)
     scores = {"ppo (this run)": evaluate(ppo, args.scenario, seeds, args.eval_jobs),
-              "fifo+first-fit": evaluate(lambda o, m, r: int(np.flatnonzero(m)[0]), args.scenario, seeds,
-                                         args.eval_jobs),
-              "random": evaluate(lambda o, m, r: int(r.choice(np.flatnonzero(m))), args.scenario, seeds,
-                                 args.eval_jobs)}
+              "fifo+first-fit": evaluate(lambda o, m, r: np.argmax(m, axis=1), args.scenario, seeds, args.eval_jobs),
+              "random": evaluate(random, args.scenario, seeds, args.eval_jobs)}
     print(f"\n{args.scenario} / test, {len(seeds)} seeds x {args.eval_jobs} jobs: mean avg JCT (hours)")
     for name, values in scores.items():
         print(f"  {name:<16} {np.mean(values) / 3600:8.2f}")
