@@ -17,7 +17,11 @@ cost of a step changes along an episode as the cluster fills):
 * ``vector N=n``: ``ClusterVectorEnv(n)``, the same policy as one ``argmax`` over the stacked
   masks; the same decisions, hence the same episodes, as n PettingZoo envs;
 * ``sb3 flat DummyVecEnv N=n`` and ``sb3 vector N=n``: the SB3 paths (``make_vec_env("flat")``,
-  the Python views under SB3's DummyVecEnv, against ``make_vec_env("vector")``), same policy.
+  the Python views under SB3's DummyVecEnv, against ``make_vec_env("vector")``), same policy;
+* ``mlp policy: ...`` (``--mlp``, needs torch): the actions from a small MLP (two hidden layers of
+  64) over the flat observation, one forward pass per step: per decision for one env, per N
+  decisions for the vector env (what a PPO rollout costs; "x single" is against the first
+  ``mlp policy`` row).
 
 ``env steps/s`` counts the wall time inside ``step`` (and the auto-resets) only; ``loop CPU
 steps/s`` the process's CPU time over the whole loop, policy included (steadier than wall time on
@@ -92,6 +96,69 @@ def bench_sb3(view: str, scenario: str, n: int, steps: int, **kw) -> tuple[float
     return in_env, time.process_time() - t_all
 
 
+def _mlp(size: int, n_actions: int):
+    """A small actor (two hidden layers of 64), what a PPO rollout evaluates once per step."""
+    import torch
+    from torch import nn
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(size, 64), nn.Tanh(), nn.Linear(64, 64), nn.Tanh(), nn.Linear(64, n_actions))
+
+
+def bench_pettingzoo_mlp(scenario: str, steps: int, **kw) -> tuple[float, float]:
+    """One parallel env, the acting agent's action from an MLP forward pass per step (masked argmax)."""
+    import torch
+
+    from cluster_env.wrappers.layout import FlatLayout
+
+    env = cluster_env.parallel_env(scenario, "train", **kw)
+    n_act = max(env.action_space(a).n for a in env.possible_agents)
+    layout = FlatLayout(env.observation_space("orderer"), n_act)
+    net = _mlp(layout.size, n_act)
+    obs, _ = env.reset(seed=0)
+    flat = np.zeros(layout.size, np.float32)
+    mask = np.zeros(n_act, bool)
+    noop = {a: env.action_space(a).n - 1 for a in env.possible_agents}
+    in_env = 0.0
+    t_all = time.process_time()
+    for _ in range(steps):
+        agent = "placer" if env.phase == 1 else "orderer"
+        other = "orderer" if agent == "placer" else "placer"
+        m = obs[agent]["action_mask"]
+        mask[:] = False
+        mask[: len(m)] = m
+        layout.flatten(obs[agent], mask=mask, out=flat)
+        with torch.no_grad():
+            logits = net(torch.from_numpy(flat)).masked_fill(~torch.from_numpy(mask), -1e9)
+        t = time.perf_counter()
+        obs, _, terms, truncs, _ = env.step({agent: int(logits.argmax()), other: noop[other]})
+        if terms["orderer"] or truncs["orderer"]:
+            obs, _ = env.reset()
+        in_env += time.perf_counter() - t
+    return in_env, time.process_time() - t_all
+
+
+def bench_vector_mlp(scenario: str, n: int, steps: int, **kw) -> tuple[float, float]:
+    """The vector env, the N actions from one batched MLP forward pass per step (masked argmax)."""
+    import torch
+
+    vec = ClusterVectorEnv(n, scenario, "train", **kw)
+    net = _mlp(vec.layout.size, vec.n_actions)
+    obs, _ = vec.reset(seed=0)
+    flat = torch.zeros(n, vec.layout.size)
+    in_env = 0.0
+    t_all = time.process_time()
+    for _ in range(steps):
+        vec.flat_observations(out=flat.numpy())
+        with torch.no_grad():
+            logits = net(flat).masked_fill(~torch.from_numpy(obs["action_mask"].view(bool)), -1e9)
+        t = time.perf_counter()
+        obs, *_ = vec.step(logits.argmax(dim=1).numpy())
+        in_env += time.perf_counter() - t
+    return in_env, time.process_time() - t_all
+
+
 def measure(cases: list, repeats: int) -> list[tuple[str, float, float]]:
     """Best steps/s (inside env calls, whole loop) of each ``(name, fn, total_steps)`` case, the
     runs interleaved (round after round) so that a busy spell of the machine hits every case."""
@@ -112,6 +179,8 @@ def main(argv: "list[str] | None" = None) -> int:
     p.add_argument("--steps", type=int, default=4_000, help="steps per env per run")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--sb3", action="store_true", help="also the SB3 paths (flat DummyVecEnv vs vector adapter)")
+    p.add_argument("--mlp", action="store_true",
+                   help="also with a torch MLP policy: one forward pass per step (a PPO rollout's cost)")
     p.add_argument("--quick", action="store_true", help="500 steps per env, one run")
     args = p.parse_args(argv)
     if args.quick:
@@ -131,11 +200,17 @@ def main(argv: "list[str] | None" = None) -> int:
         for n in args.n:
             for view, label in (("flat", "sb3 flat DummyVecEnv"), ("vector", "sb3 vector adapter")):
                 cases.append((f"{label} N={n}", lambda n=n, view=view: bench_sb3(view, sc, n, steps), steps * n))
+    if args.mlp:
+        cases.append(("mlp policy: pettingzoo (1 env)", lambda: bench_pettingzoo_mlp(sc, steps), steps))
+        for n in args.n:
+            cases.append((f"mlp policy: vector N={n}", lambda n=n: bench_vector_mlp(sc, n, steps), steps * n))
     rows = measure(cases, args.repeats)
+    print(f"{'case':<36}{'env steps/s':>14}{'x single':>10}{'loop CPU steps/s':>18}{'x single':>10}")
     single = rows[0][1:]
-    print(f"{'case':<32}{'env steps/s':>14}{'x single':>10}{'loop CPU steps/s':>18}{'x single':>10}")
     for name, env_rate, all_rate in rows:
-        print(f"{name:<32}{env_rate:>14,.0f}{env_rate / single[0]:>10.2f}{all_rate:>18,.0f}{all_rate / single[1]:>10.2f}")
+        if name.startswith("mlp policy: pettingzoo"):
+            single = (env_rate, all_rate)
+        print(f"{name:<36}{env_rate:>14,.0f}{env_rate / single[0]:>10.2f}{all_rate:>18,.0f}{all_rate / single[1]:>10.2f}")
     return 0
 
 
