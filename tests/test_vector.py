@@ -216,3 +216,20 @@ def test_benchmark_script_smoke():
     assert [r.split("  ")[0] for r in rows] == ["pettingzoo (1 env)", "pettingzoo 2 envs in turn", "vector N=1",
                                                 "vector N=2"]
     assert all(float(r.split()[-4].replace(",", "")) > 0 for r in rows)
+
+
+def test_from_envs_render_and_close():
+    envs = [cluster_env.parallel_env("toy-v0", render_mode="ansi") for _ in range(2)]
+    vec = ClusterVectorEnv.from_envs(envs)
+    assert vec.envs == envs and vec.invalid_action == "raise"
+    vec.reset(seed=0)
+    frames = vec.render()
+    assert len(frames) == 2 and all(isinstance(f, str) and f for f in frames)
+    with pytest.raises(ValueError, match="shapes"):
+        ClusterVectorEnv.from_envs([envs[0], cluster_env.parallel_env("philly-v0")])
+    with pytest.raises(ValueError, match="human"):
+        ClusterVectorEnv(1, "toy-v0", render_mode="human")
+    vec.close()
+    assert envs[0].sim is None
+    with pytest.raises(RuntimeError, match="closed"):
+        vec.step(np.zeros(2, dtype=np.int64))
