@@ -92,8 +92,14 @@ class PythonBackend(VectorBackend):
 
     def step(self, actions: np.ndarray, valid: np.ndarray) -> list[int]:
         b = self.buffers
+        # Every row is rewritten below: zero once for all envs what the kernel expects zero-filled.
+        b.jobs.fill(0.0)
+        b.placing.fill(0.0)
+        b.order_pad.fill(0)
+        b.place_pad.fill(0)
         ended = []
-        rewards, terminated, truncated, num_steps = b.rewards, b.terminated, b.truncated, b.num_steps
+        # Per-env scalars go to lists, then into the arrays in one call each.
+        rewards, terminated, truncated, num_steps, phase, times, placing, tick = [], [], [], [], [], [], [], []
         K, noop = self.K, self._order_noop
         direct = self.direct
         for i, env, a, ok in zip(self._rows, self.envs, actions.tolist(), valid.tolist()):
@@ -115,21 +121,35 @@ class PythonBackend(VectorBackend):
                 env._skip_idle_epochs()
             # ClusterParallelEnv._finish_step without its dicts.
             env.num_steps += 1
-            rewards[i] = env._reward()
+            rewards.append(env._reward())
             done = sim.done
             sched = env.sched
             trunc = not done and (
                 (sched.max_steps is not None and env.num_steps >= sched.max_steps)
                 or (sched.max_time is not None and sim.now >= sched.max_time))
-            terminated[i], truncated[i] = done, trunc
-            num_steps[i] = env.num_steps
+            terminated.append(done)
+            truncated.append(trunc)
+            num_steps.append(env.num_steps)
             if direct[i]:
                 self._observe_direct(i, env)
             else:
-                self._write(i, env, env._observe()["orderer"])
+                self._write_features(i, env, env._observe()["orderer"])
+            now = sim.now
+            phase.append(env.phase)
+            times.append(now)
+            placing.append(sim.placing)
+            tick.append(sim.last_tick == now)
             if done or trunc:
                 env.agents = []
                 ended.append(i)
+        b.rewards[:] = rewards
+        b.terminated[:] = terminated
+        b.truncated[:] = truncated
+        b.num_steps[:] = num_steps
+        b.phase[:] = phase
+        b.time[:] = times
+        b.placing_job[:] = placing
+        b.tick[:] = tick
         return ended
 
     def episode_info(self, index: int) -> dict[str, Any]:
@@ -162,11 +182,8 @@ class PythonBackend(VectorBackend):
         else:
             pending, running = builder.candidates()
             env._cand_pending, env._cand_running = pending, running
-        # The kernel writes machines and global whole and expects the others zero-filled.
-        jobs.fill(0.0)
-        plc.fill(0.0)
-        order_mask.fill(0)
-        place_mask.fill(0)
+        # The kernel writes machines and global whole and expects the others zero-filled (``step``
+        # zeroed them for every env).
         job = sim.placing
         age_key = (sim.measure_version, sim.now)
         builder._kernel(
@@ -181,24 +198,23 @@ class PythonBackend(VectorBackend):
             if env._preempted_now[1] and env._preempted_now[0] == sim.now:
                 env._guard_zero_time_restart(running)
             env._job_ids = ids
-        b = self.buffers
-        b.phase[i] = env.phase
-        now = sim.now
-        b.time[i] = now
-        b.placing_job[i] = job
-        b.tick[i] = sim.last_tick == now
+
+    def _write_features(self, i: int, env: ClusterParallelEnv, feats: dict) -> None:
+        """Row ``i``'s features, masks and job ids from env ``i``'s observation arrays (copies)."""
+        jobs, machines, glob, plc, order_mask, place_mask, ids = self._views[i]
+        jobs[...] = feats["jobs"]
+        machines[...] = feats["machines"]
+        glob[...] = feats["global"]
+        plc[...] = feats["placing"]
+        order_mask[...] = env._order_mask
+        place_mask[...] = env._place_mask
+        ids[...] = env._job_ids
 
     def _write(self, i: int, env: ClusterParallelEnv, feats: dict) -> None:
         """Row ``i`` of the buffers from env ``i``'s observation arrays and state."""
+        self._write_features(i, env, feats)
         b, sim = self.buffers, env.sim
-        b.jobs[i] = feats["jobs"]
-        b.machines[i] = feats["machines"]
-        b.global_[i] = feats["global"]
-        b.placing[i] = feats["placing"]
-        b.order_pad[i, : self._n_order] = env._order_mask
-        b.place_pad[i, : self._n_place] = env._place_mask
         b.phase[i] = env.phase
-        b.job_ids[i] = env._job_ids
         now = sim.now
         b.time[i] = now
         b.placing_job[i] = sim.placing
