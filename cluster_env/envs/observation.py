@@ -333,20 +333,28 @@ class ObservationBuilder:
     def _build_compiled(self, placing_phase: bool, pending: np.ndarray, running: np.ndarray):
         """``build`` in one compiled call: every array written afresh, the same values and bits
         as the numpy path (which keeps caches because each of its numpy calls is costly)."""
-        sim = self.sim
-        job = sim.placing
         empty, zeros, f32 = np.empty, np.zeros, np.float32
         # Arrays the kernel writes whole come from np.empty.
         jobs, machines = zeros(self._jobs_shape, f32), empty(self._machines_shape, f32)
         g, p = empty(len(GLOBAL_FEATURES), f32), zeros(len(PLACING_FEATURES), f32)
         order_mask, place_mask = zeros(self.n_orderer_actions, np.int8), zeros(self.n_placer_actions, np.int8)
         ids = empty(self.K + self.R, np.int64)
+        self.build_into(jobs, machines, g, p, order_mask, place_mask, ids, placing_phase, pending, running)
+        return {"jobs": jobs, "machines": machines, "global": g, "placing": p}, order_mask, place_mask, ids
+
+    def build_into(self, jobs: np.ndarray, machines: np.ndarray, glob: np.ndarray, placing: np.ndarray,
+                   order_mask: np.ndarray, place_mask: np.ndarray, ids: np.ndarray,
+                   placing_phase: bool, pending: np.ndarray, running: np.ndarray) -> None:
+        """The compiled ``build`` writing into the given arrays: ``jobs``, ``placing`` and both masks
+        zero-filled, ``machines``, ``glob`` and ``ids`` written whole. The batched vector env
+        (``cluster_env.vector``) passes rows of its stacked buffers. Compiled kernels only."""
+        sim = self.sim
+        job = sim.placing
         age_key = (sim.measure_version, sim.now)
         self._kernel(
-            jobs, machines, g, p, order_mask, place_mask, ids,
+            jobs, machines, glob, placing, order_mask, place_mask, ids,
             pending, running, placing_phase, age_key != self._age_key, sim.now, sim.free_total, job,
             sim.placing_need, len(sim.alloc[job]) if job >= 0 else 0, len(sim.pending), sim._n,
             sim.next_arrival, sim.finished_count, sim.pending_gpus, sim.has_future_event() or sim.done,
             *self._episode_args)
-        self._ids_of, self._age_key = pending, age_key
-        return {"jobs": jobs, "machines": machines, "global": g, "placing": p}, order_mask, place_mask, ids
+        self._ids_of, self._age_key, self._ids = pending, age_key, ids

@@ -173,7 +173,7 @@ class PythonBackend(VectorBackend):
 
     def _observe_direct(self, i: int, env: ClusterParallelEnv) -> None:
         """``env._observe()`` with the compiled observation kernel writing straight into row ``i``
-        (``ObservationBuilder._build_compiled`` without its fresh arrays and the copies)."""
+        (``ObservationBuilder.build_into``: no fresh arrays, no copies)."""
         builder, sim = env.builder, env.sim
         jobs, machines, glob, plc, order_mask, place_mask, ids = self._views[i]
         placing = env.phase == PLACE
@@ -182,17 +182,8 @@ class PythonBackend(VectorBackend):
         else:
             pending, running = builder.candidates()
             env._cand_pending, env._cand_running = pending, running
-        # The kernel writes machines and global whole and expects the others zero-filled (``step``
-        # zeroed them for every env).
-        job = sim.placing
-        age_key = (sim.measure_version, sim.now)
-        builder._kernel(
-            jobs, machines, glob, plc, order_mask, place_mask, ids,
-            pending, running, placing, age_key != builder._age_key, sim.now, sim.free_total, job,
-            sim.placing_need, len(sim.alloc[job]) if job >= 0 else 0, len(sim.pending), sim._n,
-            sim.next_arrival, sim.finished_count, sim.pending_gpus, sim.has_future_event() or sim.done,
-            *builder._episode_args)
-        builder._ids_of, builder._age_key, builder._ids = pending, age_key, ids
+        # jobs, placing and the masks were zero-filled by ``step`` for every env.
+        builder.build_into(jobs, machines, glob, plc, order_mask, place_mask, ids, placing, pending, running)
         env._order_mask, env._place_mask = order_mask, place_mask
         if not placing:
             if env._preempted_now[1] and env._preempted_now[0] == sim.now:
