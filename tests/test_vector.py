@@ -100,6 +100,7 @@ def test_seeding_conventions():
     base = ClusterVectorEnv(3, "philly-v0", jobs_per_episode=10)
     listed = ClusterVectorEnv(3, "philly-v0", jobs_per_episode=10)
     a, _ = base.reset(seed=5)
+    a = {k: v.copy() for k, v in a.items()}           # the arrays are buffers the next reset rewrites
     b, _ = listed.reset(seed=[5, 6, 7])
     for k in FEATS:
         np.testing.assert_array_equal(a[k], b[k])
@@ -112,6 +113,10 @@ def test_seeding_conventions():
     np.testing.assert_array_equal(c["jobs"][1], o["orderer"]["jobs"])
     with pytest.raises(TypeError, match="seed"):
         base.reset(seed=[1, 2])
+    t, _ = base.reset(seed=0, options={"split": "test"})      # options reach every env
+    ref_test, _ = cluster_env.parallel_env("philly-v0", jobs_per_episode=10).reset(seed=1, options={"split": "test"})
+    np.testing.assert_array_equal(t["jobs"][1], ref_test["orderer"]["jobs"])
+    assert not np.array_equal(t["jobs"][1], a["jobs"][1])
 
 
 def test_forbidden_action_raises_before_any_env_steps():

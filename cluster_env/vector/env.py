@@ -98,9 +98,7 @@ class ClusterVectorEnv(VectorEnv):
         if mode not in (AutoresetMode.SAME_STEP, AutoresetMode.DISABLED):
             raise ValueError(f"autoreset_mode must be one of {sorted(_AUTORESET)} (or AutoresetMode.SAME_STEP / "
                              f"DISABLED), got {autoreset_mode!r}")
-        invalid = overrides.pop("invalid_action", "raise") if invalid_action is None else invalid_action
-        if invalid_action is not None and "invalid_action" in overrides:
-            overrides.pop("invalid_action")
+        invalid = "raise" if invalid_action is None else invalid_action
         if invalid not in INVALID_ACTIONS:
             raise ValueError(f"invalid_action must be one of {INVALID_ACTIONS}, got {invalid!r}")
         if isinstance(invalid_penalty, bool) or not isinstance(invalid_penalty, (int, float)) \
@@ -110,7 +108,8 @@ class ClusterVectorEnv(VectorEnv):
             raise ValueError("render_mode='human' is not supported by the vector env: use 'ansi' or 'rgb_array' "
                              "(render() returns one frame per env)")
         n = int(num_envs)
-        # The envs themselves are strict or ignore forbidden actions; fallback is done here.
+        # Forbidden actions are handled here (the backend never calls the envs' step); the envs get
+        # the matching mode for whoever steps them directly.
         inner = "raise" if invalid == "raise" else "noop"
         envs = [ClusterParallelEnv(scenario=scenario, split=split, invalid_action=inner, **overrides)
                 for _ in range(n)]
@@ -121,7 +120,8 @@ class ClusterVectorEnv(VectorEnv):
                   autoreset_mode: Union[str, AutoresetMode] = AutoresetMode.SAME_STEP,
                   invalid_action: Optional[str] = None, invalid_penalty: float = 0.0, copy: bool = False,
                   backend: Optional[BackendFactory] = None) -> "ClusterVectorEnv":
-        """A vector env over existing parallel envs of one scenario (their settings are kept)."""
+        """A vector env over existing parallel envs of one scenario (their settings are kept;
+        ``invalid_action`` defaults to theirs)."""
         envs = list(envs)
         if not envs or not all(isinstance(e, ClusterParallelEnv) for e in envs):
             raise TypeError("envs must be a non-empty sequence of ClusterParallelEnv")
@@ -129,11 +129,10 @@ class ClusterVectorEnv(VectorEnv):
         if len(shapes) != 1:
             raise ValueError(f"envs must share one scenario's shapes (K, R, M); got {sorted(shapes)}")
         self = cls.__new__(cls)
-        inner = envs[0].sched.invalid_action
-        invalid = inner if invalid_action is None else invalid_action
-        if invalid not in INVALID_ACTIONS or (invalid == "noop" and inner == "raise"):
-            raise ValueError(f"invalid_action must be one of {INVALID_ACTIONS} (and 'noop' needs envs built with "
-                             f"invalid_action='noop'), got {invalid!r}")
+        # The vector env checks actions itself (the backend never calls the envs' step).
+        invalid = envs[0].sched.invalid_action if invalid_action is None else invalid_action
+        if invalid not in INVALID_ACTIONS:
+            raise ValueError(f"invalid_action must be one of {INVALID_ACTIONS}, got {invalid!r}")
         mode = _AUTORESET.get(autoreset_mode, autoreset_mode) if isinstance(autoreset_mode, str) else autoreset_mode
         self._init(envs, mode, invalid, float(invalid_penalty), bool(copy), backend)
         return self
