@@ -210,7 +210,8 @@ def main(argv: "list[str] | None" = None) -> int:
     for name, env_rate, all_rate in rows:
         if name.startswith("mlp policy: pettingzoo"):
             single = (env_rate, all_rate)
-        print(f"{name:<36}{env_rate:>14,.0f}{env_rate / single[0]:>10.2f}{all_rate:>18,.0f}{all_rate / single[1]:>10.2f}")
+        print(f"{name:<36}{env_rate:>14,.0f}{env_rate / single[0]:>10.2f}"
+              f"{all_rate:>18,.0f}{all_rate / single[1]:>10.2f}")
     return 0
 
 

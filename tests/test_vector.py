@@ -214,8 +214,9 @@ def test_benchmark_script_smoke():
 
     from tests.helpers import ONE_THREAD_ENV, ROOT
 
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "vector_env.py"), "--steps", "200", "--repeats", "1", "--scenario", "toy-v0",
-                          "--n", "1", "2"], capture_output=True, text=True, env=ONE_THREAD_ENV, timeout=300)
+    args = ["--steps", "200", "--repeats", "1", "--scenario", "toy-v0", "--n", "1", "2"]
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "vector_env.py"), *args],
+                         capture_output=True, text=True, env=ONE_THREAD_ENV, timeout=300)
     assert out.returncode == 0, out.stderr
     rows = [line for line in out.stdout.splitlines() if line.startswith(("pettingzoo", "vector"))]
     assert [r.split("  ")[0] for r in rows] == ["pettingzoo (1 env)", "pettingzoo 2 envs in turn", "vector N=1",

@@ -198,7 +198,8 @@ class ClusterVectorEnv(VectorEnv):
         else:
             mask = np.asarray(mask)
             if mask.shape != (self.num_envs,) or mask.dtype != np.bool_:
-                raise ValueError(f"options['reset_mask'] must be a bool array of shape ({self.num_envs},), got {mask!r}")
+                raise ValueError(f"options['reset_mask'] must be a bool array of shape ({self.num_envs},), "
+                                 f"got {mask!r}")
             if not self._started and not mask.all():
                 raise ValueError("the first reset must reset every env (options['reset_mask'] all True)")
             rows = np.flatnonzero(mask).tolist()
@@ -428,7 +429,8 @@ class ClusterVectorEnv(VectorEnv):
         return {"final_info": final, "_final_info": b.terminated | b.truncated}
 
 
-def vector_env(num_envs: int = 16, scenario: Any = "philly-v0", split: str = "train", **kwargs: Any) -> ClusterVectorEnv:
+def vector_env(num_envs: int = 16, scenario: Any = "philly-v0", split: str = "train",
+               **kwargs: Any) -> ClusterVectorEnv:
     """``ClusterVectorEnv(num_envs, scenario, split, **kwargs)``: see :mod:`cluster_env.vector.env`."""
     return ClusterVectorEnv(num_envs, scenario, split, **kwargs)
 

@@ -49,7 +49,8 @@ class ClusterSB3VecEnv(VecEnv):
         if not isinstance(vector, ClusterVectorEnv):
             raise TypeError(f"vector must be a ClusterVectorEnv, got {type(vector).__name__}")
         if vector.autoreset_mode.name != "SAME_STEP":
-            raise ValueError("the SB3 adapter needs a vector env with autoreset_mode='same_step' (SB3 resets in the step)")
+            raise ValueError("the SB3 adapter needs a vector env with autoreset_mode='same_step' "
+                             "(SB3 resets in the step)")
         self.vector = vector
         self.layout = vector.layout
         super().__init__(vector.num_envs, self.layout.space, spaces.Discrete(vector.n_actions))
