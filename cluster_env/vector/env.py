@@ -53,8 +53,8 @@ action (the step counts); ``"fallback"`` plays the acting agent's lowest allowed
 
 **Buffers.** Observations and infos are views of preallocated arrays that the next ``step`` or
 ``reset`` overwrites (no copy per step): keep a copy (``copy=True`` returns fresh arrays) if you
-store them across steps. The feature arrays are themselves views into ``env.flat_observations()``
-(the flat layout of the single-agent views).
+store them across steps. The feature arrays are views into one flat ``(N, F)`` block laid out as
+the single-agent views' observations; ``flat_observations()`` returns it with the masks filled in.
 
 **Backends.** ``backend=`` takes a factory ``(envs, buffers) -> VectorBackend``; the default is the
 Python backend. A compiled engine can implement :class:`~cluster_env.vector.backend.VectorBackend`
