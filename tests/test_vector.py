@@ -11,6 +11,7 @@ import cluster_env
 from cluster_env.errors import InvalidActionError
 from cluster_env.core import kernels
 from cluster_env.vector import ClusterVectorEnv, PythonBackend
+from cluster_env.vector.compiled import CompiledBackend
 
 FEATS = ("jobs", "machines", "global", "placing")
 # Small, fast episodes that still end several times per test: preemption exercises the running
@@ -20,7 +21,16 @@ CASES = [
     ("philly-v0", {"jobs_per_episode": 8, "preemption": True, "max_steps": 120}),
     ("philly-v0", {"jobs_per_episode": 40, "max_steps": 60}),
     ("openb-v0", {"jobs_per_episode": 12}),
+    ("philly-v1", {"jobs_per_episode": 16}),
 ]
+# The backends compared with separate parallel envs: the Python one with the compiled observation
+# kernel writing rows in place or with copies, and the compiled backend (one numba call per step).
+BACKENDS = {
+    "python-kernel-writes-rows": functools.partial(PythonBackend, direct=True),
+    "python-copies": functools.partial(PythonBackend, direct=False),
+    "compiled": "compiled",
+}
+needs_numba = pytest.mark.skipif(kernels.active().name != "numba", reason="the compiled backend needs numba")
 
 
 def _choose(rng: np.random.Generator, mask: np.ndarray, lazy: float) -> int:
@@ -42,13 +52,18 @@ def _assert_row(vobs: dict, i: int, obs: dict, phase: int) -> None:
     assert not vobs["action_mask"][i, len(acting):].any()
 
 
-@pytest.mark.parametrize("direct", [True, False], ids=["kernel-writes-rows", "copies"])
+@pytest.mark.parametrize("backend", list(BACKENDS))
 @pytest.mark.parametrize("scenario,overrides", CASES, ids=[c[0] + str(sorted(c[1])) for c in CASES])
-def test_same_episodes_as_separate_parallel_envs(scenario, overrides, direct):
+def test_same_episodes_as_separate_parallel_envs(scenario, overrides, backend):
+    if backend == "compiled" and kernels.active().name != "numba":
+        pytest.skip("the compiled backend needs numba")
     n, seed, steps = 3, 11, 400
-    vec = ClusterVectorEnv(n, scenario, "train", backend=functools.partial(PythonBackend, direct=direct), **overrides)
+    vec = ClusterVectorEnv(n, scenario, "train", backend=BACKENDS[backend], **overrides)
     vec.reset(seed=seed)
-    assert vec.backend.direct == [direct and kernels.active().name == "numba"] * n
+    if backend == "compiled":
+        assert isinstance(vec.backend, CompiledBackend)
+    else:
+        assert vec.backend.direct == [backend.endswith("rows") and kernels.active().name == "numba"] * n
     refs = [cluster_env.parallel_env(scenario, "train", **overrides) for _ in range(n)]
     vobs, vinfos = vec.reset(seed=seed)
     robs = []
@@ -239,3 +254,45 @@ def test_from_envs_render_and_close():
     assert envs[0].sim is None
     with pytest.raises(RuntimeError, match="closed"):
         vec.step(np.zeros(2, dtype=np.int64))
+
+
+@needs_numba
+def test_backend_choice_and_fallback():
+    from cluster_env.vector.compiled import unsupported_reason
+
+    assert isinstance(ClusterVectorEnv(2, "toy-v0").backend, CompiledBackend)          # the default: compiled
+    assert type(ClusterVectorEnv(2, "toy-v0", backend="python").backend) is PythonBackend
+    # What the compiled backend does not run falls back to the Python backend under "auto" ...
+    slow = ClusterVectorEnv(2, "toy-v0", reward="cost")
+    assert type(slow.backend) is PythonBackend
+    assert "reward" in unsupported_reason(slow.envs)
+    assert type(ClusterVectorEnv(2, "toy-v0", render_mode="ansi").backend) is PythonBackend
+    # ... and is an error when asked for by name.
+    with pytest.raises(ValueError, match="backend='compiled': a non-default reward"):
+        ClusterVectorEnv(2, "toy-v0", backend="compiled", reward="cost")
+    with pytest.raises(ValueError, match="backend must be one of"):
+        ClusterVectorEnv(2, "toy-v0", backend="fast")
+
+
+@needs_numba
+def test_compiled_backend_preemption_guard_same_as_python():
+    """Always the lowest allowed action with preemption preempts and restarts one job at one instant
+    until ClusterParallelEnv's MAX_PREEMPTIONS_PER_INSTANT guard masks it: the compiled backend
+    applies the same guard (a running candidate row masked out) and gives the same episodes."""
+    kw = {"jobs_per_episode": 12, "preemption": True}
+    vecs = [ClusterVectorEnv(2, "philly-v0", backend=b, **kw) for b in ("python", "compiled")]
+    outs = [v.reset(seed=4) for v in vecs]
+    K = vecs[0].K
+    guarded = 0
+    for _ in range(600):
+        obs = outs[0][0]
+        for k in (*FEATS, "action_mask"):
+            assert outs[1][0][k].tobytes() == obs[k].tobytes(), k
+        order = obs["orderer_mask"]
+        ids = outs[0][-1]["job_ids"]
+        guarded += int(((order[:, K:-1] == 0) & (ids[:, K:] >= 0) & (obs["phase"] == 0)[:, None]).sum())
+        actions = np.argmax(obs["action_mask"], axis=1)
+        outs = [v.step(actions) for v in vecs]
+        for j in (1, 2, 3):
+            assert outs[1][j].tobytes() == outs[0][j].tobytes()
+    assert guarded > 0

@@ -32,7 +32,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from baselines.engine import _layout as L
+from cluster_env.core.engine import layout as L
 
 #: Environment variable choosing the engine: ``auto`` (default), ``api`` or ``compiled``.
 ENGINE_ENV_VAR = "CLUSTER_BENCH_ENGINE"
@@ -157,104 +157,19 @@ def _expm1_threshold(limit: float) -> np.float32:
 
 
 def _build_state(env, sim, codes: tuple[int, int]):
-    """The engine's state arrays from a simulator right after construction (nothing has run)."""
+    """The engine's state arrays from a simulator right after construction, with the policy's codes
+    and knobs (the simulator part is :func:`cluster_env.core.engine.state.build_state`)."""
     from baselines.orderers import TIRESIAS_STARVATION_KNOB
     from baselines.placers import FastestFirst
+    from cluster_env.core.engine.state import build_state
 
-    n, m = sim.num_jobs, sim.num_machines
-    js, ms, fl, world = sim.jobs, sim.machines, sim.fluct, sim.world
-    if sim._n or sim.placing >= 0 or sim.events:
-        raise RuntimeError("the engine starts from a simulator that has not run")
-    jf = np.zeros((L.JF_ROWS, n))
-    jf[L.SUBMIT], jf[L.DURATION] = sim.submit, sim.duration
-    jf[L.PROGRESS], jf[L.ATTAINED], jf[L.EXECUTED], jf[L.HELD] = js.progress, js.attained, js.executed, js.held
-    jf[L.FIRST_START], jf[L.FINISH], jf[L.NOMINAL] = js.first_start, js.finish, js.nominal
-    jf[L.EXEC_BEFORE], jf[L.HELD_BEFORE] = sim._exec_before, sim._held_before
-    jf[L.BEST_SPEED], jf[L.COMM] = sim.best_speed, sim.comm
-    jf[[L.STOPPED_AT, L.STARTED_NOW, L.PREEMPTED_NOW, L.A_KEY, L.E_KEY]] = np.nan
-    ji = np.zeros((L.JI_ROWS, n), dtype=np.int64)
-    ji[L.GPUS], ji[L.STATUS], ji[L.RESTARTS] = sim.gpus, js.status, js.restarts
-    ji[L.FREE_SPREAD] = sim.free_spread_machines
-    ji[[L.SLOT_OF, L.P_NEXT, L.P_PREV]] = -1
-    pending = list(sim.pending)
-    for a, b in zip(pending, pending[1:]):
-        ji[L.P_NEXT, a], ji[L.P_PREV, b] = b, a
-
-    mf = np.zeros((L.MF_ROWS, m))
-    mf[L.STATIC], mf[L.MEASURED], mf[L.MEASURED_AT] = ms.static, ms.measured, ms.measured_at
-    mf[L.FACTOR], mf[L.CROWD] = sim.machine_factor, sim._crowd
-    mf[L.GPUS_INV] = 1.0 / sim.machine_gpus
-    mi = np.zeros((L.MI_ROWS, m), dtype=np.int64)
-    mi[L.FREE], mi[L.MJOBS], mi[L.MTYPE], mi[L.MGPUS] = ms.free, ms.jobs, sim.machine_type, sim.machine_gpus
-    mb = np.zeros((1, m), dtype=np.bool_)
-    if fl is not None:
-        mf[L.LOG_SPEED], mf[L.LOG_MULT], mf[L.NEXT_SWITCH], mf[L.DYN] = (
-            fl.log_speed, fl._log_mult, fl._next_switch, fl.factors)
-        mb[0] = fl.straggling
-    tf = np.array([sim._price_per_s, sim._extra_watts], dtype=np.float64).reshape(L.TF_ROWS, -1)
-    ti = np.array([sim.free_per_type, sim.held_per_type], dtype=np.int64).reshape(L.TI_ROWS, -1)
-    cap = max(1, min(n, sim.total_gpus))
-    sf = np.zeros((6, cap))
-    si = np.zeros((4, cap), dtype=np.int64)
-    sb = np.zeros((2, cap), dtype=np.bool_)
-
-    sc = np.zeros(L.SC_SIZE)
-    sc[L.NOW], sc[L.FLUCT_TIME], sc[L.NEXT_FLUCT] = sim.now, sim._fluct_time, sim._next_fluct
-    sc[L.MEASURE_TIME], sc[L.NEXT_TICK], sc[L.LAST_TICK] = sim._measure_time, sim._next_tick, sim.last_tick
-    sc[L.BUSY], sc[L.FEE], sc[L.ENERGY], sc[L.JOB_SECONDS] = (sim.busy_gpu_seconds, sim.fee, sim.energy_joules,
-                                                              sim.job_seconds)
-    sc[L.FEE_RATE], sc[L.POWER], sc[L.NEXT_FINISH] = sim._fee_rate, sim._power, sim._next_finish
-    if fl is not None:
-        sc[L.F_TIME], sc[L.F_NEXT_MIN] = fl.time, fl._next_min
-        sc[L.F_CACHE_DT] = np.nan if fl._cache_dt is None else fl._cache_dt
-        sc[L.F_DECAY], sc[L.F_NOISE] = fl._decay, fl._noise
-    ic = np.zeros(L.IC_SIZE, dtype=np.int64)
-    ic[L.NEXT_ARRIVAL], ic[L.FINISHED], ic[L.ARRIVED] = sim.next_arrival, sim.finished_count, sim.arrived_count
-    ic[L.EVENTS], ic[L.PREEMPTIONS] = sim.events, sim.preemptions
-    ic[L.HELD_TOTAL], ic[L.FREE_TOTAL] = sim._held_total, sim.free_total
-    ic[L.DIRTY], ic[L.RESTARTING] = int(sim._dirty), int(sim._restarting)
-    ic[L.P_COUNT], ic[L.P_GPUS] = len(pending), sim.pending_gpus
-    ic[L.P_HEAD], ic[L.P_TAIL] = (pending[0], pending[-1]) if pending else (-1, -1)
-    ic[L.PLACING] = -1
-
-    params = world.fluctuation_params
-    pf = np.zeros(L.PF_SIZE)
-    pf[L.ALPHA], pf[L.TIME_LIMIT], pf[L.TICK] = sim.alpha, sim.time_limit, sim.scheduling_tick
-    pf[L.OVERHEAD] = float(world.restart_overhead)
-    pf[L.INTERVAL], pf[L.QUIET] = float(params.interval), float(world.quiet_fluctuation_interval)
-    pf[L.NOISE], pf[L.TAU] = float(world.measurement_noise), float(world.measurement_tau)
-    pf[L.SIGMA], pf[L.THETA], pf[L.STRAG_RATE] = float(params.sigma), float(params.theta), float(params.straggler_rate)
-    if fl is not None:
-        pf[L.ON_MEAN], pf[L.OFF_MEAN], pf[L.SHIFT], pf[L.LOG_SLOW] = fl._on_mean, fl._off_mean, fl._shift, fl._log_slow
-    pf[L.DENOM] = max(sim.num_jobs, 1) * env._jct_unit
+    state = build_state(env, sim)
+    pf, pi = state[12], state[13]
     pf[L.TOL_FACTOR] = 1.0 - FastestFirst().tolerance
-    max_time = env.sched.max_time
-    pf[L.MAX_TIME] = math.inf if max_time is None else float(max_time)
     pf[L.STARVATION] = TIRESIAS_STARVATION_KNOB
-    pi = np.zeros(L.PI_SIZE, dtype=np.int64)
-    pi[L.NJ], pi[L.NM], pi[L.K], pi[L.R] = n, m, env.builder.K, env.builder.R
-    pi[L.PREEMPT], pi[L.FLUCT_ON] = int(sim.preemption), int(fl is not None)
-    pi[L.HAS_ALLOWED] = int(sim.allowed is not None)
     pi[L.ORDERER], pi[L.PLACER] = codes
-    pi[L.MAX_STEPS] = env.sched.max_steps or 0
     pi[L.READS_MEASURED] = int(codes[1] == L.P_FASTEST)
-
-    allowed = sim.allowed if sim.allowed is not None else np.zeros((0, sim.num_types), dtype=np.bool_)
-    pool = 2 * sim.total_gpus + 64
-    window = env.builder.K + env.builder.R + 1
-    state = (jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi,
-             np.ascontiguousarray(sim.job_speed, dtype=np.float64), np.ascontiguousarray(sim.job_spread, dtype=np.float64),
-             np.ascontiguousarray(allowed, dtype=np.bool_),
-             np.zeros(pool, dtype=np.int64), np.zeros(pool, dtype=np.int64),      # allocation pool
-             np.zeros(cap), np.zeros(cap, dtype=np.int64),                       # scratch, due slots
-             np.zeros(0, dtype=np.int64), np.zeros(0),                           # empty layouts / draws
-             np.zeros(cap, dtype=np.int64),                                      # due jobs
-             np.zeros(window, dtype=np.int64), np.zeros(window, dtype=np.int64),  # candidates, keys
-             np.zeros(m, dtype=np.bool_))                                        # placeable machines
-    bits = np.zeros(1, dtype=np.float32)
-    # Jobs on each machine (a job holds at least one GPU there, so at most its GPUs of them).
-    table = np.full((m, int(sim.machine_gpus.max())), -1, dtype=np.int64)
-    return state + (bits, bits.view(np.int32), table)                        # float32 -> its bits
+    return state
 
 
 _ERRORS = {L.E_NO_EVENT: "no future event: nothing running and no arrival left",

@@ -1,0 +1,9 @@
+"""The simulator as compiled functions over state arrays, shared by the compiled engines.
+
+* :mod:`~cluster_env.core.engine.layout`: row and slot indices of the state arrays;
+* :mod:`~cluster_env.core.engine.state`: ``build_state(env, sim)``, the arrays of a fresh episode;
+* :mod:`~cluster_env.core.engine.sim`: the dynamics (numba; imported only where numba is).
+
+Users: the batched vector env's compiled backend (:mod:`cluster_env.vector.compiled`) and the
+compiled baselines (:mod:`baselines.engine`, which adds decision rules on top).
+"""

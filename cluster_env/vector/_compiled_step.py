@@ -1,0 +1,212 @@
+"""The compiled step of the vector env: N episodes, one numba call per vector step.
+
+For every env it applies the acting agent's action (start / place / preempt / advance, as
+``ClusterParallelEnv.step``), skips the idle epochs, counts the step, computes the default reward
+and the end flags, and writes the next observation straight into the stacked buffers with the
+simulator's compiled observation kernel (``cluster_env.core.kernels`` ``observe``). The dynamics
+are :mod:`cluster_env.core.engine.sim`. This module imports numba.
+
+Per env, besides the engine state ``S`` (:mod:`cluster_env.core.engine.layout`), an observation
+tuple ``O``: the episode's constant arrays the observation kernel reads, its age column, the
+candidate rows, and two small arrays of per-episode scalars (indices ``E_*`` and ``EF_*``).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from cluster_env.core import kernels as _kernels
+from cluster_env.core.engine import sim as _sim
+from cluster_env.core.engine.layout import *  # noqa: F401,F403 - compile-time constants
+from cluster_env.core.engine.sim import (advance, observe_kernel, place, preempt, skip_idle,  # noqa: F401
+                                         start, sync_running)
+
+_sim.prune_stale_cache(__file__, _kernels.__file__, _sim.__file__)
+jit = _sim.jit
+
+ORDER, PLACE = 0, 1
+#: ``ClusterParallelEnv``'s MAX_PREEMPTIONS_PER_INSTANT (checked equal by the backend).
+MAX_PREEMPTIONS_PER_INSTANT = 16
+
+# O: (job_static, machine_static, gpus_inv, machine_type, submit, duration, best_speed, gpus,
+#     allowed, job_speed, age, cand, E, EF, pc_n, pc_at)
+(O_JOB_STATIC, O_MACHINE_STATIC, O_GPUS_INV, O_MTYPE, O_SUBMIT, O_DURATION, O_BEST_SPEED, O_GPUS, O_ALLOWED,
+ O_JOB_SPEED, O_AGE, O_CAND, O_E, O_EF, O_PC_N, O_PC_AT) = range(16)
+# E (int64): phase, candidates shown (pending, running), steps, measure version the age column shows,
+# K, R, preemption, clairvoyant, total GPUs, n_order, n_place, max_steps (-1: none)
+(E_PHASE, E_NP, E_NR, E_STEPS, E_AGE_VER, E_K, E_R, E_PREEMPTION, E_CLAIRVOYANT, E_TOTAL_GPUS, E_NORDER,
+ E_NPLACE, E_MAX_STEPS) = range(13)
+E_SIZE = 13
+# EF (float64): the clock the age column shows, the instant of the last preemption, the jct denominator,
+# max_time (inf: none)
+(EF_AGE_NOW, EF_PREEMPT_AT, EF_DENOM, EF_MAX_TIME) = range(4)
+EF_SIZE = 4
+
+
+@jit
+def candidates(S, O):
+    """``ObservationBuilder.candidates``: the K oldest pending jobs, then (with preemption) the R
+    running jobs with the most attained service (ties to the lower id), into ``O[O_CAND]``."""
+    jf, ji, ic = S[0], S[1], S[11]
+    si = S[8]
+    cand, E = O[O_CAND], O[O_E]
+    K, R = E[E_K], E[E_R]
+    n_p = 0
+    j = ic[P_HEAD]
+    while j >= 0 and n_p < K:
+        cand[n_p] = j
+        n_p += 1
+        j = ji[P_NEXT, j]
+    E[E_NP] = n_p
+    n = ic[N_RUN]
+    r = 0
+    if R > 0 and n > 0:
+        sync_running(S)
+        top = min(R, n)
+        for k in range(n):
+            job = si[S_JOB, k]
+            a = jf[ATTAINED, job]
+            if r == top:
+                last = cand[K + r - 1]
+                b = jf[ATTAINED, last]
+                if a < b or (a == b and job > last):
+                    continue
+                r -= 1
+            i = K + r
+            while i > K:
+                prev = cand[i - 1]
+                b = jf[ATTAINED, prev]
+                if a > b or (a == b and job < prev):
+                    cand[i] = prev
+                    i -= 1
+                else:
+                    break
+            cand[i] = job
+            r += 1
+    E[E_NR] = r
+
+
+@jit
+def observe_row(S, O, i, jobs, machines, glob, plc, order_pad, place_pad, job_ids, force_age):
+    """``ClusterParallelEnv._observe`` into row ``i`` (``jobs``, ``plc`` and the masks zero-filled)."""
+    jf, ji, mf, mi, ti, sc, ic, pi = S[0], S[1], S[2], S[3], S[6], S[10], S[11], S[13]
+    E, EF = O[O_E], O[O_EF]
+    placing = E[E_PHASE] == PLACE
+    if not placing:
+        candidates(S, O)
+    K = E[E_K]
+    cand = O[O_CAND]
+    now = sc[NOW]
+    refresh = force_age or ic[MEASURE_VERSION] != E[E_AGE_VER] or now != EF[EF_AGE_NOW]
+    E[E_AGE_VER] = ic[MEASURE_VERSION]
+    EF[EF_AGE_NOW] = now
+    job = ic[PLACING]
+    n_jobs = pi[NJ]
+    order_mask = order_pad[i, :E[E_NORDER]]
+    place_mask = place_pad[i, :E[E_NPLACE]]
+    need, used = 0, 0
+    if job >= 0:
+        need, used = ic[NEED], ji[ALEN, job]
+    can_advance = ic[NEXT_ARRIVAL] < n_jobs or ic[N_RUN] > 0 or ic[FINISHED] == n_jobs
+    pending, running = cand[:E[E_NP]], cand[K:K + E[E_NR]]
+    preemption, clairvoyant = E[E_PREEMPTION] != 0, E[E_CLAIRVOYANT] != 0
+    observe_kernel(
+        jobs[i], machines[i], glob[i], plc[i], order_mask, place_mask, job_ids[i],
+        pending, running, placing, refresh, now, ic[FREE_TOTAL], job, need, used, ic[P_COUNT], ic[N_RUN],
+        ic[NEXT_ARRIVAL], ic[FINISHED], ic[P_GPUS], can_advance,
+        K, E[E_R], preemption, clairvoyant, E[E_TOTAL_GPUS], n_jobs, O[O_JOB_STATIC],
+        O[O_SUBMIT], O[O_DURATION], O[O_BEST_SPEED], O[O_GPUS], O[O_ALLOWED], O[O_JOB_SPEED],
+        O[O_MACHINE_STATIC], O[O_GPUS_INV], O[O_MTYPE], jf[ATTAINED], jf[EXECUTED], ji[RESTARTS], jf[PROGRESS],
+        ti[FREE_T], mi[FREE], mi[MJOBS], mf[MEASURED], mf[MEASURED_AT], O[O_AGE])
+    if not placing and EF[EF_PREEMPT_AT] == now:
+        # ClusterParallelEnv._guard_zero_time_restart: a job preempted MAX_PREEMPTIONS_PER_INSTANT
+        # times in this instant may not be preempted again in it.
+        pc_n, pc_at = O[O_PC_N], O[O_PC_AT]
+        for r in range(E[E_NR]):
+            j = cand[K + r]
+            if pc_at[j] == now and pc_n[j] >= MAX_PREEMPTIONS_PER_INSTANT:
+                order_mask[K + r] = 0
+        empty = True
+        for r in range(len(order_mask)):
+            if order_mask[r] != 0:
+                empty = False
+        if empty:
+            order_mask[len(order_mask) - 1] = 1
+
+
+@jit
+def reset_row(S, O, rng, i, jobs, machines, glob, plc, order_pad, place_pad, job_ids):
+    """The end of ``ClusterParallelEnv.reset``: skip the idle epochs, observe into row ``i``."""
+    jobs[i, :, :] = 0.0
+    plc[i, :] = 0.0
+    order_pad[i, :] = 0
+    place_pad[i, :] = 0
+    skip_idle(S, rng)
+    observe_row(S, O, i, jobs, machines, glob, plc, order_pad, place_pad, job_ids, True)
+    return S[11][ERROR]
+
+
+@jit
+def step_all(states, obs, rngs, actions, valid, jobs, machines, glob, plc, order_pad, place_pad, job_ids,
+             rewards, terminated, truncated, num_steps, phase, times, placing_job, tick, ended):
+    """One decision in every env (``PythonBackend.step``'s calls, compiled); writes the envs whose
+    episode ended into ``ended`` and returns their count (negative: -1 - the env whose simulator
+    met an error)."""
+    jobs[:] = 0.0
+    plc[:] = 0.0
+    order_pad[:] = 0
+    place_pad[:] = 0
+    n_ended = 0
+    for i in range(len(states)):
+        S = states[i]
+        O = obs[i]
+        rng = rngs[i]
+        sc, ic, pi = S[10], S[11], S[13]
+        E, EF = O[O_E], O[O_EF]
+        a = actions[i]
+        ok = valid[i]
+        K = E[E_K]
+        if E[E_PHASE] == ORDER:
+            if not ok:
+                pass
+            elif a < K:
+                start(S, O[O_CAND][a])
+                E[E_PHASE] = PLACE
+            elif a < E[E_NORDER] - 1:
+                job = O[O_CAND][a]
+                preempt(S, job)
+                now = sc[NOW]
+                EF[EF_PREEMPT_AT] = now
+                pc_n, pc_at = O[O_PC_N], O[O_PC_AT]
+                if pc_at[job] != now:
+                    pc_at[job] = now
+                    pc_n[job] = 0
+                pc_n[job] += 1
+            else:
+                advance(S, rng)
+        elif ok and place(S, a):
+            E[E_PHASE] = ORDER
+        if E[E_PHASE] == ORDER:
+            skip_idle(S, rng)
+        if ic[ERROR] != 0:
+            return -1 - i
+        E[E_STEPS] += 1
+        js = sc[JOB_SECONDS]
+        rewards[i] = -(js - sc[JS_LAST]) / EF[EF_DENOM]
+        sc[JS_LAST] = js
+        now = sc[NOW]
+        done = ic[FINISHED] == pi[NJ]
+        trunc = not done and ((E[E_MAX_STEPS] >= 0 and E[E_STEPS] >= E[E_MAX_STEPS]) or now >= EF[EF_MAX_TIME])
+        terminated[i] = done
+        truncated[i] = trunc
+        num_steps[i] = E[E_STEPS]
+        observe_row(S, O, i, jobs, machines, glob, plc, order_pad, place_pad, job_ids, False)
+        phase[i] = E[E_PHASE]
+        times[i] = now
+        placing_job[i] = ic[PLACING]
+        tick[i] = sc[LAST_TICK] == now
+        if done or trunc:
+            ended[n_ended] = i
+            n_ended += 1
+    return n_ended

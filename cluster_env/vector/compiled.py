@@ -1,0 +1,199 @@
+"""The compiled backend of the vector env: all N episodes stepped in one numba call per step.
+
+:class:`CompiledBackend` keeps each episode's simulator state in the compiled engine's arrays
+(:mod:`cluster_env.core.engine`) and steps every env with one call of
+:func:`cluster_env.vector._compiled_step.step_all`: the action, the event loop to the next
+decision epoch, the default reward, the end flags and the observation written straight into the
+stacked buffers by the simulator's compiled observation kernel. Episode resets run in Python (once
+per episode): the same generator draws as ``ClusterParallelEnv.reset`` (workload, simulator), then
+the engine's arrays are built from the fresh simulator.
+
+The episodes are bit for bit those of :class:`~cluster_env.vector.backend.PythonBackend` and of
+separate parallel envs (tests/test_vector.py). It supports what :func:`unsupported_reason`
+accepts: the numba kernel backend, the default reward, no render mode, and envs of the library's
+own classes; :func:`make_backend` (the vector env's default) picks it when it can and the Python
+backend otherwise.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Optional
+
+import numpy as np
+
+from cluster_env.envs.cluster_parallel import MAX_PREEMPTIONS_PER_INSTANT, ClusterParallelEnv
+from cluster_env.envs.observation import ObservationBuilder
+from cluster_env.vector.backend import PythonBackend, VectorBackend
+from cluster_env.vector.buffers import Buffers
+
+#: Backend names ``ClusterVectorEnv(backend=...)`` accepts besides a factory.
+BACKEND_NAMES = ("auto", "compiled", "python")
+
+
+def unsupported_reason(envs: list[ClusterParallelEnv]) -> Optional[str]:
+    """Why the compiled backend cannot run these envs exactly (None when it can)."""
+    from cluster_env.core import kernels
+
+    if kernels.active().name != "numba":
+        return "the compiled backend needs numba and the numba kernel backend (CLUSTER_ENV_KERNELS)"
+    for env in envs:
+        if type(env) is not ClusterParallelEnv or type(env.builder) is not ObservationBuilder:
+            return f"env {type(env).__name__} is not the library's ClusterParallelEnv"
+        if env._jct_unit is None:
+            return "a non-default reward runs in the Python backend"
+        if env.render_mode is not None:
+            return "render modes read the Python simulator: Python backend"
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _step_module():
+    """The compiled step (imports numba; compiles or loads the cached machine code)."""
+    from cluster_env.vector import _compiled_step
+
+    return _compiled_step
+
+
+class CompiledBackend(VectorBackend):
+    """N episodes in the compiled engine's arrays, one numba call per vector step."""
+
+    def __init__(self, envs: list[ClusterParallelEnv], buffers: Buffers) -> None:
+        why = unsupported_reason(envs)
+        if why is not None:
+            raise ValueError(f"backend='compiled': {why}")
+        self._c = _step_module()
+        if self._c.MAX_PREEMPTIONS_PER_INSTANT != MAX_PREEMPTIONS_PER_INSTANT:
+            raise RuntimeError("compiled step and ClusterParallelEnv disagree on MAX_PREEMPTIONS_PER_INSTANT")
+        self.envs = envs
+        self.num_envs = len(envs)
+        self.buffers = buffers
+        n = self.num_envs
+        self._states: list = [None] * n
+        self._obs: list = [None] * n
+        self._sims: list = [None] * n
+        self._typed = None                     # numba typed lists, made once every env has started
+        self._ended = np.zeros(n, dtype=np.int64)
+
+    # ------------------------------------------------------------------ contract
+    def reset(self, index: int, seed: Optional[int], options: Optional[dict]) -> None:
+        from gymnasium.utils import seeding
+
+        from cluster_env.core.engine.state import build_state
+        from cluster_env.core.simulator import ClusterSimulator
+        from cluster_env.scenarios.load import offered_load
+
+        env = self.envs[index]
+        if options is not None and not isinstance(options, dict):
+            raise TypeError(f"reset options must be None or a dict (key 'split'), got {options!r}")
+        # ClusterParallelEnv.reset: the same generator, drawn from in the same order.
+        if seed is not None or env._np_random is None:
+            env._np_random, _ = seeding.np_random(seed)
+        split = (options or {}).get("split", env.split)
+        rng = env._np_random
+        workload = env.scenario.sample(split, rng, env.jobs_per_episode)
+        env.offered_load = offered_load(workload, env.cluster.total_gpus)
+        sim = ClusterSimulator(env.cluster, workload, env.world, rng, preemption=env.sched.preemption,
+                               scheduling_tick=env.sched.scheduling_tick, time_limit=env.sched.max_time)
+        builder = env.builder
+        builder.bind(sim, max(workload.num_tenants, 1))
+        env.sim = None         # the episode lives in the engine's arrays, not in a Python simulator
+        state = build_state(env, sim)
+        obs = self._episode_arrays(env, sim)
+        self._states[index], self._obs[index], self._sims[index] = state, obs, sim
+        if self._typed is not None:
+            states, obs_list, rngs = self._typed
+            states[index], obs_list[index], rngs[index] = state, obs, rng
+        b = self.buffers
+        err = self._c.reset_row(state, obs, rng, index, b.jobs, b.machines, b.global_, b.placing, b.order_pad,
+                                b.place_pad, b.job_ids)
+        if err:
+            raise RuntimeError(f"compiled backend: simulator error {int(err)} in env {index}'s reset")
+        c = self._c
+        sc, ic = state[10], state[11]
+        b.phase[index] = 0
+        b.time[index] = sc[c.NOW]
+        b.placing_job[index] = ic[c.PLACING]
+        b.tick[index] = sc[c.LAST_TICK] == sc[c.NOW]
+        b.num_steps[index] = 0
+
+    def step(self, actions: np.ndarray, valid: np.ndarray) -> list[int]:
+        if self._typed is None:
+            self._typed = self._make_typed()
+        states, obs, rngs = self._typed
+        b = self.buffers
+        count = self._c.step_all(states, obs, rngs, actions, valid, b.jobs, b.machines, b.global_, b.placing,
+                                 b.order_pad, b.place_pad, b.job_ids, b.rewards, b.terminated, b.truncated,
+                                 b.num_steps, b.phase, b.time, b.placing_job, b.tick, self._ended)
+        if count < 0:
+            raise RuntimeError(f"compiled backend: simulator error {int(self._states[-1 - count][11][self._c.ERROR])} "
+                               f"in env {-1 - count}")
+        return self._ended[:count].tolist() if count else []
+
+    def episode_info(self, index: int) -> dict[str, Any]:
+        from cluster_env.core.metrics import compute_metrics
+
+        c, sim, state = self._c, self._sims[index], self._states[index]
+        jf, sc, ic = state[0], state[10], state[11]
+        metrics = compute_metrics(
+            sim.submit, jf[c.FIRST_START], jf[c.FINISH], sim.ideal_runtime, sim.workload.tenant,
+            total_gpus=sim.total_gpus, busy_gpu_seconds=float(sc[c.BUSY]), total_fee=float(sc[c.FEE]),
+            energy_joules=float(sc[c.ENERGY]), preemptions=int(ic[c.PREEMPTIONS]), end_time=float(sc[c.NOW]),
+            held=jf[c.HELD])
+        return {"metrics": metrics, "offered_load": self.envs[index].offered_load}
+
+    def close(self) -> None:
+        self._typed = None
+        self._states = [None] * self.num_envs
+        self._obs = [None] * self.num_envs
+        self._sims = [None] * self.num_envs
+
+    # ------------------------------------------------------------------ internals
+    def _episode_arrays(self, env: ClusterParallelEnv, sim) -> tuple:
+        """The observation tuple ``O`` of :mod:`cluster_env.vector._compiled_step` for a new episode."""
+        c, builder = self._c, env.builder
+        (K, R, preemption, clairvoyant, total_gpus, num_jobs, job_static, submit, duration, best_speed, gpus,
+         allowed, job_speed, machine_static, gpus_inv, machine_type, *_rest) = builder._episode_args
+        E = np.zeros(c.E_SIZE, dtype=np.int64)
+        E[c.E_K], E[c.E_R] = K, R
+        E[c.E_PREEMPTION], E[c.E_CLAIRVOYANT], E[c.E_TOTAL_GPUS] = int(preemption), int(clairvoyant), total_gpus
+        E[c.E_NORDER], E[c.E_NPLACE] = self.buffers.n_order, self.buffers.n_place
+        E[c.E_MAX_STEPS] = -1 if env.sched.max_steps is None else env.sched.max_steps
+        E[c.E_AGE_VER] = -1
+        EF = np.zeros(c.EF_SIZE)
+        EF[c.EF_AGE_NOW] = np.nan
+        EF[c.EF_PREEMPT_AT] = np.nan
+        EF[c.EF_DENOM] = max(sim.num_jobs, 1) * env._jct_unit
+        EF[c.EF_MAX_TIME] = np.inf if env.sched.max_time is None else float(env.sched.max_time)
+        n = sim.num_jobs
+        i64, f64 = np.int64, np.float64
+        return (job_static, machine_static, np.ascontiguousarray(gpus_inv, f64),
+                np.ascontiguousarray(machine_type, i64), np.ascontiguousarray(submit, f64),
+                np.ascontiguousarray(duration, f64), np.ascontiguousarray(best_speed, f64),
+                np.ascontiguousarray(gpus, i64), np.ascontiguousarray(allowed, np.bool_),
+                np.ascontiguousarray(job_speed, f64), np.zeros(sim.num_machines, dtype=np.float32),
+                np.zeros(K + R, dtype=i64), E, EF, np.zeros(n, dtype=i64), np.full(n, np.nan))
+
+    def _make_typed(self):
+        from numba import typed
+
+        if any(s is None for s in self._states):
+            raise RuntimeError("step() before every env was reset")
+        envs = self.envs
+        return (typed.List(self._states), typed.List(self._obs), typed.List([e._np_random for e in envs]))
+
+
+def make_backend(envs: list[ClusterParallelEnv], buffers: Buffers, backend: Any = "auto") -> VectorBackend:
+    """The vector env's backend: ``"auto"`` (default) the compiled one when
+    :func:`unsupported_reason` allows it, else the Python one; ``"compiled"`` (an error when it cannot
+    run these envs), ``"python"``, or a factory ``(envs, buffers) -> VectorBackend``."""
+    if callable(backend):
+        return backend(envs, buffers)
+    if backend not in BACKEND_NAMES:
+        raise ValueError(f"backend must be one of {BACKEND_NAMES} or a factory (envs, buffers) -> VectorBackend, "
+                         f"got {backend!r}")
+    if backend == "python" or (backend == "auto" and unsupported_reason(envs) is not None):
+        return PythonBackend(envs, buffers)
+    return CompiledBackend(envs, buffers)
+
+
+__all__ = ["BACKEND_NAMES", "CompiledBackend", "make_backend", "unsupported_reason"]
