@@ -5,6 +5,7 @@ Usage::
     OMP_NUM_THREADS=1 python benchmarks/vector_env.py                    # philly-v0, N = 1, 16
     OMP_NUM_THREADS=1 python benchmarks/vector_env.py --scenario openb-v0 --n 1 4 16 64
     OMP_NUM_THREADS=1 python benchmarks/vector_env.py --quick            # a few seconds
+    OMP_NUM_THREADS=1 python benchmarks/vector_env.py --compile-time     # + one-off compile (empty cache)
 
 Rows (steps per second, aggregate over the N envs; the best of ``--repeats`` runs of ``--steps``
 steps *per env* after a warm-up, so that every case covers the same stretch of its episodes: the
@@ -14,8 +15,10 @@ cost of a step changes along an episode as the cluster fills):
   observations), the policy the lowest allowed action of each agent (FIFO + first-fit through the
   masks), auto-reset by hand; ``pettingzoo n envs in turn``: n of them (seeds 0 to n - 1, the
   vector env's episodes) stepped one after the other, the baseline with the same workloads;
-* ``vector N=n``: ``ClusterVectorEnv(n)``, the same policy as one ``argmax`` over the stacked
-  masks; the same decisions, hence the same episodes, as n PettingZoo envs;
+* ``vector compiled N=n`` / ``vector python N=n``: ``ClusterVectorEnv(n, backend=...)`` with the
+  compiled backend (the default: one numba call per vector step) and the Python backend, the same
+  policy as one ``argmax`` over the stacked masks; the same decisions, hence the same episodes, as
+  n PettingZoo envs;
 * ``sb3 flat DummyVecEnv N=n`` and ``sb3 vector N=n``: the SB3 paths (``make_vec_env("flat")``,
   the Python views under SB3's DummyVecEnv, against ``make_vec_env("vector")``), same policy;
 * ``mlp policy: ...`` (``--mlp``, needs torch): the actions from a small MLP (two hidden layers of
@@ -27,6 +30,10 @@ cost of a step changes along an episode as the cluster fills):
 steps/s`` the process's CPU time over the whole loop, policy included (steadier than wall time on
 a shared machine). Cases run interleaved, round after round, and each keeps its best round.
 Figures are printed, never asserted; one core (numpy's threads pinned to one).
+
+Before the table: the seconds a fresh process takes to import the compiled backend and make its
+first step with numba's cache warm (``cache load``), and with ``--compile-time`` the same with an
+empty cache (the one-off compile, in a temporary ``NUMBA_CACHE_DIR``).
 """
 from __future__ import annotations
 
@@ -63,9 +70,9 @@ def bench_pettingzoo(scenario: str, steps: int, n: int = 1, **kw) -> tuple[float
     return in_env, time.process_time() - t_all
 
 
-def bench_vector(scenario: str, n: int, steps: int, **kw) -> tuple[float, float]:
+def bench_vector(scenario: str, n: int, steps: int, backend: str = "compiled", **kw) -> tuple[float, float]:
     """(env seconds, total seconds) of ``steps`` steps of a vector env of ``n`` envs."""
-    vec = ClusterVectorEnv(n, scenario, "train", **kw)
+    vec = ClusterVectorEnv(n, scenario, "train", backend=backend, **kw)
     obs, _ = vec.reset(seed=0)
     mask = obs["action_mask"]        # a view of the buffer: always the current masks
     in_env = 0.0
@@ -172,6 +179,31 @@ def measure(cases: list, repeats: int) -> list[tuple[str, float, float]]:
     return [(name, total / min(env_s[name]), total / min(all_s[name])) for name, _, total in cases]
 
 
+_FIRST_STEP = """
+import time
+t = time.perf_counter()
+import numpy as np
+from cluster_env.vector import ClusterVectorEnv
+vec = ClusterVectorEnv(2, {scenario!r}, backend="compiled")
+obs, _ = vec.reset(seed=0)
+vec.step(obs["action_mask"].argmax(axis=1))
+print(time.perf_counter() - t)
+"""
+
+
+def first_step_seconds(scenario: str, cache_dir: "str | None" = None) -> float:
+    """Seconds a fresh process takes to import the compiled backend and step it once
+    (``cache_dir``: an empty numba cache there, i.e. the one-off compile)."""
+    import subprocess
+
+    env = dict(os.environ)
+    if cache_dir is not None:
+        env["NUMBA_CACHE_DIR"] = cache_dir
+    out = subprocess.run([sys.executable, "-c", _FIRST_STEP.format(scenario=scenario)], env=env,
+                         capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
 def main(argv: "list[str] | None" = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--scenario", default="philly-v0")
@@ -181,6 +213,10 @@ def main(argv: "list[str] | None" = None) -> int:
     p.add_argument("--sb3", action="store_true", help="also the SB3 paths (flat DummyVecEnv vs vector adapter)")
     p.add_argument("--mlp", action="store_true",
                    help="also with a torch MLP policy: one forward pass per step (a PPO rollout's cost)")
+    p.add_argument("--backends", nargs="+", default=["compiled", "python"], choices=["compiled", "python"],
+                   help="vector env backends to measure")
+    p.add_argument("--compile-time", action="store_true",
+                   help="also the one-off compile of the compiled backend (empty numba cache)")
     p.add_argument("--quick", action="store_true", help="500 steps per env, one run")
     args = p.parse_args(argv)
     if args.quick:
@@ -188,14 +224,26 @@ def main(argv: "list[str] | None" = None) -> int:
     sc = args.scenario
     print(f"scenario {sc}, {args.steps} steps per env, best of {args.repeats}; python {sys.version.split()[0]}, "
           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}")
+    if "compiled" in args.backends:
+        first_step_seconds(sc)        # fills numba's cache if needed
+        print(f"compiled backend, fresh process to its first step: cache load {first_step_seconds(sc):.2f} s")
+        if args.compile_time:
+            import tempfile
+
+            with tempfile.TemporaryDirectory() as tmp:
+                print(f"compiled backend, one-off compile (empty numba cache): {first_step_seconds(sc, tmp):.1f} s")
     bench_pettingzoo(sc, 500)         # warm-up: compiled kernels, trace loading
+    for backend in args.backends:
+        bench_vector(sc, 2, 50, backend)
     steps = args.steps
     cases = [("pettingzoo (1 env)", lambda: bench_pettingzoo(sc, steps), steps)]
     for n in args.n:
         if n > 1:
             cases.append((f"pettingzoo {n} envs in turn", lambda n=n: bench_pettingzoo(sc, steps, n), steps * n))
-    for n in args.n:
-        cases.append((f"vector N={n}", lambda n=n: bench_vector(sc, n, steps), steps * n))
+    for backend in args.backends:
+        for n in args.n:
+            cases.append((f"vector {backend} N={n}", lambda n=n, b=backend: bench_vector(sc, n, steps, b),
+                          steps * n))
     if args.sb3:
         for n in args.n:
             for view, label in (("flat", "sb3 flat DummyVecEnv"), ("vector", "sb3 vector adapter")):

@@ -230,12 +230,17 @@ def test_benchmark_script_smoke():
     from tests.helpers import ONE_THREAD_ENV, ROOT
 
     args = ["--steps", "200", "--repeats", "1", "--scenario", "toy-v0", "--n", "1", "2"]
+    if kernels.active().name != "numba":
+        args += ["--backends", "python"]
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "vector_env.py"), *args],
                          capture_output=True, text=True, env=ONE_THREAD_ENV, timeout=300)
     assert out.returncode == 0, out.stderr
     rows = [line for line in out.stdout.splitlines() if line.startswith(("pettingzoo", "vector"))]
-    assert [r.split("  ")[0] for r in rows] == ["pettingzoo (1 env)", "pettingzoo 2 envs in turn", "vector N=1",
-                                                "vector N=2"]
+    names = ["pettingzoo (1 env)", "pettingzoo 2 envs in turn", "vector python N=1", "vector python N=2"]
+    if kernels.active().name == "numba":
+        names[2:2] = ["vector compiled N=1", "vector compiled N=2"]
+        assert "cache load" in out.stdout
+    assert [r.split("  ")[0] for r in rows] == names
     assert all(float(r.split()[-4].replace(",", "")) > 0 for r in rows)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 
 from cluster_env.core import kernels as _kernels
@@ -24,6 +25,14 @@ from cluster_env.core.engine.sim import (advance, observe_kernel, place, preempt
 
 _sim.prune_stale_cache(__file__, _kernels.__file__, _sim.__file__)
 jit = _sim.jit
+
+
+def jit_inline(fn):
+    """A helper inlined into its caller at numba's IR level: a call taking the state tuples would
+    update the reference count of every array they hold, atomically, at each call."""
+    dispatcher = numba.njit(nogil=True, error_model="numpy", inline="always")(fn)
+    _kernels._attach_cache(dispatcher)
+    return dispatcher
 
 ORDER, PLACE = 0, 1
 #: ``ClusterParallelEnv``'s MAX_PREEMPTIONS_PER_INSTANT (checked equal by the backend).
@@ -44,7 +53,7 @@ E_SIZE = 13
 EF_SIZE = 4
 
 
-@jit
+@jit_inline
 def candidates(S, O):
     """``ObservationBuilder.candidates``: the K oldest pending jobs, then (with preemption) the R
     running jobs with the most attained service (ties to the lower id), into ``O[O_CAND]``."""
@@ -87,7 +96,7 @@ def candidates(S, O):
     E[E_NR] = r
 
 
-@jit
+@jit_inline
 def observe_row(S, O, i, jobs, machines, glob, plc, order_pad, place_pad, job_ids, force_age):
     """``ClusterParallelEnv._observe`` into row ``i`` (``jobs``, ``plc`` and the masks zero-filled)."""
     jf, ji, mf, mi, ti, sc, ic, pi = S[0], S[1], S[2], S[3], S[6], S[10], S[11], S[13]
