@@ -289,7 +289,8 @@ def order_priority(S, tiresias, thresholds, limits):
                     return PREEMPT_JOB, j
     for i in range(nv):
         j = order[i] & 0xFFFFFFFF
-        if ji[STATUS, j] != ST_RUNNING and (ji[GPUS, j] <= (ic[FREE_TOTAL] if pi[HAS_ALLOWED] == 0 else usable_free(ti, allowed, j))) and jf[PREEMPTED_NOW, j] != now:
+        fit = ji[GPUS, j] <= (ic[FREE_TOTAL] if pi[HAS_ALLOWED] == 0 else usable_free(ti, allowed, j))
+        if ji[STATUS, j] != ST_RUNNING and fit and jf[PREEMPTED_NOW, j] != now:
             jf[STARTED_NOW, j] = now
             return START, j
     return advance_or_first(S)

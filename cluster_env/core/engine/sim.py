@@ -584,7 +584,8 @@ def start(S, job):
 @_jit
 def launch(S, job):
     """``ClusterSimulator._launch``."""
-    jf, ji, mf, mi, sf, si, sb, sc, ic, pf, job_speed, job_spread = S[0], S[1], S[2], S[3], S[7], S[8], S[9], S[10], S[11], S[12], S[14], S[15]
+    jf, ji, mf, mi, sf, si, sb, sc = S[0], S[1], S[2], S[3], S[7], S[8], S[9], S[10]
+    ic, pf, job_speed, job_spread = S[11], S[12], S[14], S[15]
     pool_m = S[17]
     off = ji[AOFF, job]
     ln = ji[ALEN, job]
