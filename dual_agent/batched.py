@@ -46,9 +46,13 @@ def step_envs(envs: Sequence[Any], actions: Sequence[dict]) -> list[tuple]:
 
 
 def batched_decisions(policies: Sequence[DualAgentPolicy], observations: Sequence[dict], infos: Sequence[dict],
-                      model: torch.nn.Module, device: "str | torch.device" = "cpu"
+                      model: torch.nn.Module, device: "str | torch.device" = "cpu", pending_rows: "int | None" = None
                       ) -> list[tuple[int, int, bool, dict]]:
-    """Every policy's (agent, action, learned, features), with one network call per acting agent."""
+    """Every policy's (agent, action, learned, features), with one network call per acting agent.
+
+    ``pending_rows`` (the environment's pending window K) lets the forward pass skip the pending
+    rows no environment of the batch uses.
+    """
     out: list = [None] * len(policies)
     queued: dict[int, list[tuple[int, dict]]] = {ORDERER: [], PLACER: []}
     for k, (policy, obs, info) in enumerate(zip(policies, observations, infos)):
@@ -62,9 +66,22 @@ def batched_decisions(policies: Sequence[DualAgentPolicy], observations: Sequenc
     for agent, items in queued.items():
         if not items:
             continue
+        stacked = {key: np.stack([f[key] for _, f in items]) for key in _NET_KEYS}
+        # Candidate rows no item uses are dropped before the forward pass (the networks are per
+        # row and pool valid rows only): a 256-row window with a few waiting jobs costs a few rows.
+        jobs = stacked["jobs"]
+        K = jobs.shape[1] if pending_rows is None else pending_rows
+        used = max(1, int((jobs[:, :K, 0] > 0.5).sum(axis=1).max()))
+        rows = np.r_[0:used, K:jobs.shape[1]]
+        stacked["jobs"] = np.ascontiguousarray(jobs[:, rows])
         with torch.inference_mode():
-            batch = {key: torch.from_numpy(np.stack([f[key] for _, f in items])).to(device) for key in _NET_KEYS}
+            batch = {key: torch.from_numpy(v).to(device) for key, v in stacked.items()}
             logits = network_logits(model, agent, batch).double().cpu().numpy()
+        if agent == ORDERER:         # back to the full layout; dropped rows are masked anyway
+            full = np.full((len(items), jobs.shape[1] + 1), -1e9)
+            full[:, rows] = logits[:, :-1]
+            full[:, -1] = logits[:, -1]
+            logits = full
         mask_key = "order_mask" if agent == ORDERER else "place_mask"
         for (k, feats), row in zip(items, logits):
             out[k] = (agent, policies[k].choose_from_logits(agent, row, feats[mask_key]), True, feats)
@@ -147,7 +164,7 @@ def collect_batched(policies: Sequence[DualAgentPolicy], envs: Sequence[Any], sp
     active = list(range(len(envs)))
     while active:
         decisions = batched_decisions([policies[i] for i in active], [obs[i] for i in active],
-                                      [infos[i] for i in active], model, device)
+                                      [infos[i] for i in active], model, device, pending_rows=K)
         actions = [joint_action(obs[i], agent, action) for i, (agent, action, _, _) in zip(active, decisions)]
         results = step_envs([envs[i] for i in active], actions)
         still = []

@@ -107,7 +107,9 @@ class DualAgentPolicy:
         if self.teacher is not None:
             self.teacher.reset(seed)
         self._new_episode = True
-        self._touched: dict[int, float] = {}   # job id -> time it was last started or preempted
+        # Jobs started or preempted at the instant ``_touched_at`` (the guard only asks about "now",
+        # and time never goes back, so older instants are forgotten).
+        self._touched_at, self._touched = -1.0, set()
 
     def act(self, observations: dict, infos: dict) -> dict[str, int]:
         agent, action, _, _ = self.decide(observations, infos)
@@ -151,11 +153,16 @@ class DualAgentPolicy:
     def remember(self, agent: int, action: int, feats: dict, infos: Optional[dict]) -> None:
         """Note the job the orderer just started or preempted (the livelock guard reads it)."""
         if agent == ORDERER and action < len(feats["jobs"]) and infos:
-            self._touched[int(infos["orderer"]["job_ids"][action])] = float(infos["orderer"]["time"])
+            now = float(infos["orderer"]["time"])
+            if now != self._touched_at:
+                self._touched_at, self._touched = now, set()
+            self._touched.add(int(infos["orderer"]["job_ids"][action]))
 
     def _livelock_guard(self, order_mask: np.ndarray, info: dict) -> np.ndarray:
         now, ids = float(info["time"]), info["job_ids"]
-        recent = np.fromiter((self._touched.get(int(j), -1.0) == now for j in ids), bool, len(ids))
+        if now != self._touched_at:
+            return order_mask
+        recent = np.isin(ids, np.fromiter(self._touched, np.int64, len(self._touched)))
         if recent.any():
             guarded = order_mask.copy()
             guarded[:-1] &= ~recent
