@@ -39,6 +39,7 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
                    help="warm start: first imitate this baseline's decisions (e.g. fifo+fastest)")
     p.add_argument("--imitate-iterations", type=int, default=None, help="iterations of imitation (default 0)")
     p.add_argument("--eval-every", type=int, default=None, help="iterations between validation runs (default 10)")
+    p.add_argument("--eval-seeds", type=int, default=None, help="validation episodes per evaluation (default 2)")
     p.add_argument("--max-minutes", type=float, default=None, help="stop after this much wall time")
     p.add_argument("--hidden", type=int, default=None, help="network width (default 64)")
     p.add_argument("--orderer", default="learned", help="'learned' or a heuristic orderer (ablation)")
@@ -88,7 +89,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         for key, value in (("timesteps", args.timesteps), ("n_envs", args.n_envs),
                            ("steps_per_worker", args.steps_per_worker), ("jobs_per_episode", args.jobs_per_episode),
                            ("learning_rate", args.lr), ("entropy_coef", args.entropy_coef),
-                           ("eval_every", args.eval_every), ("imitate", args.imitate),
+                           ("eval_every", args.eval_every), ("eval_seeds", args.eval_seeds), ("imitate", args.imitate),
                            ("imitate_iterations", args.imitate_iterations), ("algorithm", args.algorithm),
                            ("group_windows", args.group_windows), ("group_size", args.group_size),
                            ("baseline", args.baseline), ("advantage_scale", args.advantage_scale),

@@ -3,10 +3,12 @@ rollouts against the one-environment path, determinism, devices, the extended ob
 from __future__ import annotations
 
 import copy
+import json
 import math
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,7 +18,7 @@ import cluster_env
 from baselines import evaluate
 from dual_agent import DualAgentConfig, DualAgentPolicy, TrainConfig
 from dual_agent.batched import EpisodeSpec, collect_batched
-from dual_agent.checkpoint import load_checkpoint
+from dual_agent.checkpoint import load_checkpoint, save_checkpoint
 from dual_agent.policy import build_model, spaces_signature
 from dual_agent.rloo import RLOOTrainer, make_trainer, rloo_advantages
 from dual_agent.rollout import collect
@@ -168,3 +170,27 @@ def test_cli_rloo_smoke_then_score_the_checkpoint(tmp_path):
                            "--device", "cuda:99", "--out", str(tmp_path / "x")],
                           capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
     assert proc.returncode == 2 and "device 'cuda:99' is not available" in proc.stderr
+
+
+BENCH = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def test_batched_rollout_benchmark_smoke():
+    proc = subprocess.run([sys.executable, str(BENCH / "bench_batched_rollouts.py"), "--quick"], capture_output=True,
+                          text=True, env=dict(os.environ, OMP_NUM_THREADS="1"), timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split() for line in proc.stdout.splitlines() if line.strip().endswith("x")]
+    assert [r[0] for r in rows] == ["1", "1", "2"] and all(float(r[-1][:-1]) > 0 for r in rows)
+
+
+def test_paired_evaluation_script_smoke(tmp_path):
+    policy = _policy()
+    path = save_checkpoint(tmp_path / "agent.pt", policy.model, policy.config, policy.spaces, "philly-v1")
+    out = tmp_path / "paired.json"
+    proc = subprocess.run([sys.executable, str(BENCH / "eval_dual_paired.py"), str(path), "--seeds", "0-2",
+                           "--references", "las,tiresias", "--jobs-per-episode", "12", "--out", str(out)],
+                          capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"), timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "dual vs las" in proc.stdout and "dual vs tiresias" in proc.stdout
+    data = json.loads(out.read_text())
+    assert data["summaries"]["las"]["n"] == 3 and len(data["records"]) == 9
