@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import time
 
@@ -32,14 +31,15 @@ def _row(s) -> dict:
 
 
 def evaluate_paired(checkpoint: str, scenario: str, split: str, seeds: list[int], references: list[str],
-                    oracle: bool = False, workers: int = 1, env_kwargs: "dict | None" = None) -> dict:
+                    oracle: bool = False, workers: int = 1, env_kwargs: "dict | None" = None,
+                    allow_transfer: bool = False) -> dict:
     """Records of the agent and references on the same windows, and the paired summaries."""
     import torch
 
     from dual_agent import DualAgentPolicy
 
     torch.set_num_threads(1)
-    policy = DualAgentPolicy.load(checkpoint, name="dual")
+    policy = DualAgentPolicy.load(checkpoint, name="dual", allow_transfer=allow_transfer)
     records, walls = [], {}
     for who in [policy, *references, *(["oracle"] if oracle else [])]:
         t0 = time.perf_counter()
@@ -67,10 +67,13 @@ def main() -> None:
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--out", default=None)
     p.add_argument("--jobs-per-episode", type=int, default=None, help="shorter windows (smoke runs only)")
+    p.add_argument("--allow-transfer", action="store_true",
+                   help="score the agent on a scenario with other numbers of machines or rows (generalisation)")
     args = p.parse_args()
     refs = [r for r in args.references.split(",") if r]
     res = evaluate_paired(args.checkpoint, args.scenario, args.split, parse_seeds(args.seeds), refs, args.oracle,
-                          args.workers, {"jobs_per_episode": args.jobs_per_episode} if args.jobs_per_episode else None)
+                          args.workers, {"jobs_per_episode": args.jobs_per_episode} if args.jobs_per_episode else None,
+                          args.allow_transfer)
     print(f"{args.checkpoint} on {args.scenario}/{args.split}, windows {args.seeds}; ratio of average JCT "
           f"(geometric mean of per-window ratios, 95% bootstrap interval), win rate")
     for name, s in res["summaries"].items():
@@ -82,8 +85,10 @@ def main() -> None:
     if args.oracle:
         best = min(refs, key=lambda r: res["summaries"][r]["ref_mean"])
         a, o = res["summaries"][best]["ratio"], res["summaries"][f"oracle_vs_{best}"]["ratio"]
-        share = (1 - a) / (1 - o) if o < 1 else math.nan
-        print(f"  headroom taken: {share:.0%} of the way from {best} to the oracle (geometric ratios)")
+        if o < 1:
+            print(f"  headroom taken: {(1 - a) / (1 - o):.0%} of the way from {best} to the oracle (geometric ratios)")
+        else:
+            print(f"  headroom: none; the oracle is not better than {best} on these windows (ratio {o:.3f})")
     print("  wall seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in res["wall_s"].items()))
     if args.out:
         with open(args.out, "w") as fh:
