@@ -12,12 +12,15 @@ from pathlib import Path
 #: ``--smoke``: a tiny run that CI executes (seconds, not a useful agent).
 SMOKE = {"timesteps": 600, "steps_per_worker": 150, "jobs_per_episode": 30, "minibatch": 128, "epochs": 2,
          "eval_every": 1, "eval_seeds": 1, "n_envs": 2}
+#: ``--smoke --algorithm rloo``: two windows, two rollouts each, tiny episodes.
+SMOKE_RLOO = {"timesteps": 300, "jobs_per_episode": 20, "minibatch": 128, "epochs": 2, "eval_every": 1,
+              "eval_seeds": 1, "group_windows": 2, "group_size": 2}
 
 
 def register_command(subparsers: "argparse._SubParsersAction") -> None:
     """Entry point ``cluster_bench.commands``: add ``cluster-bench train`` to the CLI."""
-    train = subparsers.add_parser("train", help="train the dual agent with MAPPO (needs the rl extra)",
-                                  description="Train the dual agent with MAPPO (needs the rl extra).")
+    train = subparsers.add_parser("train", help="train the dual agent with MAPPO or RLOO (needs the rl extra)",
+                                  description="Train the dual agent with MAPPO or RLOO (needs the rl extra).")
     add_train_arguments(train)
     train.set_defaults(func=cmd_train)
 
@@ -36,6 +39,7 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
                    help="warm start: first imitate this baseline's decisions (e.g. fifo+fastest)")
     p.add_argument("--imitate-iterations", type=int, default=None, help="iterations of imitation (default 0)")
     p.add_argument("--eval-every", type=int, default=None, help="iterations between validation runs (default 10)")
+    p.add_argument("--eval-seeds", type=int, default=None, help="validation episodes per evaluation (default 2)")
     p.add_argument("--max-minutes", type=float, default=None, help="stop after this much wall time")
     p.add_argument("--hidden", type=int, default=None, help="network width (default 64)")
     p.add_argument("--orderer", default="learned", help="'learned' or a heuristic orderer (ablation)")
@@ -47,6 +51,19 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
                    help="environment override used in training and evaluation, repeatable")
     p.add_argument("--agent-env", action="append", default=[], metavar="KEY=VALUE",
                    help="setting the agent needs wherever it runs (stored in the checkpoint), e.g. preemption=True")
+    p.add_argument("--algorithm", choices=("mappo", "rloo"), default=None,
+                   help="mappo (default: worker processes, GAE critic) or rloo (same-window groups, batched rollouts)")
+    p.add_argument("--group-windows", type=int, default=None, help="rloo: windows per iteration (default 2)")
+    p.add_argument("--group-size", type=int, default=None, help="rloo: rollouts per window (default 4)")
+    p.add_argument("--baseline", choices=("time", "episode", "critic"), default=None,
+                   help="rloo: leave-one-out return-to-go at the same simulated time (default), whole return, "
+                        "or the critic (GAE)")
+    p.add_argument("--advantage-scale", choices=("none", "scale", "log"), default=None,
+                   help="rloo: per-window normalisation of the advantages (default log)")
+    p.add_argument("--device", default=None, help="torch device of the networks: cpu (default), cuda, cuda:N")
+    p.add_argument("--observation", choices=("default", "extended"), default=None,
+                   help="observation layout the agent reads (stored in the checkpoint; extended: tenant "
+                        "statistics, attained service, tick phase)")
     p.add_argument("--resume", default=None, metavar="LAST_PT", help="continue the run of this last.pt")
     p.add_argument("--smoke", action="store_true", help="a tiny run for CI (seconds)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -57,29 +74,38 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     from baselines.cli import parse_env_overrides
     from dual_agent.config import DualAgentConfig, TrainConfig
+    from dual_agent.checkpoint import load_checkpoint
     from dual_agent.mappo import MAPPOTrainer
+    from dual_agent.rloo import RLOOTrainer, make_trainer
 
     torch.set_num_threads(1)
     out = Path(args.out or f"runs/dual-{args.scenario}{'-smoke' if args.smoke else ''}")
     if args.resume:
-        trainer = MAPPOTrainer.resume(args.resume, out_dir=args.out, timesteps=args.timesteps)
+        algorithm = load_checkpoint(args.resume).get("train", {}).get("config", {}).get("algorithm", "mappo")
+        cls = RLOOTrainer if algorithm == "rloo" else MAPPOTrainer
+        trainer = cls.resume(args.resume, out_dir=args.out, timesteps=args.timesteps)
     else:
-        train_kw = dict(SMOKE) if args.smoke else {}
+        train_kw = dict(SMOKE_RLOO if args.algorithm == "rloo" else SMOKE) if args.smoke else {}
         for key, value in (("timesteps", args.timesteps), ("n_envs", args.n_envs),
                            ("steps_per_worker", args.steps_per_worker), ("jobs_per_episode", args.jobs_per_episode),
                            ("learning_rate", args.lr), ("entropy_coef", args.entropy_coef),
-                           ("eval_every", args.eval_every), ("imitate", args.imitate),
-                           ("imitate_iterations", args.imitate_iterations)):
+                           ("eval_every", args.eval_every), ("eval_seeds", args.eval_seeds), ("imitate", args.imitate),
+                           ("imitate_iterations", args.imitate_iterations), ("algorithm", args.algorithm),
+                           ("group_windows", args.group_windows), ("group_size", args.group_size),
+                           ("baseline", args.baseline), ("advantage_scale", args.advantage_scale),
+                           ("device", args.device)):
             if value is not None:
                 train_kw[key] = value
+        agent_env = parse_env_overrides(args.agent_env)
+        if args.observation is not None:
+            agent_env["observation"] = args.observation
         agent_kw = {"orderer": args.orderer, "placer": args.placer, "use_gp": not args.no_gp,
-                    "work_conserving": not args.no_work_conserving,
-                    "env_overrides": parse_env_overrides(args.agent_env)}
+                    "work_conserving": not args.no_work_conserving, "env_overrides": agent_env}
         if args.hidden is not None:
             agent_kw["hidden"] = args.hidden
         train = TrainConfig(scenario=args.scenario, seed=args.seed, env_kwargs=parse_env_overrides(args.env),
                             **train_kw)
-        trainer = MAPPOTrainer(train, DualAgentConfig(**agent_kw), out)
+        trainer = make_trainer(train, DualAgentConfig(**agent_kw), out)
     t0 = time.perf_counter()
     result = trainer.train(progress=not args.quiet, max_minutes=args.max_minutes)
     wall = time.perf_counter() - t0

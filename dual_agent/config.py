@@ -5,11 +5,16 @@ so that a checkpoint rebuilds exactly the network it was trained with.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Optional
 
 #: Values of :attr:`DualAgentConfig.orderer` / ``placer`` that mean "the learned agent".
 LEARNED = "learned"
+#: Values of :attr:`TrainConfig.algorithm`, ``baseline`` and ``advantage_scale``.
+ALGORITHMS = ("mappo", "rloo")
+BASELINES = ("time", "episode", "critic")
+SCALES = ("none", "scale", "log")
 
 
 def _positive(name: str, value: Any, integer: bool = False, allow_zero: bool = False) -> None:
@@ -67,7 +72,7 @@ class DualAgentConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    """MAPPO hyper-parameters and the run's scenario.
+    """Training hyper-parameters (MAPPO, or RLOO with ``algorithm="rloo"``) and the run's scenario.
 
     A *rollout* is ``n_envs`` workers each playing whole episodes until it holds at least
     ``steps_per_worker`` decisions; episode seeds derive from ``seed``, the iteration and the worker,
@@ -95,6 +100,12 @@ class TrainConfig:
     imitate_iterations: int = 0    # iterations of behaviour cloning (teacher plays, cross-entropy loss)
     eval_every: int = 10           # iterations between validation evaluations (0: never)
     eval_seeds: int = 2            # validation episodes per evaluation
+    algorithm: str = "mappo"       # "mappo" (workers, GAE with the critic) or "rloo" (dual_agent.rloo)
+    group_windows: int = 2         # rloo: windows drawn per iteration
+    group_size: int = 4            # rloo: rollouts played on each window (>= 2: the baseline leaves one out)
+    baseline: str = "time"         # rloo: "time", "episode" or "critic" (see dual_agent.rloo)
+    advantage_scale: str = "log"   # rloo: "none", "scale" or "log" (per-window normalisation)
+    device: str = "cpu"            # torch device of the networks ("cpu", "cuda", "cuda:1")
 
     def __post_init__(self) -> None:
         for name in ("timesteps", "steps_per_worker", "epochs", "minibatch", "eval_seeds"):
@@ -113,6 +124,16 @@ class TrainConfig:
             _positive("jobs_per_episode", self.jobs_per_episode, integer=True)
         if not isinstance(self.env_kwargs, dict):
             raise ValueError(f"env_kwargs must be a dict, got {self.env_kwargs!r}")
+        for name, allowed in (("algorithm", ALGORITHMS), ("baseline", BASELINES), ("advantage_scale", SCALES)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} must be one of {list(allowed)}, got {getattr(self, name)!r}")
+        for name in ("group_windows", "group_size"):
+            _positive(name, getattr(self, name), integer=True)
+        if self.algorithm == "rloo" and self.group_size < 2:
+            raise ValueError(f"group_size must be >= 2 for rloo (the baseline of a rollout is the mean of the "
+                             f"others on its window), got {self.group_size}")
+        if not isinstance(self.device, str) or not re.fullmatch(r"cpu|cuda(:\d+)?|mps", self.device):
+            raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or 'mps', got {self.device!r}")
         if self.imitate_iterations and not self.imitate:
             raise ValueError("imitate_iterations needs imitate (the teacher's policy name)")
         if self.imitate is not None:

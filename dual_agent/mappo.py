@@ -36,7 +36,7 @@ from dual_agent.rollout import Rollout, RolloutWorkers, make_env
 
 LOG_COLUMNS = ("iteration", "timesteps", "wall_s", "steps_per_s", "episodes", "episode_return", "train_avg_jct",
                "policy_loss", "value_loss", "entropy_orderer", "entropy_placer", "approx_kl", "clip_frac", "learned_frac",
-               "val_avg_jct")
+               "adv_abs", "val_avg_jct")
 _TENSOR_KEYS = ("jobs", "machines", "global", "placing", "order_mask", "place_mask")
 
 
@@ -76,7 +76,8 @@ class MAPPOTrainer:
         probe = make_env(train.scenario, train.split, env_settings, train.jobs_per_episode)
         self.spaces = spaces_signature(probe)
         torch.manual_seed(train.seed)
-        self.model = build_model(agent, self.spaces)
+        self.device = resolve_device(train.device)
+        self.model = build_model(agent, self.spaces).to(self.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=train.learning_rate, eps=1e-5)
         self.iteration, self.timesteps, self.wall_s = 0, 0, 0.0
         self.best: Optional[float] = None
@@ -119,9 +120,7 @@ class MAPPOTrainer:
             self._rewrite_log()
         bar = _progress(progress, cfg.timesteps, self.timesteps)
         start, done_iters = time.perf_counter(), 0
-        workers = RolloutWorkers(cfg.n_envs if cfg.n_envs > 0 else 1, self.subprocess and cfg.n_envs > 0,
-                                 cfg.scenario, cfg.split, cfg.env_kwargs, cfg.jobs_per_episode,
-                                 self.agent_cfg.to_dict(), self.spaces)
+        workers = self._make_collector()
         try:
             while self.timesteps < cfg.timesteps:
                 if max_iterations is not None and done_iters >= max_iterations:
@@ -130,8 +129,7 @@ class MAPPOTrainer:
                     break
                 t0 = time.perf_counter()
                 imitating = self.iteration < cfg.imitate_iterations
-                rollout = workers.collect(self.model.state_dict(), cfg.seed, self.iteration, cfg.steps_per_worker,
-                                          teacher=cfg.imitate if imitating else None)
+                rollout = self._collect(workers, imitating)
                 stats = self.update(rollout, imitation=imitating)
                 self.iteration += 1
                 self.timesteps += len(rollout)
@@ -162,6 +160,32 @@ class MAPPOTrainer:
         return TrainResult(self.out_dir, self.iteration, self.timesteps, self.wall_s, self.best,
                            self.out_dir / "best.pt", self.out_dir / "last.pt")
 
+    # ----------------------------------------------------------------- collection
+    def _make_collector(self) -> Any:
+        """What plays the rollouts (closed after training): MAPPO's worker processes."""
+        cfg = self.train_cfg
+        return RolloutWorkers(cfg.n_envs if cfg.n_envs > 0 else 1, self.subprocess and cfg.n_envs > 0,
+                              cfg.scenario, cfg.split, cfg.env_kwargs, cfg.jobs_per_episode,
+                              self.agent_cfg.to_dict(), self.spaces)
+
+    def _collect(self, workers: Any, imitating: bool) -> Rollout:
+        """One iteration's rollout (a teacher plays while ``imitating``)."""
+        cfg = self.train_cfg
+        state = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
+        return workers.collect(state, cfg.seed, self.iteration, cfg.steps_per_worker,
+                               teacher=cfg.imitate if imitating else None)
+
+    def _uses_critic(self) -> bool:
+        """Whether the critic is trained and its values enter the advantages (GAE)."""
+        return True
+
+    def _advantages(self, rollout: Rollout, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(advantages, critic targets) per step: GAE on the critic's values."""
+        cfg = self.train_cfg
+        adv = torch.from_numpy(gae(rollout.steps["reward"], rollout.steps["done"], values.cpu().numpy(),
+                                   cfg.gamma, cfg.gae_lambda)).to(self.device)
+        return adv, adv + values
+
     # ----------------------------------------------------------------- PPO
     def update(self, rollout: Rollout, imitation: bool = False) -> dict[str, float]:
         """GAE, then the clipped objective for ``epochs`` over shuffled minibatches.
@@ -171,21 +195,24 @@ class MAPPOTrainer:
         With ``imitation`` (a teacher played the rollout) the actors' loss is the cross-entropy
         of the teacher's decisions instead, and the critic learns the teacher's values.
         """
-        cfg = self.train_cfg
-        batch = {k: torch.from_numpy(rollout.steps[k]) for k in _TENSOR_KEYS}
-        agent = torch.from_numpy(rollout.steps["agent"].astype(np.int64))
-        action = torch.from_numpy(rollout.steps["action"])
-        learned = torch.from_numpy(rollout.steps["learned"])
+        cfg, dev = self.train_cfg, self.device
+        critic = self._uses_critic() or imitation
+        batch = {k: torch.from_numpy(rollout.steps[k]).to(dev) for k in _TENSOR_KEYS}
+        agent = torch.from_numpy(rollout.steps["agent"].astype(np.int64)).to(dev)
+        action = torch.from_numpy(rollout.steps["action"]).to(dev)
+        learned = torch.from_numpy(rollout.steps["learned"]).to(dev)
         with torch.no_grad():
-            values = torch.cat([self.model.value({k: v[idx] for k, v in batch.items()})
-                                for idx in _chunks(len(rollout), 2048)])
-            old_logp = torch.zeros(len(rollout))
-            for idx in ([] if imitation else _chunks(len(rollout), 2048)):  # imitation needs no ratio
+            values = (torch.cat([self.model.value({k: v[idx] for k, v in batch.items()})
+                                 for idx in _chunks(len(rollout), 2048, device=dev)])
+                      if critic else torch.zeros(len(rollout), device=dev))
+            old_logp = torch.zeros(len(rollout), device=dev)
+            for idx in ([] if imitation else _chunks(len(rollout), 2048, device=dev)):  # imitation needs no ratio
                 idx = idx[learned[idx]]
                 old_logp[idx] = self._logp_entropy({k: v[idx] for k, v in batch.items()}, agent[idx], action[idx])[0]
-        adv = torch.from_numpy(gae(rollout.steps["reward"], rollout.steps["done"], values.numpy(),
-                                   cfg.gamma, cfg.gae_lambda))
-        returns = adv + values
+        if imitation:   # the critic learns the teacher's values (GAE), whatever the algorithm
+            adv, returns = MAPPOTrainer._advantages(self, rollout, values)
+        else:
+            adv, returns = self._advantages(rollout, values)
         if learned.sum() > 1:
             learned_adv = adv[learned]
             adv = (adv - learned_adv.mean()) / (learned_adv.std() + 1e-8)
@@ -195,9 +222,12 @@ class MAPPOTrainer:
         n_mb = 0
         self.model.train()
         for _ in range(cfg.epochs):
-            for idx in _chunks(len(rollout), cfg.minibatch, rng.permutation(len(rollout))):
-                value_loss = ((self.model.value({k: v[idx] for k, v in batch.items()}) - returns[idx]) ** 2).mean()
-                loss = cfg.value_coef * value_loss
+            for idx in _chunks(len(rollout), cfg.minibatch, rng.permutation(len(rollout)), device=dev):
+                if critic:
+                    value_loss = ((self.model.value({k: v[idx] for k, v in batch.items()}) - returns[idx]) ** 2).mean()
+                    loss = cfg.value_coef * value_loss
+                else:       # no critic: nothing to fit (its weights stay as they are)
+                    value_loss = loss = torch.zeros((), device=dev)
                 act = idx[learned[idx]]
                 if len(act):
                     logp, entropy = self._logp_entropy({k: v[act] for k, v in batch.items()}, agent[act], action[act])
@@ -208,6 +238,8 @@ class MAPPOTrainer:
                         a = adv[act]
                         policy_loss = -torch.min(ratio * a, ratio.clamp(1 - cfg.clip, 1 + cfg.clip) * a).mean()
                     loss = loss + policy_loss - cfg.entropy_coef * entropy.mean()
+                if not loss.requires_grad:   # no learned decision and no critic in this minibatch
+                    continue
                 self.optimizer.zero_grad()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
@@ -229,6 +261,7 @@ class MAPPOTrainer:
         out["entropy_orderer"] = ent[0][0] / max(1, ent[0][1])
         out["entropy_placer"] = ent[1][0] / max(1, ent[1][1])
         out["learned_frac"] = float(learned.float().mean())
+        out["adv_abs"] = float(adv[learned].abs().mean()) if learned.any() else 0.0
         return out
 
     def _logp_entropy(self, sub: dict, agent: torch.Tensor, action: torch.Tensor
@@ -239,7 +272,7 @@ class MAPPOTrainer:
         and the placer on PLACE steps.
         """
         n = len(agent)
-        logp, entropy = torch.zeros(n), torch.zeros(n)
+        logp, entropy = torch.zeros(n, device=agent.device), torch.zeros(n, device=agent.device)
         order, place = (agent == 0).nonzero().squeeze(1), (agent == 1).nonzero().squeeze(1)
         if len(order):
             logits, _ = self.model.orderer(sub["jobs"][order], sub["machines"][order], sub["global"][order])
@@ -257,8 +290,13 @@ class MAPPOTrainer:
 
     # ----------------------------------------------------------------- evaluation and files
     def policy(self, deterministic: bool = True) -> DualAgentPolicy:
-        """The current agent as a harness policy (shares the weights)."""
-        return DualAgentPolicy(self.model, self.agent_cfg, self.spaces, scenario=self.train_cfg.scenario,
+        """The current agent as a harness policy (shares the weights; a CPU copy when training on
+        another device, since a policy acts on numpy arrays)."""
+        model = self.model
+        if self.device.type != "cpu":
+            model = build_model(self.agent_cfg, self.spaces)
+            model.load_state_dict({k: v.detach().cpu() for k, v in self.model.state_dict().items()})
+        return DualAgentPolicy(model, self.agent_cfg, self.spaces, scenario=self.train_cfg.scenario,
                                deterministic=deterministic)
 
     def evaluate(self, split: str = "validation", seeds: Optional[list[int]] = None) -> float:
@@ -351,10 +389,24 @@ def gae(rewards: np.ndarray, dones: np.ndarray, values: np.ndarray, gamma: float
     return adv
 
 
-def _chunks(n: int, size: int, order: Optional[np.ndarray] = None):
+def _chunks(n: int, size: int, order: Optional[np.ndarray] = None, device: "torch.device | str" = "cpu"):
     order = np.arange(n) if order is None else order
     for i in range(0, n, size):
-        yield torch.from_numpy(order[i:i + size])
+        yield torch.from_numpy(order[i:i + size]).to(device)
+
+
+def resolve_device(name: str) -> torch.device:
+    """The torch device ``name``, or a ``ValueError`` that says why it cannot be used here."""
+    device = torch.device(name)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {name!r} is not available: this torch ({torch.__version__}) sees no CUDA GPU "
+                             f"(torch.cuda.is_available() is False); train with --device cpu")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ValueError(f"device {name!r} is not available: {torch.cuda.device_count()} CUDA device(s)")
+    elif device.type == "mps" and not (hasattr(torch.backends, "mps") and torch.backends.mps.is_available()):
+        raise ValueError(f"device {name!r} is not available on this machine; train with --device cpu")
+    return device
 
 
 def _fmt(value: Optional[float]) -> str:

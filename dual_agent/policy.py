@@ -33,8 +33,12 @@ def spaces_signature(env: Any) -> dict:
     from cluster_env.envs.observation import GLOBAL_FEATURES, JOB_FEATURES, MACHINE_FEATURES, PLACING_FEATURES
 
     space = env.observation_space("orderer")
-    return {"job_features": list(JOB_FEATURES), "machine_features": list(MACHINE_FEATURES),
-            "global_features": list(GLOBAL_FEATURES), "placing_features": list(PLACING_FEATURES),
+    builder = getattr(getattr(env, "unwrapped", env), "builder", None)
+    # The extended layout (observation="extended") names its appended columns on its builder.
+    jobs = getattr(builder, "job_features", JOB_FEATURES)
+    glob = getattr(builder, "global_features", GLOBAL_FEATURES)
+    return {"job_features": list(jobs), "machine_features": list(MACHINE_FEATURES),
+            "global_features": list(glob), "placing_features": list(PLACING_FEATURES),
             "rows": int(space["jobs"].shape[0]), "machines": int(space["machines"].shape[0])}
 
 
@@ -103,7 +107,9 @@ class DualAgentPolicy:
         if self.teacher is not None:
             self.teacher.reset(seed)
         self._new_episode = True
-        self._touched: dict[int, float] = {}   # job id -> time it was last started or preempted
+        # Jobs started or preempted at the instant ``_touched_at`` (the guard only asks about "now",
+        # and time never goes back, so older instants are forgotten).
+        self._touched_at, self._touched = -1.0, set()
 
     def act(self, observations: dict, infos: dict) -> dict[str, int]:
         agent, action, _, _ = self.decide(observations, infos)
@@ -141,13 +147,22 @@ class DualAgentPolicy:
         feats = self.features(observations, infos)
         agent = PLACER if is_place_phase(observations["orderer"]) else ORDERER
         action, learned = self._decide(agent, feats, observations, infos)
-        if agent == ORDERER and action < len(feats["jobs"]) and infos:
-            self._touched[int(infos["orderer"]["job_ids"][action])] = float(infos["orderer"]["time"])
+        self.remember(agent, action, feats, infos)
         return agent, action, learned, feats
+
+    def remember(self, agent: int, action: int, feats: dict, infos: Optional[dict]) -> None:
+        """Note the job the orderer just started or preempted (the livelock guard reads it)."""
+        if agent == ORDERER and action < len(feats["jobs"]) and infos:
+            now = float(infos["orderer"]["time"])
+            if now != self._touched_at:
+                self._touched_at, self._touched = now, set()
+            self._touched.add(int(infos["orderer"]["job_ids"][action]))
 
     def _livelock_guard(self, order_mask: np.ndarray, info: dict) -> np.ndarray:
         now, ids = float(info["time"]), info["job_ids"]
-        recent = np.fromiter((self._touched.get(int(j), -1.0) == now for j in ids), bool, len(ids))
+        if now != self._touched_at:
+            return order_mask
+        recent = np.isin(ids, np.fromiter(self._touched, np.int64, len(self._touched)))
         if recent.any():
             guarded = order_mask.copy()
             guarded[:-1] &= ~recent
@@ -174,21 +189,24 @@ class DualAgentPolicy:
             return int(legal[0]), False
         with torch.inference_mode():
             batch = {k: torch.from_numpy(np.ascontiguousarray(v)).unsqueeze(0) for k, v in feats.items()}
-            if agent == ORDERER:
-                logits, _ = self.model.orderer(batch["jobs"], batch["machines"], batch["global"])
-                mask = batch["order_mask"]
-            else:
-                _, _, summary = self.model.orderer.summarise(batch["jobs"], batch["machines"], batch["global"])
-                logits = self.model.placer(batch["machines"], batch["placing"], summary)
-                mask = batch["place_mask"]
-            logits = logits[0].double().numpy()
-        mask = mask[0].numpy()
+            logits = network_logits(self.model, agent, batch)[0].double().numpy()
+        return self.choose_from_logits(agent, logits, mask), True
+
+    def network_decides(self, agent: int, feats: dict) -> bool:
+        """Whether the learned network takes this decision: not a teacher's, not a heuristic half's,
+        not a forced move (batched rollouts ask the network only for these)."""
+        if self.teacher is not None or (self._orderer if agent == ORDERER else self._placer) is not None:
+            return False
+        return int((feats["order_mask"] if agent == ORDERER else feats["place_mask"]).sum()) > 1
+
+    def choose_from_logits(self, agent: int, logits: np.ndarray, mask: np.ndarray) -> int:
+        """The action from the network's logits (float64) under ``mask``: arg max or a sample."""
         if not np.isfinite(logits[mask]).all():
             # NaN logits would pick the first legal action without notice (arg max of NaNs).
             raise FloatingPointError(
                 f"dual agent {self.name!r}: non-finite {'orderer' if agent == ORDERER else 'placer'} logits "
                 f"(NaN or inf) for legal actions; its weights or its inputs are not finite")
-        return self._choose(logits, mask), True
+        return self._choose(logits, mask)
 
     def _choose(self, logits: np.ndarray, mask: np.ndarray) -> int:
         if not mask.any():
@@ -200,19 +218,36 @@ class DualAgentPolicy:
         return int(np.argmax(logits))
 
     def _check_spaces(self, obs: dict) -> None:
-        from cluster_env.envs.observation import JOB_FEATURES, MACHINE_FEATURES
+        from cluster_env.envs.observation import MACHINE_FEATURES
+        from cluster_env.envs.observation_ext import OBSERVATION_MODES, global_features, job_features
 
         want, got = self.spaces, {"rows": obs["jobs"].shape[0], "machines": obs["machines"].shape[0]}
-        if (list(want["job_features"]) != list(JOB_FEATURES) or list(want["machine_features"]) != list(MACHINE_FEATURES)
-                or obs["jobs"].shape[1] != len(want["job_features"])
+        layouts = [(list(job_features(m)), list(global_features(m))) for m in OBSERVATION_MODES]
+        if ((list(want["job_features"]), list(want["global_features"])) not in layouts
+                or list(want["machine_features"]) != list(MACHINE_FEATURES)
                 or obs["machines"].shape[1] != len(want["machine_features"])):
             raise ValueError("this dual agent was trained on another observation layout "
                              "(feature names differ from this cluster_env version); retrain it")
+        if obs["jobs"].shape[1] != len(want["job_features"]) or obs["global"].shape[0] != len(want["global_features"]):
+            raise ValueError(
+                f"this dual agent reads {len(want['job_features'])} job and {len(want['global_features'])} global "
+                f"features; this environment gives {obs['jobs'].shape[1]} and {obs['global'].shape[0]}: run it "
+                f"with the observation layout it was trained on (its env_overrides: {self.env_overrides})")
         if not self.allow_transfer and (got["rows"] != want["rows"] or got["machines"] != want["machines"]):
             raise ValueError(
                 f"this dual agent was trained on {self.scenario or 'another scenario'} with "
                 f"{want['rows']} candidate rows and {want['machines']} machines; this environment has "
                 f"{got['rows']} rows and {got['machines']} machines. Pass allow_transfer=True to run it anyway.")
+
+
+def network_logits(model: DualAgentModel, agent: int, batch: dict) -> torch.Tensor:
+    """The acting agent's logits for a batch of steps of one phase: the orderer's (B, N + 1), or
+    the placer's (B, M + 1) given the orderer's summary of the queue."""
+    if agent == ORDERER:
+        logits, _ = model.orderer(batch["jobs"], batch["machines"], batch["global"])
+        return logits
+    _, _, summary = model.orderer.summarise(batch["jobs"], batch["machines"], batch["global"])
+    return model.placer(batch["machines"], batch["placing"], summary)
 
 
 def joint_action(observations: dict, agent: int, action: int) -> dict[str, int]:

@@ -17,12 +17,13 @@ import numpy as np
 #: Per-step arrays of a rollout and their dtypes.
 STEP_FIELDS = {"jobs": np.float32, "machines": np.float32, "global": np.float32, "placing": np.float32,
                "order_mask": bool, "place_mask": bool, "agent": np.int8, "action": np.int64,
-               "learned": bool, "reward": np.float32, "done": bool}
+               "learned": bool, "reward": np.float32, "done": bool, "time": np.float64}
 
 
 @dataclass
 class Rollout:
-    """Steps of complete episodes (T steps; shapes per field in :data:`STEP_FIELDS` order)."""
+    """Steps of complete episodes (T steps; shapes per field in :data:`STEP_FIELDS` order; ``time`` is
+    the simulated time at which each decision was taken)."""
 
     steps: dict[str, np.ndarray]                       # jobs (T,N,Fj) machines (T,M,Fm+2) global (T,Fg)
                                                        # placing (T,Fp) masks (T,N+1)/(T,M+1) others (T,)
@@ -68,6 +69,7 @@ def collect(policy: Any, env: Any, seeds: list[int], min_steps: int) -> Rollout:
         total, n = 0.0, 0
         while True:
             agent, action, learned, feats = policy.decide(obs, infos)
+            decided_at = float(infos["orderer"]["time"])   # the decision's simulated time
             obs, rewards, term, trunc, infos = env.step(joint_action(obs, agent, action))
             done = bool(term["orderer"] or trunc["orderer"])
             for k in ("jobs", "machines", "global", "placing", "order_mask", "place_mask"):
@@ -77,11 +79,13 @@ def collect(policy: Any, env: Any, seeds: list[int], min_steps: int) -> Rollout:
             rows["learned"].append(learned)
             rows["reward"].append(rewards["orderer"])
             rows["done"].append(done)
+            rows["time"].append(decided_at)
             total += rewards["orderer"]
             n += 1
             if done:
                 break
-        episodes.append({"seed": seed, "return": total, "steps": n, **infos["orderer"].get("metrics", {})})
+        episodes.append({"seed": seed, "return": total, "steps": n, "end_time": float(infos["orderer"]["time"]),
+                         **infos["orderer"].get("metrics", {})})
         e += 1
     steps = {k: np.asarray(v, dtype=STEP_FIELDS[k]) for k, v in rows.items()}
     return Rollout(steps, episodes)

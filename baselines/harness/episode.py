@@ -41,12 +41,13 @@ class EpisodeResult:
 
 
 #: What a policy may require of the environment (its ``env_overrides``): how it is scheduled and
-#: what it sees (SJF needs ``clairvoyant=True``, Tiresias ``preemption=True``), never the world or
+#: what it sees (SJF needs ``clairvoyant=True``, Tiresias ``preemption=True``, a dual agent trained on
+#: ``observation="extended"`` that layout), never the world or
 #: the workload. Any other key (``jobs_per_episode``, ``all_effects_off``, an effect switch, a
 #: world parameter, ``max_time``...) would change what is scored: it is checked against the run's
 #: environment instead (:func:`env_mismatch`).
 INTERFACE_KEYS = frozenset({"preemption", "clairvoyant", "pending_window", "running_window",
-                            "scheduling_tick", "invalid_action"})
+                            "scheduling_tick", "invalid_action", "observation"})
 
 #: Effective values of keys a run does not set, beyond the scenario's configs.
 _ENV_DEFAULTS = {"all_effects_off": False, "reward": "jct", "render_mode": None}

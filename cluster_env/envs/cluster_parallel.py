@@ -63,13 +63,17 @@ scheduling options of :class:`cluster_env.core.config.SchedulingConfig` (``preem
 ``load`` (the offered load each episode's arrivals are rescaled to, see
 :mod:`cluster_env.scenarios.load`; default: the scenario's);
 ``workload_csv`` / ``cluster_csv`` (and ``workload_columns`` / ``cluster_columns``) for a user's
-own trace and cluster; ``render_mode``. Every argument is checked when the environment is
+own trace and cluster; ``render_mode``; ``observation`` (``"default"``, the layout above, or
+``"extended"``: five more ``jobs`` columns, a stable tenant encoding, the tenant's finished run
+times so far, attained service of every candidate, and three more ``global`` columns, the tick
+phase and the finished run times; see :mod:`cluster_env.envs.observation_ext`). Every argument is checked when the environment is
 built: a wrong type or value is a ``TypeError`` or ``ValueError`` that names it.
 
 **Version history.** v0 (0.1.0): first release. Same environment version, new scenario versions:
 ``philly-v1``, ``openb-v1``, ``openb-full-v1``, ``philly-hetero-v1`` (offered load as a parameter,
 spread penalty relative to the fewest machines, pending window 256); the ``load`` argument; the
-``avg_pending_time`` metric; ``offered_load`` in the final infos.
+``avg_pending_time`` metric; ``offered_load`` in the final infos. Unreleased: the opt-in
+``observation="extended"`` layout (the default layout of every scenario is unchanged).
 """
 from __future__ import annotations
 
@@ -87,6 +91,7 @@ from cluster_env.core.metrics import compute_metrics
 from cluster_env.core.rewards import JCTReward, StepStats, make_reward
 from cluster_env.core.simulator import ClusterSimulator
 from cluster_env.envs.observation import ObservationBuilder
+from cluster_env.envs.observation_ext import ExtendedObservationBuilder, check_observation_mode
 from cluster_env.errors import InvalidActionError
 from cluster_env.loaders.csvio import check_column_map
 from cluster_env.scenarios.base import Scenario
@@ -102,7 +107,7 @@ _INVALID_HINT = (". Choose only actions the mask allows: each observation's 'act
 #: ``ClusterParallelEnv._guard_zero_time_restart``): the guard against zero-time livelocks.
 MAX_PREEMPTIONS_PER_INSTANT = 16
 _ENV_KEYS = {"reward", "render_mode", "jobs_per_episode", "time_scale", "load", "all_effects_off",
-             "workload_csv", "cluster_csv", "workload_columns", "cluster_columns"}
+             "workload_csv", "cluster_csv", "workload_columns", "cluster_columns", "observation"}
 
 
 class ClusterParallelEnv(ParallelEnv):
@@ -166,9 +171,14 @@ class ClusterParallelEnv(ParallelEnv):
         check_workload_fits(base.workload(), self.cluster, file=base.workload_file)
         self.possible_agents = list(AGENTS)
         self.agents: list[str] = []
-        self.builder = ObservationBuilder(
-            self.cluster.num_machines, sched.pending_window, sched.running_window,
-            sched.preemption, sched.clairvoyant, self.cluster.gpu_type_names, world.reference_gpu)
+        #: The observation layout: "default" (the scenario's, pinned) or "extended" (observation_ext).
+        self.observation_mode = check_observation_mode(other.get("observation", "default"))
+        builder_args = (self.cluster.num_machines, sched.pending_window, sched.running_window,
+                        sched.preemption, sched.clairvoyant, self.cluster.gpu_type_names, world.reference_gpu)
+        if self.observation_mode == "extended":
+            self.builder = ExtendedObservationBuilder(*builder_args, scheduling_tick=sched.scheduling_tick)
+        else:
+            self.builder = ObservationBuilder(*builder_args)
         self.observation_spaces = self.builder.observation_spaces
         self.action_spaces = self.builder.action_spaces
         self._order_noop = self.builder.n_orderer_actions - 1

@@ -1,0 +1,99 @@
+"""Paired statistics of a dual-agent checkpoint against the strongest heuristics (issue 14).
+
+Runs the checkpoint and every reference on the same windows (default: philly-v1, test split,
+windows 0-19, durations hidden) once, then prints, per reference, the harness's paired summary
+(``baselines.harness.stats.paired_summary``, what ``cluster-bench compare`` prints): the geometric
+mean of the per-window ratio of average JCT, its 95% bootstrap interval and the win rate. With
+``--oracle`` the clairvoyant ``oracle`` is scored too (an upper reference that reads durations),
+and the share of the headroom between the best reference and the oracle that the agent takes is
+printed. ``--out`` writes the records and summaries as JSON.
+
+    python benchmarks/eval_dual_paired.py runs/mine/best.pt [--scenario philly-v1] [--seeds 0-19]
+        [--references las,tiresias] [--oracle] [--out paired.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import baselines  # noqa: E402
+from baselines.cli import parse_seeds  # noqa: E402
+from baselines.harness.stats import paired_summary  # noqa: E402
+
+
+def _row(s) -> dict:
+    return {"n": s.n, "ratio": s.geo_mean, "lo": s.ci_low, "hi": s.ci_high, "win_rate": s.win_rate,
+            "mean": s.mean, "ref_mean": s.reference_mean}
+
+
+def evaluate_paired(checkpoint: str, scenario: str, split: str, seeds: list[int], references: list[str],
+                    oracle: bool = False, workers: int = 1, env_kwargs: "dict | None" = None,
+                    allow_transfer: bool = False) -> dict:
+    """Records of the agent and references on the same windows, and the paired summaries."""
+    import torch
+
+    from dual_agent import DualAgentPolicy
+
+    torch.set_num_threads(1)
+    policy = DualAgentPolicy.load(checkpoint, name="dual", allow_transfer=allow_transfer)
+    records, walls = [], {}
+    for who in [policy, *references, *(["oracle"] if oracle else [])]:
+        t0 = time.perf_counter()
+        records += baselines.evaluate(who, scenario, split=split, seeds=seeds, workers=workers, env_kwargs=env_kwargs)
+        walls[getattr(who, "name", who)] = time.perf_counter() - t0
+    out = {"scenario": scenario, "split": split, "seeds": seeds, "wall_s": walls, "summaries": {}, "records": records}
+    for ref in [*references, *(["oracle"] if oracle else [])]:
+        s = paired_summary(records, "dual", ref)
+        out["summaries"][ref] = _row(s)
+    if oracle:
+        for ref in references:
+            s = paired_summary(records, "oracle", ref)
+            out["summaries"][f"oracle_vs_{ref}"] = _row(s)
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("checkpoint")
+    p.add_argument("--scenario", default="philly-v1")
+    p.add_argument("--split", default="test")
+    p.add_argument("--seeds", default="0-19")
+    p.add_argument("--references", default="las,tiresias")
+    p.add_argument("--oracle", action="store_true", help="also score the clairvoyant oracle (upper reference)")
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--out", default=None)
+    p.add_argument("--jobs-per-episode", type=int, default=None, help="shorter windows (smoke runs only)")
+    p.add_argument("--allow-transfer", action="store_true",
+                   help="score the agent on a scenario with other numbers of machines or rows (generalisation)")
+    args = p.parse_args()
+    refs = [r for r in args.references.split(",") if r]
+    res = evaluate_paired(args.checkpoint, args.scenario, args.split, parse_seeds(args.seeds), refs, args.oracle,
+                          args.workers, {"jobs_per_episode": args.jobs_per_episode} if args.jobs_per_episode else None,
+                          args.allow_transfer)
+    print(f"{args.checkpoint} on {args.scenario}/{args.split}, windows {args.seeds}; ratio of average JCT "
+          f"(geometric mean of per-window ratios, 95% bootstrap interval), win rate")
+    for name, s in res["summaries"].items():
+        print(f"  dual vs {name:18s} ratio {s['ratio']:.3f} [{s['lo']:.3f}, {s['hi']:.3f}]  win rate "
+              f"{s['win_rate']:.2f}  mean JCT {s['mean']:,.0f} s vs {s['ref_mean']:,.0f} s (n={s['n']})"
+              if not name.startswith("oracle_vs_") else
+              f"  oracle vs {name[10:]:16s} ratio {s['ratio']:.3f} [{s['lo']:.3f}, {s['hi']:.3f}]  win rate "
+              f"{s['win_rate']:.2f}")
+    if args.oracle:
+        best = min(refs, key=lambda r: res["summaries"][r]["ref_mean"])
+        a, o = res["summaries"][best]["ratio"], res["summaries"][f"oracle_vs_{best}"]["ratio"]
+        if o < 1:
+            print(f"  headroom taken: {(1 - a) / (1 - o):.0%} of the way from {best} to the oracle (geometric ratios)")
+        else:
+            print(f"  headroom: none; the oracle is not better than {best} on these windows (ratio {o:.3f})")
+    print("  wall seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in res["wall_s"].items()))
+    if args.out:
+        with open(args.out, "w") as fh:
+            json.dump(res, fh, indent=1, default=float)
+
+
+if __name__ == "__main__":
+    main()

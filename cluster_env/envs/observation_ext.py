@@ -1,0 +1,174 @@
+"""Opt-in extra observation features (``parallel_env(..., observation="extended")``).
+
+The default observation (``observation="default"``) is the one every v0 and v1 scenario ships with
+and stays bit-for-bit unchanged. ``"extended"`` appends columns to ``jobs`` and ``global`` (the
+default columns keep their positions, so every policy written for the default layout still reads
+its columns) with what predicts a job's duration and what the scheduling clock looks like:
+
+``jobs`` (per candidate row, appended after :data:`~cluster_env.envs.observation.JOB_FEATURES`):
+
+* ``tenant_slot``: a stable tenant encoding, ``(tenant index mod 64) / 63``. The tenant index is
+  the trace-level index (Philly: the virtual cluster, in order of first appearance in the whole
+  trace; openb: the QoS class in a documented order), so one tenant reads the same value in every
+  window of a scenario (the default ``tenant`` column divides by the window's largest index).
+* ``tenant_seen_log``: ``log1p`` of how many of this tenant's jobs finished so far in the episode.
+* ``tenant_mean_log``: mean of ``log1p(run time in seconds)`` of this tenant's finished jobs
+  (``-1`` when none finished yet). The run time is the execution time the scheduler watched,
+  restart overhead excluded: what a real scheduler measures, never the hidden duration.
+* ``tenant_recent_log``: the same, as an exponential moving average (weight
+  :data:`RECENT_WEIGHT` on the newest finish): the tenant's *recent* durations.
+* ``attained_all_log``: ``log1p(attained GPU-seconds)`` for every candidate, pending ones that
+  were preempted included, whatever ``preemption`` is (the default column is filled only with
+  preemption on).
+
+``global`` (appended after :data:`~cluster_env.envs.observation.GLOBAL_FEATURES`):
+
+* ``tick_phase``: time since the last scheduling tick over ``scheduling_tick`` (in [0, 1); the
+  first period counts from the episode's start); ``-1`` without preemption (no ticks exist).
+* ``finished_mean_log`` / ``finished_recent_log``: mean and moving average of ``log1p(run time)``
+  of every job finished so far in the episode (``-1`` before the first).
+
+Only the past is read: the statistics at time ``t`` are those of the jobs that finished at or
+before ``t`` (finishes at one instant are folded in by job id), updated incrementally from the
+simulator's finish times (tested against a recomputation from scratch).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from gymnasium import spaces
+
+from cluster_env.envs.observation import GLOBAL_FEATURES, JOB_FEATURES, ObservationBuilder
+
+#: Values of the environment argument ``observation``.
+OBSERVATION_MODES = ("default", "extended")
+EXTRA_JOB_FEATURES = ("tenant_slot", "tenant_seen_log", "tenant_mean_log", "tenant_recent_log", "attained_all_log")
+EXTRA_GLOBAL_FEATURES = ("tick_phase", "finished_mean_log", "finished_recent_log")
+#: Tenant slots of ``tenant_slot`` (indices beyond wrap around).
+TENANT_SLOTS = 64
+#: Weight of the newest finish in the ``*_recent_log`` moving averages.
+RECENT_WEIGHT = 0.25
+
+
+def check_observation_mode(value: object) -> str:
+    """``value`` if it names an observation layout; a ``ValueError`` naming the argument otherwise."""
+    if not isinstance(value, str) or value not in OBSERVATION_MODES:
+        raise ValueError(f"observation must be one of {list(OBSERVATION_MODES)}, got {value!r} "
+                         f"('extended' adds tenant statistics, attained service and the tick phase)")
+    return value
+
+
+def job_features(mode: str) -> tuple[str, ...]:
+    """Names of the ``jobs`` columns of an observation layout."""
+    return JOB_FEATURES + (EXTRA_JOB_FEATURES if check_observation_mode(mode) == "extended" else ())
+
+
+def global_features(mode: str) -> tuple[str, ...]:
+    """Names of the ``global`` columns of an observation layout."""
+    return GLOBAL_FEATURES + (EXTRA_GLOBAL_FEATURES if check_observation_mode(mode) == "extended" else ())
+
+
+class RunningStats:
+    """Per-tenant and overall count, mean and moving average of finished jobs' ``log1p(run time)``.
+
+    Fed only with jobs the simulator reports finished (finish time not NaN), in order of
+    (finish time, job id); never sees a job before it finishes.
+    """
+
+    def __init__(self, tenants: np.ndarray) -> None:
+        self.tenant = tenants
+        size = int(tenants.max()) + 1 if len(tenants) else 1
+        self.count = np.zeros(size)
+        self.total = np.zeros(size)
+        self.recent = np.full(size, -1.0)
+        self.all_count, self.all_total, self.all_recent = 0, 0.0, -1.0
+
+    def add(self, jobs: np.ndarray, run_time: np.ndarray) -> None:
+        """Fold finished ``jobs`` (already in finish order) with their run times in seconds."""
+        for job, value in zip(jobs.tolist(), np.log1p(run_time).tolist()):
+            t = self.tenant[job]
+            self.recent[t] = value if self.count[t] == 0 else (1 - RECENT_WEIGHT) * self.recent[t] + RECENT_WEIGHT * value
+            self.count[t] += 1
+            self.total[t] += value
+            self.all_recent = value if self.all_count == 0 else (
+                (1 - RECENT_WEIGHT) * self.all_recent + RECENT_WEIGHT * value)
+            self.all_count += 1
+            self.all_total += value
+
+    def mean(self) -> np.ndarray:
+        """(tenants,) mean log run time, -1 where none finished."""
+        return np.where(self.count > 0, self.total / np.maximum(self.count, 1), -1.0)
+
+
+class ExtendedObservationBuilder(ObservationBuilder):
+    """:class:`ObservationBuilder` plus the columns of this module (appended, never reordered)."""
+
+    def __init__(self, *args, scheduling_tick: float = 300.0, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.scheduling_tick = float(scheduling_tick)
+        self.job_features = job_features("extended")
+        self.global_features = global_features("extended")
+        f32 = np.float32
+        n_rows = self.K + self.R
+        jobs = spaces.Box(-1.0, np.inf, (n_rows, len(self.job_features)), f32)
+        glob = spaces.Box(-1.0, np.inf, (len(self.global_features),), f32)
+        for agent, space in self.observation_spaces.items():
+            parts = dict(space.spaces)
+            parts["jobs"], parts["global"] = jobs, glob
+            self.observation_spaces[agent] = spaces.Dict(parts)
+
+    def bind(self, sim, num_tenants: int) -> None:
+        super().bind(sim, num_tenants)
+        tenant = np.asarray(sim.workload.tenant, dtype=np.int64)
+        self._tenant = tenant
+        self._slot = ((tenant % TENANT_SLOTS) / (TENANT_SLOTS - 1)).astype(np.float32)
+        self._stats = RunningStats(tenant)
+        self._seen_finished = 0
+        self._unfinished = np.zeros(0, dtype=np.int64)   # arrived jobs not yet seen finished
+        self._arrived_seen = 0
+        self._stats_key = -1
+
+    def _update_stats(self) -> None:
+        """Fold the jobs that finished since the last observation into the running statistics."""
+        sim = self.sim
+        if sim.next_arrival > self._arrived_seen:
+            self._unfinished = np.concatenate([self._unfinished, np.arange(self._arrived_seen, sim.next_arrival)])
+            self._arrived_seen = sim.next_arrival
+        if sim.finished_count == self._seen_finished:
+            return
+        ids = self._unfinished
+        finish = sim.jobs.finish[ids]
+        done = ~np.isnan(finish)
+        new = ids[done]
+        order = np.lexsort((new, finish[done]))       # by finish time, then job id
+        new = new[order]
+        self._stats.add(new, sim.jobs.executed[new])
+        self._unfinished = ids[~done]
+        self._seen_finished = sim.finished_count
+
+    def build(self, placing_phase: bool, pending: np.ndarray, running: np.ndarray):
+        feats, order_mask, place_mask = super().build(placing_phase, pending, running)
+        self._update_stats()
+        sim, stats = self.sim, self._stats
+        ids = self.candidate_ids(pending, running)
+        valid = ids >= 0
+        extra = np.zeros((len(ids), len(EXTRA_JOB_FEATURES)), dtype=np.float32)
+        if valid.any():
+            j = ids[valid]
+            t = self._tenant[j]
+            extra[valid, 0] = self._slot[j]
+            extra[valid, 1] = np.log1p(stats.count[t])
+            extra[valid, 2] = stats.mean()[t]
+            extra[valid, 3] = stats.recent[t]
+            extra[valid, 4] = np.log1p(sim.jobs.attained[j])
+        feats["jobs"] = np.concatenate([feats["jobs"], extra], axis=1)
+        if self.preemption:
+            last = sim.last_tick if math.isfinite(sim.last_tick) else 0.0
+            phase = min(max((sim.now - last) / self.scheduling_tick, 0.0), 1.0)
+        else:
+            phase = -1.0
+        mean_all = stats.all_total / stats.all_count if stats.all_count else -1.0
+        g = np.array([phase, mean_all, stats.all_recent], dtype=np.float32)
+        feats["global"] = np.concatenate([feats["global"], g])
+        return feats, order_mask, place_mask
