@@ -272,6 +272,7 @@ def test_backend_choice_and_fallback():
     assert type(slow.backend) is PythonBackend
     assert "reward" in unsupported_reason(slow.envs)
     assert type(ClusterVectorEnv(2, "toy-v0", render_mode="ansi").backend) is PythonBackend
+    assert type(ClusterVectorEnv(2, "toy-v0", observation="extended").backend) is PythonBackend
     # ... and is an error when asked for by name.
     with pytest.raises(ValueError, match="backend='compiled': a non-default reward"):
         ClusterVectorEnv(2, "toy-v0", backend="compiled", reward="cost")

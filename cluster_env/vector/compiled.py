@@ -38,7 +38,8 @@ def unsupported_reason(envs: list[ClusterParallelEnv]) -> Optional[str]:
         return "the compiled backend needs numba and the numba kernel backend (CLUSTER_ENV_KERNELS)"
     for env in envs:
         if type(env) is not ClusterParallelEnv or type(env.builder) is not ObservationBuilder:
-            return f"env {type(env).__name__} is not the library's ClusterParallelEnv"
+            return (f"env {type(env).__name__} with {type(env.builder).__name__} is not the library's "
+                    "ClusterParallelEnv with the default observation layout")
         if env._jct_unit is None:
             return "a non-default reward runs in the Python backend"
         if env.render_mode is not None:

@@ -59,9 +59,9 @@ the single-agent views' observations; ``flat_observations()`` returns it with th
 **Backends.** ``backend=`` chooses what steps the episodes: ``"auto"`` (default) the compiled
 backend (:class:`~cluster_env.vector.compiled.CompiledBackend`: all N envs in one numba call per
 step, several times faster) when it supports the envs (numba kernels, the default reward, no
-render mode), else the Python backend; ``"compiled"`` (an error when it cannot run them),
-``"python"`` (:class:`~cluster_env.vector.backend.PythonBackend`), or a factory
-``(envs, buffers) -> VectorBackend``. Every backend gives the same episodes, bit for bit.
+render mode, the default observation layout), else the Python backend; ``"compiled"`` (an error
+when it cannot run them), ``"python"`` (:class:`~cluster_env.vector.backend.PythonBackend`), or
+a factory ``(envs, buffers) -> VectorBackend``. Every backend gives the same episodes, bit for bit.
 """
 from __future__ import annotations
 
