@@ -96,7 +96,8 @@ def build_state(env: Any, sim: Any) -> tuple:
     pool = 2 * sim.total_gpus + 64
     window = env.builder.K + env.builder.R + 1
     state = (jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi,
-             np.ascontiguousarray(sim.job_speed, dtype=np.float64), np.ascontiguousarray(sim.job_spread, dtype=np.float64),
+             np.ascontiguousarray(sim.job_speed, dtype=np.float64),
+             np.ascontiguousarray(sim.job_spread, dtype=np.float64),
              np.ascontiguousarray(allowed, dtype=np.bool_),
              np.zeros(pool, dtype=np.int64), np.zeros(pool, dtype=np.int64),      # allocation pool
              np.zeros(cap), np.zeros(cap, dtype=np.int64),                       # scratch, due slots
