@@ -1,0 +1,318 @@
+"""Compiled heuristics: the named info-agnostic baselines run as compiled decision rules inside a
+compiled event loop, one call per episode, with the same episodes as through the PettingZoo API.
+
+``run_compiled_episode("fifo", "philly-v1", "test", seed=0)`` returns the same
+:class:`~baselines.harness.episode.EpisodeResult` record as
+``run_episode(make_policy("fifo"), "philly-v1", "test", 0)`` (every metric, the return and the
+step count bit for bit; only ``wall_s`` differs), tens of times faster. The harness
+(``cluster-bench run/compare/sweep/scores``, ``baselines.evaluate``) uses it by itself for the
+policies it supports and falls back to the API otherwise.
+
+Supported: the orderers ``fifo``, ``fifo-strict``, ``sjf``, ``las``, ``tiresias`` (``2dlas``)
+with their default settings, each with the placers ``first-fit``, ``consolidate``
+(``best-fit``), ``spread`` and ``fastest``: the named baselines ``fifo``, ``fifo-strict``,
+``sjf``, ``las``, ``tiresias`` and any ``ORDERER+PLACER`` composition of those; every scenario and
+every world effect; ``max_steps`` / ``max_time``. Not supported (API path): ``random`` halves,
+``sjf-noisy``, the ``oracle`` halves, policy objects and plugins, a non-default reward, a render
+mode, recorded episodes (``record=True``: timelines and series come from the simulator's logs),
+and the numpy kernel backend (``CLUSTER_ENV_KERNELS=numpy``).
+
+Set ``CLUSTER_BENCH_ENGINE=api`` to run everything through the API (for debugging), or
+``compiled`` to make an unsupported request an error instead of a silent fallback.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import os
+import time
+from typing import Any, Optional
+
+import numpy as np
+
+from baselines.engine import _layout as L
+
+#: Environment variable choosing the engine: ``auto`` (default), ``api`` or ``compiled``.
+ENGINE_ENV_VAR = "CLUSTER_BENCH_ENGINE"
+ENGINE_MODES = ("auto", "api", "compiled")
+
+
+class Unsupported(ValueError):
+    """The compiled engine cannot run this request exactly; the API path must."""
+
+
+def engine_mode() -> str:
+    """The engine the harness uses (``CLUSTER_BENCH_ENGINE``): auto, api or compiled."""
+    mode = os.environ.get(ENGINE_ENV_VAR, "auto").strip().lower() or "auto"
+    if mode not in ENGINE_MODES:
+        raise ValueError(f"{ENGINE_ENV_VAR} must be one of {ENGINE_MODES}, got {mode!r}")
+    return mode
+
+
+def policy_codes(name: Any) -> Optional[tuple[int, int]]:
+    """(orderer code, placer code) of a policy name the engine runs, None for any other."""
+    if not isinstance(name, str):
+        return None
+    from baselines.registry import NAMED
+
+    key = name.strip().lower()
+    if key in NAMED:
+        orderer, placer = NAMED[key]
+    elif "+" in key:
+        orderer, _, placer = key.partition("+")
+    else:
+        return None
+    if orderer not in L.ORDERER_CODES or placer not in L.PLACER_CODES:
+        return None
+    return L.ORDERER_CODES[orderer], L.PLACER_CODES[placer]
+
+
+@functools.lru_cache(maxsize=1)
+def _loop_module():
+    """The compiled loop module (imports numba; compiles or loads the cached machine code)."""
+    from baselines.engine import _loop as loop
+
+    return loop
+
+
+def available() -> bool:
+    """Whether the engine can run here: numba imports and the kernels are the compiled ones."""
+    from cluster_env.core import kernels
+
+    return kernels.backend() == "numba"
+
+
+_UNSUPPORTED_KEYS = {"reward", "render_mode", "invalid_action"}
+
+
+def check_request(policy: Any, env_kwargs: Optional[dict] = None, record: bool = False) -> tuple[int, int]:
+    """The codes of ``policy`` if the engine can run it with ``env_kwargs``; else :class:`Unsupported`
+    saying why."""
+    codes = policy_codes(policy)
+    if codes is None:
+        raise Unsupported(f"policy {policy!r} has no compiled rule (compiled: ORDERER+PLACER with orderers "
+                          f"{sorted(L.ORDERER_CODES)} and placers {sorted(L.PLACER_CODES)})")
+    if record:
+        raise Unsupported("recorded episodes (timelines, series) run through the API")
+    bad = sorted(set(env_kwargs or {}) & _UNSUPPORTED_KEYS)
+    if bad:
+        raise Unsupported(f"environment settings {bad} run through the API")
+    if not available():
+        raise Unsupported("the compiled engine needs numba and the numba kernel backend")
+    return codes
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_env(scenario: str, split: str, settings: tuple):
+    import cluster_env
+
+    return cluster_env.parallel_env(scenario, split=split, **dict(settings))
+
+
+def _env_for(policy: Any, scenario: Any, split: str, env_kwargs: Optional[dict], allow_env_mismatch: bool):
+    """The environment the API path would build (cached per settings: the engine only reads it)."""
+    from baselines.harness.episode import env_settings
+    from baselines.registry import make_policy
+
+    settings = env_settings(make_policy(policy), env_kwargs, allow_env_mismatch, scenario)
+    if isinstance(scenario, str):
+        try:
+            return _cached_env(scenario, split, tuple(sorted(settings.items())))
+        except TypeError:          # an unhashable setting (a column mapping): no cache
+            pass
+    import cluster_env
+
+    return cluster_env.parallel_env(scenario, split=split, **settings)
+
+
+def _exact_features(sim) -> None:
+    """The rules read GPU counts back from float32 features (log2 of the GPUs, free GPUs / 8);
+    check that the round trip is exact for this episode (it is for any realistic size)."""
+    gpus = sim.gpus
+    back = np.rint(np.exp2(np.log2(gpus).astype(np.float32).astype(np.float64))).astype(np.int64)
+    if not np.array_equal(back, gpus):
+        raise Unsupported("a GPU count does not survive the float32 gpus_log2 feature")
+    need = np.arange(1, int(gpus.max()) + 1)
+    back = np.rint(2.0 ** np.float32(np.log2(1.0 + need)).astype(np.float64) - 1.0)
+    if not np.array_equal(back, need):
+        raise Unsupported("a GPU count does not survive the float32 need_log2 feature")
+    if int(sim.machine_gpus.max()) >= 2**24:
+        raise Unsupported("machines too large for the float32 free_gpus feature")
+
+
+def _expm1_threshold(limit: float) -> np.float32:
+    """The smallest float32 x with numpy's expm1(float64(x)) >= limit (Tiresias' queue limits)."""
+    def expm1(x):
+        return float(np.expm1(np.array([x], dtype=np.float32).astype(np.float64))[0])
+
+    x = np.float32(math.log1p(limit))
+    up, down = np.float32(np.inf), np.float32(-np.inf)
+    while expm1(x) < limit:
+        x = np.nextafter(x, up)
+    while expm1(np.nextafter(x, down)) >= limit:
+        x = np.nextafter(x, down)
+    return x
+
+
+def _build_state(env, sim, codes: tuple[int, int]):
+    """The engine's state arrays from a simulator right after construction (nothing has run)."""
+    from baselines.orderers import TIRESIAS_STARVATION_KNOB
+    from baselines.placers import FastestFirst
+
+    n, m = sim.num_jobs, sim.num_machines
+    js, ms, fl, world = sim.jobs, sim.machines, sim.fluct, sim.world
+    if sim._n or sim.placing >= 0 or sim.events:
+        raise RuntimeError("the engine starts from a simulator that has not run")
+    jf = np.zeros((L.JF_ROWS, n))
+    jf[L.SUBMIT], jf[L.DURATION] = sim.submit, sim.duration
+    jf[L.PROGRESS], jf[L.ATTAINED], jf[L.EXECUTED], jf[L.HELD] = js.progress, js.attained, js.executed, js.held
+    jf[L.FIRST_START], jf[L.FINISH], jf[L.NOMINAL] = js.first_start, js.finish, js.nominal
+    jf[L.EXEC_BEFORE], jf[L.HELD_BEFORE] = sim._exec_before, sim._held_before
+    jf[L.BEST_SPEED], jf[L.COMM] = sim.best_speed, sim.comm
+    jf[[L.STOPPED_AT, L.STARTED_NOW, L.PREEMPTED_NOW]] = np.nan
+    ji = np.zeros((L.JI_ROWS, n), dtype=np.int64)
+    ji[L.GPUS], ji[L.STATUS], ji[L.RESTARTS] = sim.gpus, js.status, js.restarts
+    ji[L.FREE_SPREAD] = sim.free_spread_machines
+    ji[[L.SLOT_OF, L.P_NEXT, L.P_PREV]] = -1
+    pending = list(sim.pending)
+    for a, b in zip(pending, pending[1:]):
+        ji[L.P_NEXT, a], ji[L.P_PREV, b] = b, a
+
+    mf = np.zeros((L.MF_ROWS, m))
+    mf[L.STATIC], mf[L.MEASURED], mf[L.MEASURED_AT] = ms.static, ms.measured, ms.measured_at
+    mf[L.FACTOR], mf[L.CROWD] = sim.machine_factor, sim._crowd
+    mf[L.GPUS_INV] = 1.0 / sim.machine_gpus
+    mi = np.zeros((L.MI_ROWS, m), dtype=np.int64)
+    mi[L.FREE], mi[L.MJOBS], mi[L.MTYPE], mi[L.MGPUS] = ms.free, ms.jobs, sim.machine_type, sim.machine_gpus
+    mb = np.zeros((1, m), dtype=np.bool_)
+    if fl is not None:
+        mf[L.LOG_SPEED], mf[L.LOG_MULT], mf[L.NEXT_SWITCH], mf[L.DYN] = (
+            fl.log_speed, fl._log_mult, fl._next_switch, fl.factors)
+        mb[0] = fl.straggling
+    tf = np.array([sim._price_per_s, sim._extra_watts], dtype=np.float64).reshape(L.TF_ROWS, -1)
+    ti = np.array([sim.free_per_type, sim.held_per_type], dtype=np.int64).reshape(L.TI_ROWS, -1)
+    cap = max(1, min(n, sim.total_gpus))
+    sf = np.zeros((6, cap))
+    si = np.zeros((4, cap), dtype=np.int64)
+    sb = np.zeros((2, cap), dtype=np.bool_)
+
+    sc = np.zeros(L.SC_SIZE)
+    sc[L.NOW], sc[L.FLUCT_TIME], sc[L.NEXT_FLUCT] = sim.now, sim._fluct_time, sim._next_fluct
+    sc[L.MEASURE_TIME], sc[L.NEXT_TICK], sc[L.LAST_TICK] = sim._measure_time, sim._next_tick, sim.last_tick
+    sc[L.BUSY], sc[L.FEE], sc[L.ENERGY], sc[L.JOB_SECONDS] = (sim.busy_gpu_seconds, sim.fee, sim.energy_joules,
+                                                              sim.job_seconds)
+    sc[L.FEE_RATE], sc[L.POWER], sc[L.NEXT_FINISH] = sim._fee_rate, sim._power, sim._next_finish
+    if fl is not None:
+        sc[L.F_TIME], sc[L.F_NEXT_MIN] = fl.time, fl._next_min
+        sc[L.F_CACHE_DT] = np.nan if fl._cache_dt is None else fl._cache_dt
+        sc[L.F_DECAY], sc[L.F_NOISE] = fl._decay, fl._noise
+    ic = np.zeros(L.IC_SIZE, dtype=np.int64)
+    ic[L.NEXT_ARRIVAL], ic[L.FINISHED], ic[L.ARRIVED] = sim.next_arrival, sim.finished_count, sim.arrived_count
+    ic[L.EVENTS], ic[L.PREEMPTIONS] = sim.events, sim.preemptions
+    ic[L.HELD_TOTAL], ic[L.FREE_TOTAL] = sim._held_total, sim.free_total
+    ic[L.DIRTY], ic[L.RESTARTING] = int(sim._dirty), int(sim._restarting)
+    ic[L.P_COUNT], ic[L.P_GPUS] = len(pending), sim.pending_gpus
+    ic[L.P_HEAD], ic[L.P_TAIL] = (pending[0], pending[-1]) if pending else (-1, -1)
+    ic[L.PLACING] = -1
+
+    params = world.fluctuation_params
+    pf = np.zeros(L.PF_SIZE)
+    pf[L.ALPHA], pf[L.TIME_LIMIT], pf[L.TICK] = sim.alpha, sim.time_limit, sim.scheduling_tick
+    pf[L.OVERHEAD] = float(world.restart_overhead)
+    pf[L.INTERVAL], pf[L.QUIET] = float(params.interval), float(world.quiet_fluctuation_interval)
+    pf[L.NOISE], pf[L.TAU] = float(world.measurement_noise), float(world.measurement_tau)
+    pf[L.SIGMA], pf[L.THETA], pf[L.STRAG_RATE] = float(params.sigma), float(params.theta), float(params.straggler_rate)
+    if fl is not None:
+        pf[L.ON_MEAN], pf[L.OFF_MEAN], pf[L.SHIFT], pf[L.LOG_SLOW] = fl._on_mean, fl._off_mean, fl._shift, fl._log_slow
+    pf[L.DENOM] = max(sim.num_jobs, 1) * env._jct_unit
+    pf[L.TOL_FACTOR] = 1.0 - FastestFirst().tolerance
+    max_time = env.sched.max_time
+    pf[L.MAX_TIME] = math.inf if max_time is None else float(max_time)
+    pf[L.STARVATION] = TIRESIAS_STARVATION_KNOB
+    pi = np.zeros(L.PI_SIZE, dtype=np.int64)
+    pi[L.NJ], pi[L.NM], pi[L.K], pi[L.R] = n, m, env.builder.K, env.builder.R
+    pi[L.PREEMPT], pi[L.FLUCT_ON] = int(sim.preemption), int(fl is not None)
+    pi[L.HAS_ALLOWED] = int(sim.allowed is not None)
+    pi[L.ORDERER], pi[L.PLACER] = codes
+    pi[L.MAX_STEPS] = env.sched.max_steps or 0
+
+    allowed = sim.allowed if sim.allowed is not None else np.zeros((0, sim.num_types), dtype=np.bool_)
+    pool = 2 * sim.total_gpus + 64
+    window = env.builder.K + env.builder.R + 1
+    state = (jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi,
+             np.ascontiguousarray(sim.job_speed, dtype=np.float64), np.ascontiguousarray(sim.job_spread, dtype=np.float64),
+             np.ascontiguousarray(allowed, dtype=np.bool_),
+             np.zeros(pool, dtype=np.int64), np.zeros(pool, dtype=np.int64),      # allocation pool
+             np.zeros(cap), np.zeros(cap, dtype=np.int64),                       # scratch, due slots
+             np.zeros(0, dtype=np.int64), np.zeros(0),                           # empty layouts / draws
+             np.zeros(cap, dtype=np.int64),                                      # due jobs
+             np.zeros(window, dtype=np.int64), np.zeros(window, dtype=np.int64),  # candidates, keys
+             np.zeros(cap, dtype=np.bool_))                                      # running taken
+    return state
+
+
+_ERRORS = {L.E_NO_EVENT: "no future event: nothing running and no arrival left",
+           L.E_NO_MACHINE: "the placer found no machine for the job being placed",
+           L.E_STUCK: "no legal action"}
+
+
+def run_compiled_episode(policy: str, scenario: Any, split: str, seed: int, env_kwargs: Optional[dict] = None,
+                         allow_env_mismatch: bool = False):
+    """Run one episode of the named baseline ``policy`` in the compiled engine.
+
+    Same arguments and result as :func:`baselines.harness.episode.run_episode` (without
+    recording). Raises :class:`Unsupported` when the engine cannot run it exactly.
+    """
+    from gymnasium.utils import seeding
+
+    from baselines.harness.episode import EpisodeResult, env_label
+    from baselines.orderers import TIRESIAS_QUEUE_LIMITS
+    from baselines.registry import make_policy
+    from cluster_env.core.metrics import METRIC_KEYS, compute_metrics
+    from cluster_env.core.simulator import ClusterSimulator
+    from cluster_env.scenarios.load import offered_load
+
+    codes = check_request(policy, env_kwargs)
+    loop = _loop_module()
+    env = _env_for(policy, scenario, split, env_kwargs, allow_env_mismatch)
+    if env._jct_unit is None:
+        raise Unsupported("a non-default reward runs through the API")
+    t0 = time.perf_counter()
+    # env.reset(seed): the same generator, drawn from in the same order.
+    rng, _ = seeding.np_random(seed)
+    workload = env.scenario.sample(env.split, rng, env.jobs_per_episode)
+    load = offered_load(workload, env.cluster.total_gpus)
+    sim = ClusterSimulator(env.cluster, workload, env.world, rng, preemption=env.sched.preemption,
+                           scheduling_tick=env.sched.scheduling_tick, time_limit=env.sched.max_time)
+    _exact_features(sim)
+    state = _build_state(env, sim, codes)
+    limits = np.array(TIRESIAS_QUEUE_LIMITS, dtype=np.float64)
+    thresholds = np.array([_expm1_threshold(x) for x in limits], dtype=np.float32)
+    loop.run_episode(state, rng, thresholds, limits)
+    jf, ji, sc, ic = state[0], state[1], state[10], state[11]
+    if ic[L.ERROR]:
+        raise RuntimeError(f"compiled engine: {_ERRORS.get(int(ic[L.ERROR]), 'error')} "
+                           f"({policy}, {getattr(scenario, 'name', scenario)}, seed {seed})")
+    metrics = compute_metrics(
+        sim.submit, jf[L.FIRST_START], jf[L.FINISH], sim.ideal_runtime, workload.tenant,
+        total_gpus=sim.total_gpus, busy_gpu_seconds=float(sc[L.BUSY]), total_fee=float(sc[L.FEE]),
+        energy_joules=float(sc[L.ENERGY]), preemptions=int(ic[L.PREEMPTIONS]), end_time=float(sc[L.NOW]),
+        held=jf[L.HELD])
+    wall = time.perf_counter() - t0
+    name = getattr(scenario, "name", scenario)
+    if any((env_kwargs or {}).get(k) for k in ("workload_csv", "cluster_csv")):
+        name = getattr(env.scenario, "name", None) or name
+    row: dict[str, Any] = {"policy": make_policy(policy).name, "scenario": name, "split": split,
+                           "seed": int(seed), "env": env_label(env_kwargs)}
+    row.update({k: metrics[k] for k in METRIC_KEYS})
+    row.update({"truncated": bool(ic[L.TRUNCATED]), "jobs_unfinished": int(sim.num_jobs) - int(metrics["jobs_finished"]),
+                "offered_load": float(load), "pending_window": int(env.sched.pending_window),
+                "return": float(sc[L.RETURN]), "steps": int(ic[L.STEPS]), "wall_s": wall})
+    result = EpisodeResult(record=row)
+    result.engine = "compiled"
+    result.events = int(ic[L.EVENTS])
+    return result
+
+
+__all__ = ["ENGINE_ENV_VAR", "Unsupported", "available", "check_request", "engine_mode", "policy_codes",
+           "run_compiled_episode"]

@@ -1,0 +1,980 @@
+"""The compiled event loop: the simulator's dynamics and the named baselines' decision rules in
+numba, one call per episode (no Python per decision).
+
+Every function mirrors one piece of the reference, operation for operation, so that an episode
+gives the same bits as through the PettingZoo API:
+
+* dynamics: :class:`cluster_env.core.simulator.ClusterSimulator` (``advance``, ``_measure``,
+  ``_launch``, ``_release``, ``advance_while_idle``) and
+  :class:`cluster_env.world.fluctuation.FluctuationProcess`; the per-event arithmetic calls the
+  simulator's own compiled kernels (:mod:`cluster_env.core.kernels`);
+* environment: :class:`cluster_env.envs.cluster_parallel.ClusterParallelEnv`'s phases, skip of
+  idle epochs, step count and default reward;
+* decisions: :mod:`baselines.orderers` and :mod:`baselines.placers`, reading the same quantities
+  the observation shows, rounded to float32 where the observation rounds them.
+
+Where the reference calls a numpy ufunc on an array (``np.exp`` of the fluctuation factors,
+``np.expm1`` of Tiresias' features), the loop calls numpy too (``numba.objmode``): numpy's
+vectorised transcendental functions can differ from the C library's in the last bit.
+
+This module imports numba; :mod:`baselines.engine` imports it only when numba is available.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import numba
+import numpy as np
+
+from baselines.engine._layout import *  # noqa: F401,F403 - numba reads them as compile-time constants
+from cluster_env.core import kernels as _kernels
+
+# The simulator's compiled kernels, as module globals (numba caches a function that calls other
+# compiled functions through globals; through a closure it would recompile in every process).
+_K = _kernels._load("numba")
+refresh_rates = _K.refresh_rates
+run_to_next = _K.run_to_next
+measurable_count = _K.measurable_count
+measure_kernel = _K.measure
+ou_step = _K.ou_step
+switch_due = _K.switch_due
+switch_apply = _K.switch_apply
+TIME_EPS = _kernels.TIME_EPS
+
+START, PREEMPT_JOB, ADVANCE = 0, 1, 2
+_F32_SIGN = 0x7FFFFFFF
+
+
+def _prune_stale_cache() -> None:
+    """Remove this module's cached machine code older than this file or the kernels it calls:
+    numba stamps a cache entry with its own source file only, so a changed kernel would
+    otherwise be served stale from the cache."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    stem = os.path.splitext(os.path.basename(__file__))[0] + "."
+    try:
+        newest = max(os.stat(__file__).st_mtime, os.stat(_kernels.__file__).st_mtime)
+    except OSError:
+        return
+    folders = {os.path.join(here, "__pycache__")}
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        folders.add(os.environ["NUMBA_CACHE_DIR"])
+    for folder in folders:
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            if name.startswith(stem) and name.endswith((".nbi", ".nbc")):
+                path = os.path.join(folder, name)
+                try:
+                    if os.stat(path).st_mtime < newest:
+                        os.remove(path)
+                except OSError:
+                    pass
+
+
+_prune_stale_cache()
+
+
+def _jit(fn):
+    dispatcher = numba.njit(nogil=True, error_model="numpy")(fn)
+    _kernels._attach_cache(dispatcher)     # the kernels' guarded, bounded disk cache
+    return dispatcher
+
+
+# ------------------------------------------------------------------------------ numpy calls
+@_jit
+def np_exp_inplace(a):
+    """numpy's exp (vectorised: not always the C library's last bit), as the reference calls it."""
+    with numba.objmode():
+        np.exp(a, out=a)
+
+
+@_jit
+def np_expm1_f32(x32):
+    """numpy's expm1 of one float32 feature value widened to float64 (``baselines.obs.from_log``)."""
+    out = np.empty(1)
+    out[0] = x32
+    with numba.objmode():
+        np.expm1(out, out=out)
+    return out[0]
+
+
+# ------------------------------------------------------------------------------ pending queue
+@_jit
+def p_append(ji, ic, job):
+    tail = ic[P_TAIL]
+    ji[P_PREV, job] = tail
+    ji[P_NEXT, job] = -1
+    if tail >= 0:
+        ji[P_NEXT, tail] = job
+    else:
+        ic[P_HEAD] = job
+    ic[P_TAIL] = job
+    ic[P_COUNT] += 1
+
+
+@_jit
+def p_remove(ji, ic, job):
+    prv = ji[P_PREV, job]
+    nxt = ji[P_NEXT, job]
+    if prv >= 0:
+        ji[P_NEXT, prv] = nxt
+    else:
+        ic[P_HEAD] = nxt
+    if nxt >= 0:
+        ji[P_PREV, nxt] = prv
+    else:
+        ic[P_TAIL] = prv
+    ic[P_COUNT] -= 1
+
+
+@_jit
+def p_insort(ji, ic, job):
+    """Insert ``job`` in job-id order (the simulator's ``bisect.insort``)."""
+    after = -1
+    j = ic[P_HEAD]
+    while j >= 0 and j < job:
+        after = j
+        j = ji[P_NEXT, j]
+    if j < 0:
+        p_append(ji, ic, job)
+        return
+    ji[P_NEXT, job] = j
+    ji[P_PREV, job] = after
+    ji[P_PREV, j] = job
+    if after >= 0:
+        ji[P_NEXT, after] = job
+    else:
+        ic[P_HEAD] = job
+    ic[P_COUNT] += 1
+
+
+# ------------------------------------------------------------------------------ queries
+@_jit
+def fits(S, job):
+    """``ClusterSimulator.fits``: the job fits the free GPUs of the types it may use."""
+    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi, job_speed, job_spread, allowed = S[:17]
+    if pi[HAS_ALLOWED] == 0:
+        return ji[GPUS, job] <= ic[FREE_TOTAL]
+    usable = 0
+    for t in range(ti.shape[1]):
+        if allowed[job, t]:
+            usable += ti[FREE_T, t]
+    return ji[GPUS, job] <= usable
+
+
+@_jit
+def placeable(S, job, m):
+    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi, job_speed, job_spread, allowed = S[:17]
+    if mi[FREE, m] <= 0:
+        return False
+    return pi[HAS_ALLOWED] == 0 or allowed[job, mi[MTYPE, m]]
+
+
+@_jit
+def head_fits(S):
+    """Whether one of the K oldest pending jobs fits (``advance_while_idle``'s test)."""
+    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    j = ic[P_HEAD]
+    c = 0
+    while j >= 0 and c < pi[K]:
+        if fits(S, j):
+            return True
+        j = ji[P_NEXT, j]
+        c += 1
+    return False
+
+
+# ------------------------------------------------------------------------------ dynamics
+@_jit
+def refresh_all(S):
+    """``ClusterSimulator._refresh_rates`` (the compiled backend refreshes every speed)."""
+    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    pool_m, empty_i = S[17], S[21]
+    n = ic[N_RUN]
+    ic[DIRTY] = 0
+    if n == 0:
+        return
+    if ic[N_MULTI] > 0:
+        refresh_rates(n, si[S_FM], mf[FACTOR], mf[CROWD], sf[S_NOMINAL], sf[S_ACOMM], sf[S_RATE], pf[ALPHA],
+                      pool_m, si[S_MOFF], si[S_MLEN])
+    else:
+        refresh_rates(n, si[S_FM], mf[FACTOR], mf[CROWD], sf[S_NOMINAL], sf[S_ACOMM], sf[S_RATE], pf[ALPHA],
+                      empty_i, empty_i, empty_i)
+
+
+@_jit
+def measure(S, rng):
+    """``ClusterSimulator._measure``."""
+    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    scratch, empty_f = S[19], S[22]
+    now = sc[NOW]
+    dt = now - sc[MEASURE_TIME]
+    sc[MEASURE_TIME] = now
+    n = ic[N_RUN]
+    if n == 0 or dt <= 0:
+        return
+    if ic[DIRTY] != 0:
+        refresh_all(S)
+    restarting = ic[RESTARTING] != 0
+    if restarting:
+        count = measurable_count(n, sb[S_SINGLE], sf[S_UNTIL], now)
+    else:
+        count = n - ic[N_MULTI]
+    if count == 0:
+        return
+    noise = pf[NOISE]
+    if noise > 0:
+        z = rng.standard_normal(count)
+    else:
+        z = empty_f
+    measure_kernel(n, sb[S_SINGLE], sf[S_UNTIL], now, restarting, ic[N_MULTI], sf[S_RATE], sf[S_NOMINAL],
+                   si[S_FM], z, noise, -math.expm1(-dt / pf[TAU]), mf[MEASURED], mf[MEASURED_AT], scratch)
+    ic[MEASURE_VERSION] += 1
+
+
+@_jit
+def fluct_switch(S, rng):
+    """``FluctuationProcess._switch``."""
+    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    nxt = mf[NEXT_SWITCH]
+    strag = mb[0]
+    log_mult = mf[LOG_MULT]
+    lam = pf[STRAG_RATE]
+    mu = 1.0 / pf[ON_MEAN]
+    tot = lam + mu
+    pi_ = lam / tot
+    t = sc[F_TIME]
+    count = switch_due(nxt, t, mi[MDUE], mf[SINCE])
+    if count == 1:
+        i = mi[MDUE, 0]
+        entered = not strag[i]
+        ex = math.exp(-tot * mf[SINCE, 0])
+        p_on = pi_ + (1.0 - pi_) * ex if entered else pi_ * (1.0 - ex)
+        on = rng.random() < p_on
+        strag[i] = on
+        log_mult[i] = (pf[LOG_SLOW] if on else 0.0) - pf[SHIFT]
+        e = rng.standard_exponential()
+        if on:
+            nxt[i] = t + pf[ON_MEAN] * e
+        elif lam > 0:
+            nxt[i] = t + pf[OFF_MEAN] * e
+        else:
+            nxt[i] = np.inf
+        best = np.inf
+        for v in nxt:
+            if v < best:
+                best = v
+        sc[F_NEXT_MIN] = best
+    elif count > 1:
+        ex = mf[EXP_TMP][:count]
+        for k in range(count):
+            ex[k] = -tot * mf[SINCE, k]
+        np_exp_inplace(ex)
+        u = rng.random(count)
+        e = rng.standard_exponential(count)
+        sc[F_NEXT_MIN] = switch_apply(count, mi[MDUE], ex, u, e, strag, log_mult, nxt, pi_, pf[LOG_SLOW], pf[SHIFT],
+                                      t, pf[ON_MEAN], pf[OFF_MEAN] if lam > 0 else np.inf)
+    else:
+        best = np.inf
+        for v in nxt:
+            if v < best:
+                best = v
+        sc[F_NEXT_MIN] = best
+
+
+@_jit
+def fluct_advance(S, rng, dt):
+    """``FluctuationProcess.advance``."""
+    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    empty_f = S[22]
+    m = pi[NM]
+    if dt == 0 or m == 0:
+        return
+    sc[F_TIME] += dt
+    dyn = mf[DYN]
+    if pf[SIGMA] > 0:
+        if dt != sc[F_CACHE_DT]:
+            theta = pf[THETA]
+            sc[F_DECAY] = math.exp(-theta * dt)
+            sc[F_NOISE] = pf[SIGMA] * math.sqrt(-math.expm1(-2.0 * theta * dt))
+            sc[F_CACHE_DT] = dt
+        z = mf[ZBUF]
+        for i in range(m):
+            z[i] = rng.standard_normal()
+        if sc[F_TIME] >= sc[F_NEXT_MIN]:
+            ou_step(mf[LOG_SPEED], z, sc[F_NOISE], sc[F_DECAY], mf[LOG_MULT], empty_f)
+            fluct_switch(S, rng)
+            for i in range(m):
+                dyn[i] = mf[LOG_SPEED, i] + mf[LOG_MULT, i]
+        else:
+            ou_step(mf[LOG_SPEED], z, sc[F_NOISE], sc[F_DECAY], mf[LOG_MULT], dyn)
+    else:
+        if sc[F_TIME] >= sc[F_NEXT_MIN]:
+            fluct_switch(S, rng)
+        for i in range(m):
+            dyn[i] = mf[LOG_SPEED, i] + mf[LOG_MULT, i]
+    np_exp_inplace(dyn)
+
+
+@_jit
+def fluct_period(S):
+    pf, ic = S[12], S[11]
+    if ic[P_COUNT] > 0:
+        return pf[INTERVAL]
+    return max(pf[INTERVAL], pf[QUIET])
+
+
+@_jit
+def update_fluctuation(S, rng):
+    """``ClusterSimulator._update_fluctuation``."""
+    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    measure(S, rng)
+    fluct_advance(S, rng, sc[NOW] - sc[FLUCT_TIME])
+    sc[FLUCT_TIME] = sc[NOW]
+    for i in range(pi[NM]):
+        mf[FACTOR, i] = mf[STATIC, i] * mf[DYN, i]
+    sc[NEXT_FLUCT] = sc[NOW] + fluct_period(S)
+    ic[DIRTY] = 1
+
+
+@_jit
+def arrive_until(S, t):
+    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    n = pi[NJ]
+    while ic[NEXT_ARRIVAL] < n and jf[SUBMIT, ic[NEXT_ARRIVAL]] <= t:
+        job = ic[NEXT_ARRIVAL]
+        ji[STATUS, job] = ST_PENDING
+        p_append(ji, ic, job)
+        ic[P_GPUS] += ji[GPUS, job]
+        ic[NEXT_ARRIVAL] += 1
+        ic[ARRIVED] += 1
+
+
+@_jit
+def release(S, job):
+    """``ClusterSimulator._release``."""
+    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    pool_m, pool_g = S[17], S[18]
+    k = ji[SLOT_OF, job]
+    ji[SLOT_OF, job] = -1
+    now = sc[NOW]
+    until = sf[S_UNTIL, k]
+    t0 = sf[S_T0, k]
+    started = t0 if t0 > until else until          # Python's max(until, t0)
+    jf[PROGRESS, job] = jf[DURATION, job] - sf[S_LEFT, k]
+    d = now - started
+    jf[EXEC_BEFORE, job] += 0.0 if 0.0 > d else d  # max(now - started, 0.0)
+    jf[EXECUTED, job] = jf[EXEC_BEFORE, job]
+    jf[ATTAINED, job] = ji[GPUS, job] * jf[EXECUTED, job]
+    jf[HELD_BEFORE, job] += now - t0
+    jf[HELD, job] = jf[HELD_BEFORE, job]
+    last = ic[N_RUN] - 1
+    if sb[S_MULTI, k]:
+        ic[N_MULTI] -= 1
+    if k != last:
+        moved = si[S_JOB, last]
+        for r in range(sf.shape[0]):
+            sf[r, k] = sf[r, last]
+        for r in range(si.shape[0]):
+            si[r, k] = si[r, last]
+        for r in range(sb.shape[0]):
+            sb[r, k] = sb[r, last]
+        ji[SLOT_OF, moved] = k
+    ic[N_RUN] = last
+    off = ji[AOFF, job]
+    for p in range(off, off + ji[ALEN, job]):
+        m = pool_m[p]
+        g = pool_g[p]
+        mi[FREE, m] += g
+        mi[MJOBS, m] -= 1
+        mf[CROWD, m] -= 1.0
+        t = mi[MTYPE, m]
+        ti[FREE_T, t] += g
+        ti[HELD_T, t] -= g
+        ic[HELD_TOTAL] -= g
+        ic[FREE_TOTAL] += g
+        sc[FEE_RATE] += -g * tf[PRICE_S, t]
+        sc[POWER] += -g * tf[EXTRA_W, t]
+    ic[DIRTY] = 1
+
+
+@_jit
+def complete_due(S, count):
+    """``ClusterSimulator._complete_due``."""
+    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    due, jobs = S[20], S[23]
+    for c in range(count):
+        jobs[c] = si[S_JOB, due[c]]
+    for c in range(count):
+        job = jobs[c]
+        sf[S_LEFT, ji[SLOT_OF, job]] = 0.0
+        release(S, job)
+        jf[PROGRESS, job] = jf[DURATION, job]
+        jf[FINISH, job] = sc[NOW]
+        ji[STATUS, job] = ST_FINISHED
+        ic[FINISHED] += 1
+
+
+@_jit
+def advance(S, rng):
+    """``ClusterSimulator.advance``."""
+    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    pool_m, scratch, due, empty_i = S[17], S[19], S[20], S[21]
+    now = sc[NOW]
+    if now >= pf[TIME_LIMIT]:
+        return
+    fluct = pi[FLUCT_ON] != 0
+    if fluct and sc[NEXT_FLUCT] <= now:
+        update_fluctuation(S, rng)
+    if sc[NEXT_TICK] <= now:
+        sc[NEXT_TICK] = now + pf[TICK]
+    arrival = ic[NEXT_ARRIVAL]
+    n_jobs = pi[NJ]
+    t_next = jf[SUBMIT, arrival] if arrival < n_jobs else np.inf
+    if t_next > pf[TIME_LIMIT]:
+        t_next = pf[TIME_LIMIT]
+    n = ic[N_RUN]
+    count = 0
+    if n:
+        dirty = ic[DIRTY] != 0
+        t_other = min(t_next, sc[NEXT_FLUCT], sc[NEXT_TICK])
+        if dirty and ic[N_MULTI] > 0:
+            t_next, finish, restarting, count = run_to_next(
+                n, dirty, si[S_FM], mf[FACTOR], mf[CROWD], sf[S_NOMINAL], sf[S_ACOMM], sf[S_RATE], pf[ALPHA],
+                pool_m, si[S_MOFF], si[S_MLEN], sf[S_LEFT], sf[S_UNTIL], now, ic[RESTARTING] != 0, t_other,
+                scratch, due)
+        else:
+            t_next, finish, restarting, count = run_to_next(
+                n, dirty, si[S_FM], mf[FACTOR], mf[CROWD], sf[S_NOMINAL], sf[S_ACOMM], sf[S_RATE], pf[ALPHA],
+                empty_i, empty_i, empty_i, sf[S_LEFT], sf[S_UNTIL], now, ic[RESTARTING] != 0, t_other,
+                scratch, due)
+        sc[NEXT_FINISH] = finish
+        ic[RESTARTING] = 1 if restarting else 0
+        ic[DIRTY] = 0
+    if not math.isfinite(t_next):
+        ic[ERROR] = E_NO_EVENT
+        return
+    dt = t_next - now
+    if dt > 0:
+        sc[JOB_SECONDS] += (ic[ARRIVED] - ic[FINISHED]) * dt
+        sc[FEE] += sc[FEE_RATE] * dt
+        sc[ENERGY] += sc[POWER] * dt
+        if n:
+            sc[BUSY] += ic[HELD_TOTAL] * dt
+    now = t_next
+    sc[NOW] = now
+    ic[EVENTS] += 1
+    if not fluct:
+        measure(S, rng)
+    if count:
+        complete_due(S, count)
+    if arrival < n_jobs and jf[SUBMIT, arrival] <= now:
+        arrive_until(S, now)
+    if fluct and now >= sc[NEXT_FLUCT] - TIME_EPS:
+        update_fluctuation(S, rng)
+    if now >= sc[NEXT_TICK] - TIME_EPS:
+        sc[LAST_TICK] = now
+        sc[NEXT_TICK] = now + pf[TICK]
+
+
+@_jit
+def skip_idle(S, rng):
+    """``ClusterSimulator.advance_while_idle(K, R > 0)``."""
+    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    n_jobs = pi[NJ]
+    while ic[FINISHED] != n_jobs and sc[NOW] < pf[TIME_LIMIT]:
+        if ic[N_RUN] and pi[R] > 0:
+            return
+        if ic[P_COUNT] > 0 and head_fits(S):
+            return
+        if not (ic[NEXT_ARRIVAL] < n_jobs or ic[N_RUN]):
+            return
+        advance(S, rng)
+        if ic[ERROR]:
+            return
+
+
+# ------------------------------------------------------------------------------ decisions (sim side)
+@_jit
+def compact_pool(S):
+    """Move the running jobs' allocations to the front of the pool (their order kept)."""
+    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    pool_m, pool_g = S[17], S[18]
+    n = ic[N_RUN]
+    live = 0
+    for k in range(n):
+        live += ji[ALEN, si[S_JOB, k]]
+    tmp_m = np.empty(live, np.int64)
+    tmp_g = np.empty(live, np.int64)
+    end = 0
+    for k in range(n):
+        job = si[S_JOB, k]
+        off = ji[AOFF, job]
+        for p in range(off, off + ji[ALEN, job]):
+            tmp_m[end + p - off] = pool_m[p]
+            tmp_g[end + p - off] = pool_g[p]
+        ji[AOFF, job] = end
+        si[S_MOFF, k] = end
+        end += ji[ALEN, job]
+    pool_m[:live] = tmp_m
+    pool_g[:live] = tmp_g
+    ic[POOL_END] = live
+
+
+@_jit
+def start(S, job):
+    """``ClusterSimulator.start``: the job's allocation begins at the pool's end."""
+    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    pool_m = S[17]
+    ic[PLACING] = job
+    ic[NEED] = ji[GPUS, job]
+    if ic[POOL_END] + ji[GPUS, job] > len(pool_m):
+        compact_pool(S)
+    ji[AOFF, job] = ic[POOL_END]
+    ji[ALEN, job] = 0
+
+
+@_jit
+def launch(S, job):
+    """``ClusterSimulator._launch``."""
+    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi, job_speed, job_spread = S[:16]
+    pool_m = S[17]
+    off = ji[AOFF, job]
+    ln = ji[ALEN, job]
+    for p in range(off, off + ln):
+        m = pool_m[p]
+        mi[MJOBS, m] += 1
+        mf[CROWD, m] += 1.0
+    m0 = pool_m[off]
+    if ln == 1:
+        nominal = job_speed[job, mi[MTYPE, m0]]
+    else:
+        nominal = job_speed[job, mi[MTYPE, m0]]
+        for p in range(off + 1, off + ln):
+            nominal = min(nominal, job_speed[job, mi[MTYPE, pool_m[p]]])
+        if ln > ji[FREE_SPREAD, job]:
+            spread = job_spread[job, mi[MTYPE, m0]]
+            for p in range(off + 1, off + ln):
+                spread = min(spread, job_spread[job, mi[MTYPE, pool_m[p]]])
+            nominal *= spread
+    now = sc[NOW]
+    jf[NOMINAL, job] = nominal
+    if math.isnan(jf[FIRST_START, job]):
+        jf[FIRST_START, job] = now
+    p_remove(ji, ic, job)
+    ic[P_GPUS] -= ji[GPUS, job]
+    ji[STATUS, job] = ST_RUNNING
+    until = now
+    if ji[RESTARTS, job] > 0 and pf[OVERHEAD] > 0:
+        until = now + pf[OVERHEAD]
+        ic[RESTARTING] = 1
+    k = ic[N_RUN]
+    ji[SLOT_OF, job] = k
+    si[S_JOB, k] = job
+    sf[S_LEFT, k] = jf[DURATION, job] - jf[PROGRESS, job]
+    sf[S_NOMINAL, k] = nominal
+    sf[S_ACOMM, k] = pf[ALPHA] * jf[COMM, job]
+    si[S_FM, k] = m0
+    sb[S_MULTI, k] = ln > 1
+    sb[S_SINGLE, k] = ln == 1
+    sf[S_UNTIL, k] = until
+    sf[S_T0, k] = now
+    si[S_MOFF, k] = off
+    si[S_MLEN, k] = ln
+    if ln > 1:
+        ic[N_MULTI] += 1
+    ic[N_RUN] = k + 1
+    ic[DIRTY] = 1
+
+
+@_jit
+def place(S, m):
+    """``ClusterSimulator.place``; True when the job holds all its GPUs and has started."""
+    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    pool_m, pool_g = S[17], S[18]
+    job = ic[PLACING]
+    take = min(mi[FREE, m], ic[NEED])
+    mi[FREE, m] -= take
+    t = mi[MTYPE, m]
+    ti[FREE_T, t] -= take
+    ti[HELD_T, t] += take
+    ic[HELD_TOTAL] += take
+    ic[FREE_TOTAL] -= take
+    sc[FEE_RATE] += take * tf[PRICE_S, t]
+    sc[POWER] += take * tf[EXTRA_W, t]
+    p = ic[POOL_END]
+    pool_m[p] = m
+    pool_g[p] = take
+    ic[POOL_END] = p + 1
+    ji[ALEN, job] += 1
+    ic[NEED] -= take
+    if ic[NEED] == 0:
+        launch(S, job)
+        ic[PLACING] = -1
+        return True
+    return False
+
+
+@_jit
+def preempt(S, job):
+    """``ClusterSimulator.preempt``."""
+    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    release(S, job)
+    ji[STATUS, job] = ST_PENDING
+    ji[RESTARTS, job] += 1
+    ic[PREEMPTIONS] += 1
+    p_insort(ji, ic, job)
+    ic[P_GPUS] += ji[GPUS, job]
+
+
+# ------------------------------------------------------------------------------ orderers
+@_jit
+def advance_or_first(S):
+    """``baselines.orderers._advance``: advance when the mask allows it, else the first allowed
+    action (a fitting pending job; nothing else can be allowed then: nothing runs)."""
+    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    if ic[NEXT_ARRIVAL] < pi[NJ] or ic[N_RUN] > 0 or ic[FINISHED] == pi[NJ]:
+        return ADVANCE, -1
+    j = ic[P_HEAD]
+    c = 0
+    while j >= 0 and c < pi[K]:
+        if fits(S, j):
+            return START, j
+        j = ji[P_NEXT, j]
+        c += 1
+    ic[ERROR] = E_STUCK
+    return ADVANCE, -1
+
+
+@_jit
+def order_fifo(S, strict):
+    """``FIFO``: the oldest fitting job of the window (``strict``: only the oldest, if it fits)."""
+    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    j = ic[P_HEAD]
+    c = 0
+    while j >= 0 and c < pi[K]:
+        if fits(S, j):
+            return START, j
+        if strict:
+            break
+        j = ji[P_NEXT, j]
+        c += 1
+    return advance_or_first(S)
+
+
+@_jit
+def order_sjf(S):
+    """``SJF``: the fitting job of the window with the least remaining time (the float32
+    ``remaining_log`` feature; ties to the oldest)."""
+    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    best = -1
+    best_key = np.float32(0.0)
+    j = ic[P_HEAD]
+    c = 0
+    while j >= 0 and c < pi[K]:
+        if fits(S, j):
+            key = np.float32(math.log1p((jf[DURATION, j] - jf[PROGRESS, j]) / jf[BEST_SPEED, j]))
+            if best < 0 or key < best_key:
+                best, best_key = j, key
+        j = ji[P_NEXT, j]
+        c += 1
+    if best >= 0:
+        return START, best
+    return advance_or_first(S)
+
+
+@_jit
+def sync_running(S):
+    """``ClusterSimulator.sync_running`` (what the running candidates' features show)."""
+    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    now = sc[NOW]
+    for k in range(ic[N_RUN]):
+        job = si[S_JOB, k]
+        until = sf[S_UNTIL, k]
+        t0 = sf[S_T0, k]
+        started = until if until >= t0 else t0        # np.maximum
+        e = now - started
+        exec_now = e if e >= 0.0 else 0.0
+        jf[PROGRESS, job] = jf[DURATION, job] - sf[S_LEFT, k]
+        jf[EXECUTED, job] = jf[EXEC_BEFORE, job] + exec_now
+        jf[ATTAINED, job] = ji[GPUS, job] * jf[EXECUTED, job]
+        jf[HELD, job] = jf[HELD_BEFORE, job] + (now - t0)
+
+
+@_jit
+def f32_bits(x):
+    """Order-preserving integer of a non-negative float32 value."""
+    return np.int64(np.array([np.float32(x)]).view(np.int32)[0]) & _F32_SIGN
+
+
+@_jit
+def tiresias_queue(S, job, running, now, thresholds, limits):
+    """``Tiresias.priorities`` for one visible candidate (promotion included)."""
+    jf, ji = S[0], S[1]
+    ic, pf = S[11], S[12]
+    a32 = np.float32(math.log1p(jf[ATTAINED, job]))
+    e32 = np.float32(math.log1p(jf[EXECUTED, job]))
+    promoted = ji[PROMOTED, job] != 0
+    attained = 0.0
+    if promoted:
+        attained = np_expm1_f32(a32)
+        ic[EXPM1_CALLS] += 1
+        x = attained - jf[ATT0, job]
+        queue = 0
+        for q in range(len(limits)):
+            if limits[q] <= x:
+                queue += 1
+    else:
+        # Without an offset, expm1(a32) >= limit exactly when a32 reaches the limit's float32
+        # threshold (numpy's expm1 is monotonic over float32 inputs): no numpy call needed.
+        queue = 0
+        for q in range(len(thresholds)):
+            if a32 >= thresholds[q]:
+                queue += 1
+    starvation = pf[STARVATION]
+    if starvation != 0 and not running and queue > 0 and not math.isnan(jf[STOPPED_AT, job]):
+        # ran > 0 needs executed > exe0; a job this policy never stopped has now - now = 0 < ran.
+        executed = np_expm1_f32(e32)
+        ic[EXPM1_CALLS] += 1
+        ran = executed - jf[EXE0, job]
+        if ran > 0 and now - jf[STOPPED_AT, job] >= starvation * ran:
+            if not promoted:
+                attained = np_expm1_f32(a32)
+                ic[EXPM1_CALLS] += 1
+            jf[ATT0, job] = attained
+            jf[EXE0, job] = executed
+            ji[PROMOTED, job] = 1
+            ic[PROMOTIONS] += 1
+            queue = 0
+    return queue
+
+
+@_jit
+def order_priority(S, tiresias, thresholds, limits):
+    """``PreemptivePriority.order`` with LAS's or Tiresias' keys."""
+    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    cand, keys, taken = S[24], S[25], S[26]
+    now = sc[NOW]
+    nv = 0
+    j = ic[P_HEAD]
+    while j >= 0 and nv < pi[K]:
+        cand[nv] = j
+        nv += 1
+        j = ji[P_NEXT, j]
+    n = ic[N_RUN]
+    if pi[R] > 0 and n > 0:
+        sync_running(S)
+        # Running candidates: most attained service first, ties to the lower job id.
+        for k in range(n):
+            taken[k] = False
+        for r in range(min(pi[R], n)):
+            best = -1
+            for k in range(n):
+                if taken[k]:
+                    continue
+                if best < 0:
+                    best = k
+                    continue
+                a, b = jf[ATTAINED, si[S_JOB, k]], jf[ATTAINED, si[S_JOB, best]]
+                if a > b or (a == b and si[S_JOB, k] < si[S_JOB, best]):
+                    best = k
+            taken[best] = True
+            cand[nv] = si[S_JOB, best]
+            nv += 1
+    if nv == 0:
+        return advance_or_first(S)
+    # Priority order: key, then job id (np.lexsort((ids, keys))).
+    for i in range(nv):
+        j = cand[i]
+        if tiresias:
+            key = tiresias_queue(S, j, ji[STATUS, j] == ST_RUNNING, now, thresholds, limits)
+        else:
+            key = f32_bits(math.log1p(jf[ATTAINED, j]))
+        keys[i] = (key << 32) | j
+    order = np.sort(keys[:nv])
+    capacity = ic[FREE_TOTAL]
+    for i in range(nv):
+        j = cand[i]
+        if ji[STATUS, j] == ST_RUNNING:
+            capacity += ji[GPUS, j]
+    should = np.zeros(nv, np.bool_)
+    waiting = False
+    need = np.int64(1) << 62
+    for i in range(nv):
+        j = order[i] & 0xFFFFFFFF
+        g = ji[GPUS, j]
+        if g <= capacity:
+            should[i] = True
+            capacity -= g
+    for i in range(nv):
+        j = order[i] & 0xFFFFFFFF
+        if should[i] and ji[STATUS, j] != ST_RUNNING:
+            if fits(S, j):
+                if jf[PREEMPTED_NOW, j] != now:
+                    jf[STARTED_NOW, j] = now
+                    return START, j
+            else:
+                waiting = True
+                need = min(need, ji[GPUS, j])
+    tick = sc[LAST_TICK] == now
+    if (pi[PREEMPT_AT_EVENT] != 0 or tick) and waiting:
+        room = ic[FREE_TOTAL]
+        victims = False
+        for i in range(nv):
+            j = order[i] & 0xFFFFFFFF
+            if ji[STATUS, j] == ST_RUNNING and not should[i] and jf[STARTED_NOW, j] != now:
+                victims = True
+                room += ji[GPUS, j]
+        if victims and room >= need:
+            for i in range(nv - 1, -1, -1):
+                j = order[i] & 0xFFFFFFFF
+                if ji[STATUS, j] == ST_RUNNING and not should[i] and jf[STARTED_NOW, j] != now:
+                    jf[STOPPED_AT, j] = now
+                    jf[PREEMPTED_NOW, j] = now
+                    return PREEMPT_JOB, j
+    for i in range(nv):
+        j = order[i] & 0xFFFFFFFF
+        if ji[STATUS, j] != ST_RUNNING and fits(S, j) and jf[PREEMPTED_NOW, j] != now:
+            jf[STARTED_NOW, j] = now
+            return START, j
+    return advance_or_first(S)
+
+
+# ------------------------------------------------------------------------------ placers
+@_jit
+def place_decide(S, code):
+    """The placer's machine for the job being placed (-1: none allowed)."""
+    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi, job_speed = S[:15]
+    job = ic[PLACING]
+    need = ic[NEED]
+    m_count = pi[NM]
+    if code == P_FIRST:
+        for m in range(m_count):
+            if placeable(S, job, m):
+                return m
+        return -1
+    if code == P_BEST:
+        # Tightest machine holding the whole need, else the most free GPUs; ties to the lowest.
+        best_whole, best_free = -1, -1
+        for m in range(m_count):
+            if not placeable(S, job, m):
+                continue
+            f = mi[FREE, m]
+            if f >= need and (best_whole < 0 or f < mi[FREE, best_whole]):
+                best_whole = m
+            if best_free < 0 or f > mi[FREE, best_free]:
+                best_free = m
+        return best_whole if best_whole >= 0 else best_free
+    if code == P_SPREAD:
+        # Largest free fraction (float32 feature), then fewest jobs, then the lowest index.
+        best = -1
+        best_frac = np.float32(0.0)
+        for m in range(m_count):
+            if not placeable(S, job, m):
+                continue
+            frac = np.float32(mi[FREE, m] * mf[GPUS_INV, m])
+            if best < 0 or frac > best_frac or (frac == best_frac and mi[MJOBS, m] < mi[MJOBS, best]):
+                best, best_frac = m, frac
+        return best
+    # P_FASTEST: nominal speed x measured speed (float32 features, product in float64); prefer
+    # machines that hold the whole need; near ties to the tightest fit / the most free GPUs.
+    any_whole = False
+    any_ok = False
+    for m in range(m_count):
+        if placeable(S, job, m):
+            any_ok = True
+            if mi[FREE, m] >= need:
+                any_whole = True
+    if not any_ok:
+        return -1
+    best = -np.inf
+    for m in range(m_count):
+        if placeable(S, job, m) and (mi[FREE, m] >= need or not any_whole):
+            speed = np.float64(np.float32(job_speed[job, mi[MTYPE, m]])) * np.float64(np.float32(mf[MEASURED, m]))
+            if speed > best:
+                best = speed
+    bar = best * pf[TOL_FACTOR]
+    pick = -1
+    for m in range(m_count):
+        if not (placeable(S, job, m) and (mi[FREE, m] >= need or not any_whole)):
+            continue
+        speed = np.float64(np.float32(job_speed[job, mi[MTYPE, m]])) * np.float64(np.float32(mf[MEASURED, m]))
+        if not speed >= bar:
+            continue
+        if pick < 0:
+            pick = m
+        elif any_whole and mi[FREE, m] < mi[FREE, pick]:
+            pick = m
+        elif not any_whole and mi[FREE, m] > mi[FREE, pick]:
+            pick = m
+    return pick
+
+
+# ------------------------------------------------------------------------------ the episode
+@_jit
+def end_step(S):
+    """``ClusterParallelEnv._finish_step``: count the step, add its default reward to the return;
+    True when the episode ends (terminated or truncated)."""
+    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    ic[STEPS] += 1
+    js = sc[JOB_SECONDS]
+    reward = -(js - sc[JS_LAST]) / pf[DENOM]
+    sc[JS_LAST] = js
+    sc[RETURN] += reward
+    if ic[FINISHED] == pi[NJ]:
+        return True
+    if (pi[MAX_STEPS] > 0 and ic[STEPS] >= pi[MAX_STEPS]) or sc[NOW] >= pf[MAX_TIME]:
+        ic[TRUNCATED] = 1
+        return True
+    return ic[ERROR] != 0
+
+
+@_jit
+def run_episode(S, rng, thresholds, limits):
+    """One episode from the state right after the simulator's construction (``env.reset``)."""
+    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    orderer = pi[ORDERER]
+    placer = pi[PLACER]
+    skip_idle(S, rng)
+    if ic[ERROR]:
+        return
+    while True:
+        if orderer == O_FIFO:
+            kind, job = order_fifo(S, False)
+        elif orderer == O_STRICT:
+            kind, job = order_fifo(S, True)
+        elif orderer == O_SJF:
+            kind, job = order_sjf(S)
+        else:
+            kind, job = order_priority(S, orderer == O_TIRESIAS, thresholds, limits)
+        if ic[ERROR]:
+            return
+        if kind == START:
+            start(S, job)
+            if end_step(S):
+                return
+            while True:
+                m = place_decide(S, placer)
+                if m < 0:
+                    ic[ERROR] = E_NO_MACHINE
+                    return
+                placed = place(S, m)
+                if placed:
+                    skip_idle(S, rng)
+                if end_step(S):
+                    return
+                if placed:
+                    break
+        elif kind == PREEMPT_JOB:
+            preempt(S, job)
+            skip_idle(S, rng)
+            if end_step(S):
+                return
+        else:
+            advance(S, rng)
+            skip_idle(S, rng)
+            if end_step(S):
+                return
