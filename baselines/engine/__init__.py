@@ -23,6 +23,7 @@ Set ``CLUSTER_BENCH_ENGINE=api`` to run everything through the API (for debuggin
 from __future__ import annotations
 
 import functools
+import gc
 import math
 import os
 import time
@@ -169,7 +170,7 @@ def _build_state(env, sim, codes: tuple[int, int]):
     jf[L.FIRST_START], jf[L.FINISH], jf[L.NOMINAL] = js.first_start, js.finish, js.nominal
     jf[L.EXEC_BEFORE], jf[L.HELD_BEFORE] = sim._exec_before, sim._held_before
     jf[L.BEST_SPEED], jf[L.COMM] = sim.best_speed, sim.comm
-    jf[[L.STOPPED_AT, L.STARTED_NOW, L.PREEMPTED_NOW]] = np.nan
+    jf[[L.STOPPED_AT, L.STARTED_NOW, L.PREEMPTED_NOW, L.A_KEY, L.E_KEY]] = np.nan
     ji = np.zeros((L.JI_ROWS, n), dtype=np.int64)
     ji[L.GPUS], ji[L.STATUS], ji[L.RESTARTS] = sim.gpus, js.status, js.restarts
     ji[L.FREE_SPREAD] = sim.free_spread_machines
@@ -247,8 +248,9 @@ def _build_state(env, sim, codes: tuple[int, int]):
              np.zeros(0, dtype=np.int64), np.zeros(0),                           # empty layouts / draws
              np.zeros(cap, dtype=np.int64),                                      # due jobs
              np.zeros(window, dtype=np.int64), np.zeros(window, dtype=np.int64),  # candidates, keys
-             np.zeros(cap, dtype=np.bool_))                                      # running taken
-    return state
+             np.zeros(cap, dtype=np.bool_))                                      # (unused)
+    bits = np.zeros(1, dtype=np.float32)
+    return state + (bits, bits.view(np.int32))                               # float32 -> its bits
 
 
 _ERRORS = {L.E_NO_EVENT: "no future event: nothing running and no arrival left",
@@ -288,7 +290,15 @@ def run_compiled_episode(policy: str, scenario: Any, split: str, seed: int, env_
     state = _build_state(env, sim, codes)
     limits = np.array(TIRESIAS_QUEUE_LIMITS, dtype=np.float64)
     thresholds = np.array([_expm1_threshold(x) for x in limits], dtype=np.float32)
-    loop.run_episode(state, rng, thresholds, limits)
+    # The loop calls numpy for a few ufuncs (numba.objmode); Python's cyclic garbage collector,
+    # triggered by those small allocations, would scan every object of the process each time.
+    gc_was_on = gc.isenabled()
+    gc.disable()
+    try:
+        loop.run_episode(state, rng, thresholds, limits)
+    finally:
+        if gc_was_on:
+            gc.enable()
     jf, ji, sc, ic = state[0], state[1], state[10], state[11]
     if ic[L.ERROR]:
         raise RuntimeError(f"compiled engine: {_ERRORS.get(int(ic[L.ERROR]), 'error')} "
@@ -308,10 +318,7 @@ def run_compiled_episode(policy: str, scenario: Any, split: str, seed: int, env_
     row.update({"truncated": bool(ic[L.TRUNCATED]), "jobs_unfinished": int(sim.num_jobs) - int(metrics["jobs_finished"]),
                 "offered_load": float(load), "pending_window": int(env.sched.pending_window),
                 "return": float(sc[L.RETURN]), "steps": int(ic[L.STEPS]), "wall_s": wall})
-    result = EpisodeResult(record=row)
-    result.engine = "compiled"
-    result.events = int(ic[L.EVENTS])
-    return result
+    return EpisodeResult(record=row, engine="compiled")
 
 
 __all__ = ["ENGINE_ENV_VAR", "Unsupported", "available", "check_request", "engine_mode", "policy_codes",

@@ -705,9 +705,26 @@ def sync_running(S):
 
 
 @_jit
-def f32_bits(x):
-    """Order-preserving integer of a non-negative float32 value."""
-    return np.int64(np.array([np.float32(x)]).view(np.int32)[0]) & _F32_SIGN
+def f32_bits(S, x):
+    """Order-preserving integer of a non-negative value rounded to float32 (through a one-element
+    float32 buffer and its int32 view, both in the state: no allocation)."""
+    S[27][0] = np.float32(x)
+    return np.int64(S[28][0]) & _F32_SIGN
+
+
+@_jit
+def expm1_memo(S, job, x32, key_row, val_row):
+    """numpy's expm1 of a job's float32 feature, remembered per job (a pending job's features stay
+    put, so each costs one numpy call per wait)."""
+    jf, ic = S[0], S[11]
+    key = np.float64(x32)
+    if jf[key_row, job] == key:
+        return jf[val_row, job]
+    value = np_expm1_f32(x32)
+    ic[EXPM1_CALLS] += 1
+    jf[key_row, job] = key
+    jf[val_row, job] = value
+    return value
 
 
 @_jit
@@ -716,35 +733,27 @@ def tiresias_queue(S, job, running, now, thresholds, limits):
     jf, ji = S[0], S[1]
     ic, pf = S[11], S[12]
     a32 = np.float32(math.log1p(jf[ATTAINED, job]))
-    e32 = np.float32(math.log1p(jf[EXECUTED, job]))
     promoted = ji[PROMOTED, job] != 0
-    attained = 0.0
+    queue = 0
     if promoted:
-        attained = np_expm1_f32(a32)
-        ic[EXPM1_CALLS] += 1
-        x = attained - jf[ATT0, job]
-        queue = 0
+        x = expm1_memo(S, job, a32, A_KEY, A_VAL) - jf[ATT0, job]
         for q in range(len(limits)):
             if limits[q] <= x:
                 queue += 1
     else:
         # Without an offset, expm1(a32) >= limit exactly when a32 reaches the limit's float32
         # threshold (numpy's expm1 is monotonic over float32 inputs): no numpy call needed.
-        queue = 0
         for q in range(len(thresholds)):
             if a32 >= thresholds[q]:
                 queue += 1
     starvation = pf[STARVATION]
     if starvation != 0 and not running and queue > 0 and not math.isnan(jf[STOPPED_AT, job]):
         # ran > 0 needs executed > exe0; a job this policy never stopped has now - now = 0 < ran.
-        executed = np_expm1_f32(e32)
-        ic[EXPM1_CALLS] += 1
+        e32 = np.float32(math.log1p(jf[EXECUTED, job]))
+        executed = expm1_memo(S, job, e32, E_KEY, E_VAL)
         ran = executed - jf[EXE0, job]
         if ran > 0 and now - jf[STOPPED_AT, job] >= starvation * ran:
-            if not promoted:
-                attained = np_expm1_f32(a32)
-                ic[EXPM1_CALLS] += 1
-            jf[ATT0, job] = attained
+            jf[ATT0, job] = expm1_memo(S, job, a32, A_KEY, A_VAL)
             jf[EXE0, job] = executed
             ji[PROMOTED, job] = 1
             ic[PROMOTIONS] += 1
@@ -767,23 +776,31 @@ def order_priority(S, tiresias, thresholds, limits):
     n = ic[N_RUN]
     if pi[R] > 0 and n > 0:
         sync_running(S)
-        # Running candidates: most attained service first, ties to the lower job id.
+        # Running candidates: most attained service first, ties to the lower job id (the top R
+        # kept sorted in cand[nv:nv + r] by insertion; one comparison rejects most jobs).
+        top = min(pi[R], n)
+        r = 0
         for k in range(n):
-            taken[k] = False
-        for r in range(min(pi[R], n)):
-            best = -1
-            for k in range(n):
-                if taken[k]:
+            job = si[S_JOB, k]
+            a = jf[ATTAINED, job]
+            if r == top:
+                last = cand[nv + r - 1]
+                b = jf[ATTAINED, last]
+                if a < b or (a == b and job > last):
                     continue
-                if best < 0:
-                    best = k
-                    continue
-                a, b = jf[ATTAINED, si[S_JOB, k]], jf[ATTAINED, si[S_JOB, best]]
-                if a > b or (a == b and si[S_JOB, k] < si[S_JOB, best]):
-                    best = k
-            taken[best] = True
-            cand[nv] = si[S_JOB, best]
-            nv += 1
+                r -= 1
+            i = nv + r
+            while i > nv:
+                prev = cand[i - 1]
+                b = jf[ATTAINED, prev]
+                if a > b or (a == b and job < prev):
+                    cand[i] = prev
+                    i -= 1
+                else:
+                    break
+            cand[i] = job
+            r += 1
+        nv += r
     if nv == 0:
         return advance_or_first(S)
     # Priority order: key, then job id (np.lexsort((ids, keys))).
@@ -792,7 +809,7 @@ def order_priority(S, tiresias, thresholds, limits):
         if tiresias:
             key = tiresias_queue(S, j, ji[STATUS, j] == ST_RUNNING, now, thresholds, limits)
         else:
-            key = f32_bits(math.log1p(jf[ATTAINED, j]))
+            key = f32_bits(S, math.log1p(jf[ATTAINED, j]))
         keys[i] = (key << 32) | j
     order = np.sort(keys[:nv])
     capacity = ic[FREE_TOTAL]

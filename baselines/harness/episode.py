@@ -37,6 +37,7 @@ class EpisodeResult:
     machine_gpus: Optional[np.ndarray] = None        # (M,)
     total_gpus: int = 0
     machine_types: tuple[str, ...] = field(default_factory=tuple)   # (M,) GPU type name of each machine
+    engine: str = "api"                              # "api" (PettingZoo steps) or "compiled" (baselines.engine)
 
 
 #: What a policy may require of the environment (its ``env_overrides``): how it is scheduled and

@@ -140,11 +140,33 @@ class Task:
 
 
 def run_task(task: Task) -> EpisodeResult:
-    """Run one task (in whatever process the backend chose)."""
+    """Run one task (in whatever process the backend chose): in the compiled engine when it
+    runs the policy (:mod:`baselines.engine`, the same record), else through the API."""
     _limit_threads()
+    result = _run_compiled(task)
+    if result is not None:
+        return result
     policy = resolve_policy(task.policy, task.scenario)
     return run_episode(policy, task.scenario, task.split, task.seed, dict(task.env_kwargs), record=task.record,
                        allow_env_mismatch=task.allow_env_mismatch)
+
+
+def _run_compiled(task: Task) -> Optional[EpisodeResult]:
+    """The task's episode from the compiled engine, or None when it must run through the API
+    (a policy or setting without a compiled rule, a recorded episode, ``CLUSTER_BENCH_ENGINE=api``)."""
+    from baselines import engine
+
+    mode = engine.engine_mode()
+    if mode == "api":
+        return None
+    try:
+        engine.check_request(task.policy, dict(task.env_kwargs), task.record)
+        return engine.run_compiled_episode(task.policy, task.scenario, task.split, task.seed, dict(task.env_kwargs),
+                                           allow_env_mismatch=task.allow_env_mismatch)
+    except engine.Unsupported:
+        if mode == "compiled":
+            raise
+        return None
 
 
 def _limit_threads() -> None:
