@@ -236,6 +236,7 @@ def _build_state(env, sim, codes: tuple[int, int]):
     pi[L.HAS_ALLOWED] = int(sim.allowed is not None)
     pi[L.ORDERER], pi[L.PLACER] = codes
     pi[L.MAX_STEPS] = env.sched.max_steps or 0
+    pi[L.READS_MEASURED] = int(codes[1] == L.P_FASTEST)
 
     allowed = sim.allowed if sim.allowed is not None else np.zeros((0, sim.num_types), dtype=np.bool_)
     pool = 2 * sim.total_gpus + 64
@@ -250,7 +251,9 @@ def _build_state(env, sim, codes: tuple[int, int]):
              np.zeros(window, dtype=np.int64), np.zeros(window, dtype=np.int64),  # candidates, keys
              np.zeros(cap, dtype=np.bool_))                                      # (unused)
     bits = np.zeros(1, dtype=np.float32)
-    return state + (bits, bits.view(np.int32))                               # float32 -> its bits
+    # Jobs on each machine (a job holds at least one GPU there, so at most its GPUs of them).
+    table = np.full((m, int(sim.machine_gpus.max())), -1, dtype=np.int64)
+    return state + (bits, bits.view(np.int32), table)                        # float32 -> its bits
 
 
 _ERRORS = {L.E_NO_EVENT: "no future event: nothing running and no arrival left",

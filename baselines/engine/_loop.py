@@ -152,10 +152,18 @@ def p_insort(ji, ic, job):
 
 
 # ------------------------------------------------------------------------------ queries
-@_jit
-def fits(S, job):
+def _jit_inline(fn):
+    """A small helper inlined into its callers at numba's IR level: no call, and the callers'
+    arrays are used as they are (a call taking the state tuple would update the reference count
+    of every array it unpacks, atomically, each time: most of an event's cost in a hot loop)."""
+    dispatcher = numba.njit(nogil=True, error_model="numpy", inline="always")(fn)
+    _kernels._attach_cache(dispatcher)
+    return dispatcher
+
+
+@_jit_inline
+def fits(ji, ti, ic, pi, allowed, job):
     """``ClusterSimulator.fits``: the job fits the free GPUs of the types it may use."""
-    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi, job_speed, job_spread, allowed = S[:17]
     if pi[HAS_ALLOWED] == 0:
         return ji[GPUS, job] <= ic[FREE_TOTAL]
     usable = 0
@@ -165,9 +173,8 @@ def fits(S, job):
     return ji[GPUS, job] <= usable
 
 
-@_jit
-def placeable(S, job, m):
-    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi, job_speed, job_spread, allowed = S[:17]
+@_jit_inline
+def placeable(mi, pi, allowed, job, m):
     if mi[FREE, m] <= 0:
         return False
     return pi[HAS_ALLOWED] == 0 or allowed[job, mi[MTYPE, m]]
@@ -176,11 +183,13 @@ def placeable(S, job, m):
 @_jit
 def head_fits(S):
     """Whether one of the K oldest pending jobs fits (``advance_while_idle``'s test)."""
-    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    ji, ic, pi = S[1], S[11], S[13]
+    ti, allowed = S[6], S[16]
     j = ic[P_HEAD]
     c = 0
     while j >= 0 and c < pi[K]:
-        if fits(S, j):
+        ic[C_WALK] += 1
+        if fits(ji, ti, ic, pi, allowed, j):
             return True
         j = ji[P_NEXT, j]
         c += 1
@@ -191,7 +200,7 @@ def head_fits(S):
 @_jit
 def refresh_all(S):
     """``ClusterSimulator._refresh_rates`` (the compiled backend refreshes every speed)."""
-    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    mf, sf, si, ic, pf = S[2], S[7], S[8], S[11], S[12]
     pool_m, empty_i = S[17], S[21]
     n = ic[N_RUN]
     ic[DIRTY] = 0
@@ -205,16 +214,64 @@ def refresh_all(S):
                       empty_i, empty_i, empty_i)
 
 
+@_jit_inline
+def refresh_slot(mf, sf, si, pf, pool_m, k):
+    """The true speed of running slot ``k``: ``refresh_rates``' arithmetic for one slot (the same
+    bits). Launches and releases refresh only the slots whose inputs they change, instead of
+    every slot as the simulator's compiled backend does; the values are the same."""
+    m = si[S_FM, k]
+    alpha = pf[ALPHA]
+    f = mf[FACTOR, m]
+    c = mf[CROWD, m]
+    lo = si[S_MOFF, k]
+    count = si[S_MLEN, k]
+    if count > 1:
+        f = mf[FACTOR, pool_m[lo]]
+        c = mf[CROWD, pool_m[lo]]
+        for p in range(lo + 1, lo + count):
+            f = min(f, mf[FACTOR, pool_m[p]])
+            c = max(c, mf[CROWD, pool_m[p]])
+    rate = sf[S_NOMINAL, k] * f
+    if alpha != 0.0:
+        rate = rate / (c * sf[S_ACOMM, k] + 1.0)
+    sf[S_RATE, k] = rate
+
+
+@_jit
+def refresh_machines(S, job):
+    """After a launch or release of ``job``: with contention, every job on its machines changes
+    speed; without, no other job does."""
+    pf = S[12]
+    if pf[ALPHA] == 0.0:
+        return
+    ji, mf, mi, sf, si = S[1], S[2], S[3], S[7], S[8]
+    pool_m, table = S[17], S[29]
+    off = ji[AOFF, job]
+    for p in range(off, off + ji[ALEN, job]):
+        m = pool_m[p]
+        for q in range(mi[MJOBS, m]):
+            refresh_slot(mf, sf, si, pf, pool_m, ji[SLOT_OF, table[m, q]])
+
+
 @_jit
 def measure(S, rng):
     """``ClusterSimulator._measure``."""
-    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    mf, sf, si, sb, sc, ic, pf, pi = S[2], S[7], S[8], S[9], S[10], S[11], S[12], S[13]
     scratch, empty_f = S[19], S[22]
     now = sc[NOW]
     dt = now - sc[MEASURE_TIME]
     sc[MEASURE_TIME] = now
     n = ic[N_RUN]
     if n == 0 or dt <= 0:
+        return
+    if pi[READS_MEASURED] == 0:
+        # No rule of this policy reads measured speeds and they change nothing else: only the
+        # noise draws are kept, when fluctuation draws from the same generator afterwards.
+        if pf[NOISE] > 0 and pi[FLUCT_ON] != 0:
+            restarting = ic[RESTARTING] != 0
+            count = measurable_count(n, sb[S_SINGLE], sf[S_UNTIL], now) if restarting else n - ic[N_MULTI]
+            for _ in range(count):
+                rng.standard_normal()
         return
     if ic[DIRTY] != 0:
         refresh_all(S)
@@ -238,7 +295,7 @@ def measure(S, rng):
 @_jit
 def fluct_switch(S, rng):
     """``FluctuationProcess._switch``."""
-    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    mf, mi, mb, sc, pf = S[2], S[3], S[4], S[10], S[12]
     nxt = mf[NEXT_SWITCH]
     strag = mb[0]
     log_mult = mf[LOG_MULT]
@@ -288,7 +345,7 @@ def fluct_switch(S, rng):
 @_jit
 def fluct_advance(S, rng, dt):
     """``FluctuationProcess.advance``."""
-    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    mf, sc, pf, pi = S[2], S[10], S[12], S[13]
     empty_f = S[22]
     m = pi[NM]
     if dt == 0 or m == 0:
@@ -330,7 +387,7 @@ def fluct_period(S):
 @_jit
 def update_fluctuation(S, rng):
     """``ClusterSimulator._update_fluctuation``."""
-    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    mf, sc, ic, pi = S[2], S[10], S[11], S[13]
     measure(S, rng)
     fluct_advance(S, rng, sc[NOW] - sc[FLUCT_TIME])
     sc[FLUCT_TIME] = sc[NOW]
@@ -342,7 +399,7 @@ def update_fluctuation(S, rng):
 
 @_jit
 def arrive_until(S, t):
-    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    jf, ji, ic, pi = S[0], S[1], S[11], S[13]
     n = pi[NJ]
     while ic[NEXT_ARRIVAL] < n and jf[SUBMIT, ic[NEXT_ARRIVAL]] <= t:
         job = ic[NEXT_ARRIVAL]
@@ -356,7 +413,7 @@ def arrive_until(S, t):
 @_jit
 def release(S, job):
     """``ClusterSimulator._release``."""
-    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    jf, ji, mf, mi, tf, ti, sf, si, sb, sc, ic = S[0], S[1], S[2], S[3], S[5], S[6], S[7], S[8], S[9], S[10], S[11]
     pool_m, pool_g = S[17], S[18]
     k = ji[SLOT_OF, job]
     ji[SLOT_OF, job] = -1
@@ -384,11 +441,17 @@ def release(S, job):
             sb[r, k] = sb[r, last]
         ji[SLOT_OF, moved] = k
     ic[N_RUN] = last
+    table = S[29]
     off = ji[AOFF, job]
     for p in range(off, off + ji[ALEN, job]):
         m = pool_m[p]
         g = pool_g[p]
         mi[FREE, m] += g
+        last_q = mi[MJOBS, m] - 1
+        for q in range(last_q + 1):
+            if table[m, q] == job:
+                table[m, q] = table[m, last_q]
+                break
         mi[MJOBS, m] -= 1
         mf[CROWD, m] -= 1.0
         t = mi[MTYPE, m]
@@ -398,13 +461,14 @@ def release(S, job):
         ic[FREE_TOTAL] += g
         sc[FEE_RATE] += -g * tf[PRICE_S, t]
         sc[POWER] += -g * tf[EXTRA_W, t]
-    ic[DIRTY] = 1
+    if ic[DIRTY] == 0:
+        refresh_machines(S, job)
 
 
 @_jit
 def complete_due(S, count):
     """``ClusterSimulator._complete_due``."""
-    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    jf, ji, sf, si, sc, ic = S[0], S[1], S[7], S[8], S[10], S[11]
     due, jobs = S[20], S[23]
     for c in range(count):
         jobs[c] = si[S_JOB, due[c]]
@@ -421,7 +485,7 @@ def complete_due(S, count):
 @_jit
 def advance(S, rng):
     """``ClusterSimulator.advance``."""
-    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    jf, mf, sf, si, sc, ic, pf, pi = S[0], S[2], S[7], S[8], S[10], S[11], S[12], S[13]
     pool_m, scratch, due, empty_i = S[17], S[19], S[20], S[21]
     now = sc[NOW]
     if now >= pf[TIME_LIMIT]:
@@ -483,7 +547,7 @@ def advance(S, rng):
 @_jit
 def skip_idle(S, rng):
     """``ClusterSimulator.advance_while_idle(K, R > 0)``."""
-    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    sc, ic, pf, pi = S[10], S[11], S[12], S[13]
     n_jobs = pi[NJ]
     while ic[FINISHED] != n_jobs and sc[NOW] < pf[TIME_LIMIT]:
         if ic[N_RUN] and pi[R] > 0:
@@ -501,9 +565,10 @@ def skip_idle(S, rng):
 @_jit
 def compact_pool(S):
     """Move the running jobs' allocations to the front of the pool (their order kept)."""
-    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    ji, si, ic = S[1], S[8], S[11]
     pool_m, pool_g = S[17], S[18]
     n = ic[N_RUN]
+    ic[C_COMPACT] += 1
     live = 0
     for k in range(n):
         live += ji[ALEN, si[S_JOB, k]]
@@ -527,7 +592,7 @@ def compact_pool(S):
 @_jit
 def start(S, job):
     """``ClusterSimulator.start``: the job's allocation begins at the pool's end."""
-    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    ji, ic = S[1], S[11]
     pool_m = S[17]
     ic[PLACING] = job
     ic[NEED] = ji[GPUS, job]
@@ -540,12 +605,14 @@ def start(S, job):
 @_jit
 def launch(S, job):
     """``ClusterSimulator._launch``."""
-    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi, job_speed, job_spread = S[:16]
+    jf, ji, mf, mi, sf, si, sb, sc, ic, pf, job_speed, job_spread = S[0], S[1], S[2], S[3], S[7], S[8], S[9], S[10], S[11], S[12], S[14], S[15]
     pool_m = S[17]
     off = ji[AOFF, job]
     ln = ji[ALEN, job]
+    table = S[29]
     for p in range(off, off + ln):
         m = pool_m[p]
+        table[m, mi[MJOBS, m]] = job
         mi[MJOBS, m] += 1
         mf[CROWD, m] += 1.0
     m0 = pool_m[off]
@@ -587,13 +654,15 @@ def launch(S, job):
     if ln > 1:
         ic[N_MULTI] += 1
     ic[N_RUN] = k + 1
-    ic[DIRTY] = 1
+    if ic[DIRTY] == 0:
+        refresh_slot(mf, sf, si, pf, S[17], k)
+        refresh_machines(S, job)
 
 
 @_jit
 def place(S, m):
     """``ClusterSimulator.place``; True when the job holds all its GPUs and has started."""
-    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    ji, mi, tf, ti, sc, ic = S[1], S[3], S[5], S[6], S[10], S[11]
     pool_m, pool_g = S[17], S[18]
     job = ic[PLACING]
     take = min(mi[FREE, m], ic[NEED])
@@ -621,7 +690,7 @@ def place(S, m):
 @_jit
 def preempt(S, job):
     """``ClusterSimulator.preempt``."""
-    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    ji, ic = S[1], S[11]
     release(S, job)
     ji[STATUS, job] = ST_PENDING
     ji[RESTARTS, job] += 1
@@ -635,13 +704,14 @@ def preempt(S, job):
 def advance_or_first(S):
     """``baselines.orderers._advance``: advance when the mask allows it, else the first allowed
     action (a fitting pending job; nothing else can be allowed then: nothing runs)."""
-    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    ji, ic, pi = S[1], S[11], S[13]
+    ti, allowed = S[6], S[16]
     if ic[NEXT_ARRIVAL] < pi[NJ] or ic[N_RUN] > 0 or ic[FINISHED] == pi[NJ]:
         return ADVANCE, -1
     j = ic[P_HEAD]
     c = 0
     while j >= 0 and c < pi[K]:
-        if fits(S, j):
+        if fits(ji, ti, ic, pi, allowed, j):
             return START, j
         j = ji[P_NEXT, j]
         c += 1
@@ -652,11 +722,12 @@ def advance_or_first(S):
 @_jit
 def order_fifo(S, strict):
     """``FIFO``: the oldest fitting job of the window (``strict``: only the oldest, if it fits)."""
-    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    ji, ic, pi = S[1], S[11], S[13]
+    ti, allowed = S[6], S[16]
     j = ic[P_HEAD]
     c = 0
     while j >= 0 and c < pi[K]:
-        if fits(S, j):
+        if fits(ji, ti, ic, pi, allowed, j):
             return START, j
         if strict:
             break
@@ -669,13 +740,14 @@ def order_fifo(S, strict):
 def order_sjf(S):
     """``SJF``: the fitting job of the window with the least remaining time (the float32
     ``remaining_log`` feature; ties to the oldest)."""
-    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    jf, ji, ic, pi = S[0], S[1], S[11], S[13]
+    ti, allowed = S[6], S[16]
     best = -1
     best_key = np.float32(0.0)
     j = ic[P_HEAD]
     c = 0
     while j >= 0 and c < pi[K]:
-        if fits(S, j):
+        if fits(ji, ti, ic, pi, allowed, j):
             key = np.float32(math.log1p((jf[DURATION, j] - jf[PROGRESS, j]) / jf[BEST_SPEED, j]))
             if best < 0 or key < best_key:
                 best, best_key = j, key
@@ -689,7 +761,7 @@ def order_sjf(S):
 @_jit
 def sync_running(S):
     """``ClusterSimulator.sync_running`` (what the running candidates' features show)."""
-    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    jf, ji, sf, si, sc, ic = S[0], S[1], S[7], S[8], S[10], S[11]
     now = sc[NOW]
     for k in range(ic[N_RUN]):
         job = si[S_JOB, k]
@@ -764,7 +836,8 @@ def tiresias_queue(S, job, running, now, thresholds, limits):
 @_jit
 def order_priority(S, tiresias, thresholds, limits):
     """``PreemptivePriority.order`` with LAS's or Tiresias' keys."""
-    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    jf, ji, si, sc, ic, pi = S[0], S[1], S[8], S[10], S[11], S[13]
+    ti, allowed = S[6], S[16]
     cand, keys, taken = S[24], S[25], S[26]
     now = sc[NOW]
     nv = 0
@@ -829,7 +902,7 @@ def order_priority(S, tiresias, thresholds, limits):
     for i in range(nv):
         j = order[i] & 0xFFFFFFFF
         if should[i] and ji[STATUS, j] != ST_RUNNING:
-            if fits(S, j):
+            if fits(ji, ti, ic, pi, allowed, j):
                 if jf[PREEMPTED_NOW, j] != now:
                     jf[STARTED_NOW, j] = now
                     return START, j
@@ -854,7 +927,7 @@ def order_priority(S, tiresias, thresholds, limits):
                     return PREEMPT_JOB, j
     for i in range(nv):
         j = order[i] & 0xFFFFFFFF
-        if ji[STATUS, j] != ST_RUNNING and fits(S, j) and jf[PREEMPTED_NOW, j] != now:
+        if ji[STATUS, j] != ST_RUNNING and fits(ji, ti, ic, pi, allowed, j) and jf[PREEMPTED_NOW, j] != now:
             jf[STARTED_NOW, j] = now
             return START, j
     return advance_or_first(S)
@@ -864,20 +937,22 @@ def order_priority(S, tiresias, thresholds, limits):
 @_jit
 def place_decide(S, code):
     """The placer's machine for the job being placed (-1: none allowed)."""
-    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi, job_speed = S[:15]
+    mf, mi, ic, pf, pi, job_speed = S[2], S[3], S[11], S[12], S[13], S[14]
+    allowed = S[16]
     job = ic[PLACING]
     need = ic[NEED]
     m_count = pi[NM]
+    ic[C_SCAN] += 1
     if code == P_FIRST:
         for m in range(m_count):
-            if placeable(S, job, m):
+            if placeable(mi, pi, allowed, job, m):
                 return m
         return -1
     if code == P_BEST:
         # Tightest machine holding the whole need, else the most free GPUs; ties to the lowest.
         best_whole, best_free = -1, -1
         for m in range(m_count):
-            if not placeable(S, job, m):
+            if not placeable(mi, pi, allowed, job, m):
                 continue
             f = mi[FREE, m]
             if f >= need and (best_whole < 0 or f < mi[FREE, best_whole]):
@@ -890,7 +965,7 @@ def place_decide(S, code):
         best = -1
         best_frac = np.float32(0.0)
         for m in range(m_count):
-            if not placeable(S, job, m):
+            if not placeable(mi, pi, allowed, job, m):
                 continue
             frac = np.float32(mi[FREE, m] * mf[GPUS_INV, m])
             if best < 0 or frac > best_frac or (frac == best_frac and mi[MJOBS, m] < mi[MJOBS, best]):
@@ -901,7 +976,7 @@ def place_decide(S, code):
     any_whole = False
     any_ok = False
     for m in range(m_count):
-        if placeable(S, job, m):
+        if placeable(mi, pi, allowed, job, m):
             any_ok = True
             if mi[FREE, m] >= need:
                 any_whole = True
@@ -909,14 +984,14 @@ def place_decide(S, code):
         return -1
     best = -np.inf
     for m in range(m_count):
-        if placeable(S, job, m) and (mi[FREE, m] >= need or not any_whole):
+        if placeable(mi, pi, allowed, job, m) and (mi[FREE, m] >= need or not any_whole):
             speed = np.float64(np.float32(job_speed[job, mi[MTYPE, m]])) * np.float64(np.float32(mf[MEASURED, m]))
             if speed > best:
                 best = speed
     bar = best * pf[TOL_FACTOR]
     pick = -1
     for m in range(m_count):
-        if not (placeable(S, job, m) and (mi[FREE, m] >= need or not any_whole)):
+        if not (placeable(mi, pi, allowed, job, m) and (mi[FREE, m] >= need or not any_whole)):
             continue
         speed = np.float64(np.float32(job_speed[job, mi[MTYPE, m]])) * np.float64(np.float32(mf[MEASURED, m]))
         if not speed >= bar:
@@ -935,7 +1010,7 @@ def place_decide(S, code):
 def end_step(S):
     """``ClusterParallelEnv._finish_step``: count the step, add its default reward to the return;
     True when the episode ends (terminated or truncated)."""
-    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    sc, ic, pf, pi = S[10], S[11], S[12], S[13]
     ic[STEPS] += 1
     js = sc[JOB_SECONDS]
     reward = -(js - sc[JS_LAST]) / pf[DENOM]
@@ -952,13 +1027,14 @@ def end_step(S):
 @_jit
 def run_episode(S, rng, thresholds, limits):
     """One episode from the state right after the simulator's construction (``env.reset``)."""
-    jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi = S[:14]
+    ic, pi = S[11], S[13]
     orderer = pi[ORDERER]
     placer = pi[PLACER]
     skip_idle(S, rng)
     if ic[ERROR]:
         return
     while True:
+        ic[C_DECIDE] += 1
         if orderer == O_FIFO:
             kind, job = order_fifo(S, False)
         elif orderer == O_STRICT:
