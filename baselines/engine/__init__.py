@@ -249,7 +249,7 @@ def _build_state(env, sim, codes: tuple[int, int]):
              np.zeros(0, dtype=np.int64), np.zeros(0),                           # empty layouts / draws
              np.zeros(cap, dtype=np.int64),                                      # due jobs
              np.zeros(window, dtype=np.int64), np.zeros(window, dtype=np.int64),  # candidates, keys
-             np.zeros(cap, dtype=np.bool_))                                      # (unused)
+             np.zeros(m, dtype=np.bool_))                                        # placeable machines
     bits = np.zeros(1, dtype=np.float32)
     # Jobs on each machine (a job holds at least one GPU there, so at most its GPUs of them).
     table = np.full((m, int(sim.machine_gpus.max())), -1, dtype=np.int64)

@@ -161,23 +161,19 @@ def _jit_inline(fn):
     return dispatcher
 
 
-@_jit_inline
-def fits(ji, ti, ic, pi, allowed, job):
-    """``ClusterSimulator.fits``: the job fits the free GPUs of the types it may use."""
-    if pi[HAS_ALLOWED] == 0:
-        return ji[GPUS, job] <= ic[FREE_TOTAL]
+@_jit
+def usable_free(ti, allowed, job):
+    """Free GPUs of the types ``job`` may use (jobs with allowed GPU types)."""
     usable = 0
     for t in range(ti.shape[1]):
         if allowed[job, t]:
             usable += ti[FREE_T, t]
-    return ji[GPUS, job] <= usable
+    return usable
 
 
-@_jit_inline
-def placeable(mi, pi, allowed, job, m):
-    if mi[FREE, m] <= 0:
-        return False
-    return pi[HAS_ALLOWED] == 0 or allowed[job, mi[MTYPE, m]]
+# ``ClusterSimulator.fits`` and ``placeable`` are written out where they are used: numba
+# reference-counts every array handed to an inlined helper, atomically, at each call, which in a
+# loop over jobs or machines cost more than the rest of an event.
 
 
 @_jit
@@ -189,7 +185,7 @@ def head_fits(S):
     c = 0
     while j >= 0 and c < pi[K]:
         ic[C_WALK] += 1
-        if fits(ji, ti, ic, pi, allowed, j):
+        if (ji[GPUS, j] <= (ic[FREE_TOTAL] if pi[HAS_ALLOWED] == 0 else usable_free(ti, allowed, j))):
             return True
         j = ji[P_NEXT, j]
         c += 1
@@ -214,7 +210,7 @@ def refresh_all(S):
                       empty_i, empty_i, empty_i)
 
 
-@_jit_inline
+@_jit
 def refresh_slot(mf, sf, si, pf, pool_m, k):
     """The true speed of running slot ``k``: ``refresh_rates``' arithmetic for one slot (the same
     bits). Launches and releases refresh only the slots whose inputs they change, instead of
@@ -256,8 +252,7 @@ def refresh_machines(S, job):
 @_jit
 def measure(S, rng):
     """``ClusterSimulator._measure``."""
-    mf, sf, si, sb, sc, ic, pf, pi = S[2], S[7], S[8], S[9], S[10], S[11], S[12], S[13]
-    scratch, empty_f = S[19], S[22]
+    sf, sb, sc, ic, pf, pi = S[7], S[9], S[10], S[11], S[12], S[13]
     now = sc[NOW]
     dt = now - sc[MEASURE_TIME]
     sc[MEASURE_TIME] = now
@@ -275,6 +270,8 @@ def measure(S, rng):
         return
     if ic[DIRTY] != 0:
         refresh_all(S)
+    mf, si = S[2], S[8]
+    scratch, empty_f = S[19], S[22]
     restarting = ic[RESTARTING] != 0
     if restarting:
         count = measurable_count(n, sb[S_SINGLE], sf[S_UNTIL], now)
@@ -711,7 +708,7 @@ def advance_or_first(S):
     j = ic[P_HEAD]
     c = 0
     while j >= 0 and c < pi[K]:
-        if fits(ji, ti, ic, pi, allowed, j):
+        if (ji[GPUS, j] <= (ic[FREE_TOTAL] if pi[HAS_ALLOWED] == 0 else usable_free(ti, allowed, j))):
             return START, j
         j = ji[P_NEXT, j]
         c += 1
@@ -727,7 +724,7 @@ def order_fifo(S, strict):
     j = ic[P_HEAD]
     c = 0
     while j >= 0 and c < pi[K]:
-        if fits(ji, ti, ic, pi, allowed, j):
+        if (ji[GPUS, j] <= (ic[FREE_TOTAL] if pi[HAS_ALLOWED] == 0 else usable_free(ti, allowed, j))):
             return START, j
         if strict:
             break
@@ -747,7 +744,7 @@ def order_sjf(S):
     j = ic[P_HEAD]
     c = 0
     while j >= 0 and c < pi[K]:
-        if fits(ji, ti, ic, pi, allowed, j):
+        if (ji[GPUS, j] <= (ic[FREE_TOTAL] if pi[HAS_ALLOWED] == 0 else usable_free(ti, allowed, j))):
             key = np.float32(math.log1p((jf[DURATION, j] - jf[PROGRESS, j]) / jf[BEST_SPEED, j]))
             if best < 0 or key < best_key:
                 best, best_key = j, key
@@ -902,7 +899,7 @@ def order_priority(S, tiresias, thresholds, limits):
     for i in range(nv):
         j = order[i] & 0xFFFFFFFF
         if should[i] and ji[STATUS, j] != ST_RUNNING:
-            if fits(ji, ti, ic, pi, allowed, j):
+            if (ji[GPUS, j] <= (ic[FREE_TOTAL] if pi[HAS_ALLOWED] == 0 else usable_free(ti, allowed, j))):
                 if jf[PREEMPTED_NOW, j] != now:
                     jf[STARTED_NOW, j] = now
                     return START, j
@@ -927,7 +924,7 @@ def order_priority(S, tiresias, thresholds, limits):
                     return PREEMPT_JOB, j
     for i in range(nv):
         j = order[i] & 0xFFFFFFFF
-        if ji[STATUS, j] != ST_RUNNING and fits(ji, ti, ic, pi, allowed, j) and jf[PREEMPTED_NOW, j] != now:
+        if ji[STATUS, j] != ST_RUNNING and (ji[GPUS, j] <= (ic[FREE_TOTAL] if pi[HAS_ALLOWED] == 0 else usable_free(ti, allowed, j))) and jf[PREEMPTED_NOW, j] != now:
             jf[STARTED_NOW, j] = now
             return START, j
     return advance_or_first(S)
@@ -942,17 +939,21 @@ def place_decide(S, code):
     job = ic[PLACING]
     need = ic[NEED]
     m_count = pi[NM]
+    ok = S[26]
+    has_allowed = pi[HAS_ALLOWED] != 0
+    for m in range(m_count):
+        ok[m] = mi[FREE, m] > 0 and (not has_allowed or allowed[job, mi[MTYPE, m]])
     ic[C_SCAN] += 1
     if code == P_FIRST:
         for m in range(m_count):
-            if placeable(mi, pi, allowed, job, m):
+            if ok[m]:
                 return m
         return -1
     if code == P_BEST:
         # Tightest machine holding the whole need, else the most free GPUs; ties to the lowest.
         best_whole, best_free = -1, -1
         for m in range(m_count):
-            if not placeable(mi, pi, allowed, job, m):
+            if not ok[m]:
                 continue
             f = mi[FREE, m]
             if f >= need and (best_whole < 0 or f < mi[FREE, best_whole]):
@@ -965,7 +966,7 @@ def place_decide(S, code):
         best = -1
         best_frac = np.float32(0.0)
         for m in range(m_count):
-            if not placeable(mi, pi, allowed, job, m):
+            if not ok[m]:
                 continue
             frac = np.float32(mi[FREE, m] * mf[GPUS_INV, m])
             if best < 0 or frac > best_frac or (frac == best_frac and mi[MJOBS, m] < mi[MJOBS, best]):
@@ -976,7 +977,7 @@ def place_decide(S, code):
     any_whole = False
     any_ok = False
     for m in range(m_count):
-        if placeable(mi, pi, allowed, job, m):
+        if ok[m]:
             any_ok = True
             if mi[FREE, m] >= need:
                 any_whole = True
@@ -984,14 +985,14 @@ def place_decide(S, code):
         return -1
     best = -np.inf
     for m in range(m_count):
-        if placeable(mi, pi, allowed, job, m) and (mi[FREE, m] >= need or not any_whole):
+        if ok[m] and (mi[FREE, m] >= need or not any_whole):
             speed = np.float64(np.float32(job_speed[job, mi[MTYPE, m]])) * np.float64(np.float32(mf[MEASURED, m]))
             if speed > best:
                 best = speed
     bar = best * pf[TOL_FACTOR]
     pick = -1
     for m in range(m_count):
-        if not (placeable(mi, pi, allowed, job, m) and (mi[FREE, m] >= need or not any_whole)):
+        if not (ok[m] and (mi[FREE, m] >= need or not any_whole)):
             continue
         speed = np.float64(np.float32(job_speed[job, mi[MTYPE, m]])) * np.float64(np.float32(mf[MEASURED, m]))
         if not speed >= bar:
