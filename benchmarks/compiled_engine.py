@@ -6,6 +6,7 @@ Usage::
     python benchmarks/compiled_engine.py                    # every section
     python benchmarks/compiled_engine.py --sections floor   # floor, compiled engine and API per event
     python benchmarks/compiled_engine.py --sections scores,sweep --api   # also time the API path
+    python benchmarks/compiled_engine.py --sections floor --quick        # 2,000 jobs: a smoke run
 
 Sections (figures are printed, never asserted):
 
@@ -147,7 +148,7 @@ def floor_scenario(jobs: "int | None"):
                    splits=dict(WHOLE_SPLITS), jobs_per_episode=None, time_scale=1.0, load=None)
 
 
-def section_floor(skip_api: bool) -> None:
+def section_floor(skip_api: bool, quick: bool = False) -> None:
     import cluster_env
     from baselines.engine import run_compiled_episode
     from baselines.harness.episode import run_episode
@@ -159,7 +160,7 @@ def section_floor(skip_api: bool) -> None:
     print("floor: Philly from 2017-10-01, GPUs capped at 8, 64 x 8 P100, effects off, FIFO + first-fit")
     print(f"  {'jobs':>7} {'events':>8} | {'avg JCT floor':>15} {'compiled':>15} {'API':>15} | "
           f"{'floor us/ev':>11} {'compiled':>9} {'API':>9} | {'compiled/floor':>14} {'API/floor':>9}")
-    for jobs in (10_000, None):
+    for jobs in ((2_000,) if quick else (10_000, None)):
         scenario = floor_scenario(jobs)
         env = cluster_env.parallel_env(scenario, split="test", all_effects_off=True)
         w, cl = scenario.workload(), scenario.cluster()
@@ -235,6 +236,7 @@ def main(argv: "list[str] | None" = None) -> None:
     parser.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated: {','.join(SECTIONS)}")
     parser.add_argument("--api", action="store_true", help="also time scores and sweep through the API only (slow)")
     parser.add_argument("--skip-api-floor", action="store_true", help="floor section without the API episodes")
+    parser.add_argument("--quick", action="store_true", help="floor section on the first 2,000 jobs only (a smoke run)")
     args = parser.parse_args(argv)
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     unknown = sorted(set(sections) - set(SECTIONS))
@@ -243,7 +245,7 @@ def main(argv: "list[str] | None" = None) -> None:
     if "compile" in sections:
         section_compile()
     if "floor" in sections:
-        section_floor(args.skip_api_floor)
+        section_floor(args.skip_api_floor, args.quick)
     if "scores" in sections:
         section_scores(args.api)
     if "sweep" in sections:

@@ -30,6 +30,17 @@ def test_full_philly_replay():
     assert "full replay: 82,247 jobs of 82,247" in out
 
 
+def test_compiled_engine_benchmark_floor_agrees():
+    """The floor loop, the compiled engine and the API give the same average JCT (2,000 jobs)."""
+    script = SCRIPT.parent / "compiled_engine.py"
+    out = subprocess.run([sys.executable, str(script), "--sections", "floor", "--quick"], capture_output=True,
+                         text=True, timeout=1800)
+    assert out.returncode == 0, out.stderr
+    row = next(line for line in out.stdout.splitlines() if line.strip().startswith("2,000"))
+    jcts = row.split("|")[1].split()
+    assert len(jcts) == 3 and len(set(jcts)) == 1, row
+
+
 def test_suite_quick_reports_every_section(tmp_path):
     out = tmp_path / "suite.json"
     proc = subprocess.run([sys.executable, str(SUITE), "--quick", "--json", str(out)],

@@ -116,7 +116,7 @@ def _env_for(policy: Any, scenario: Any, split: str, env_kwargs: Optional[dict],
     from baselines.registry import make_policy
 
     settings = env_settings(make_policy(policy), env_kwargs, allow_env_mismatch, scenario)
-    if isinstance(scenario, str):
+    if isinstance(scenario, str) and not any(settings.get(k) for k in ("workload_csv", "cluster_csv")):
         try:
             return _cached_env(scenario, split, tuple(sorted(settings.items())))
         except TypeError:          # an unhashable setting (a column mapping): no cache

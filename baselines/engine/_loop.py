@@ -835,7 +835,7 @@ def order_priority(S, tiresias, thresholds, limits):
     """``PreemptivePriority.order`` with LAS's or Tiresias' keys."""
     jf, ji, si, sc, ic, pi = S[0], S[1], S[8], S[10], S[11], S[13]
     ti, allowed = S[6], S[16]
-    cand, keys, taken = S[24], S[25], S[26]
+    cand, keys = S[24], S[25]
     now = sc[NOW]
     nv = 0
     j = ic[P_HEAD]
