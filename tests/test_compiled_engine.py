@@ -18,9 +18,10 @@ from baselines.registry import make_policy
 
 pytestmark = pytest.mark.skipif(not engine.available(), reason="the compiled engine needs numba kernels")
 
-NAMED = ("fifo", "fifo-strict", "sjf", "las", "tiresias")
+NAMED = ("fifo", "fifo-strict", "sjf", "las", "tiresias", "random")
 OTHER_PLACERS = ("fifo+fastest", "fifo+spread", "sjf+first-fit", "las+fastest", "las+spread",
-                 "tiresias+fastest", "tiresias+first-fit", "fifo-strict+best-fit", "sjf+spread")
+                 "tiresias+fastest", "tiresias+first-fit", "fifo-strict+best-fit", "sjf+spread", "fifo+random",
+                 "tiresias+random", "random+fastest", "random+best-fit")
 SCENARIOS = ("toy-v0", "philly-v0", "openb-v0", "openb-full-v0", "philly-v1", "openb-v1", "openb-full-v1",
              "philly-hetero-v1")
 
@@ -90,14 +91,14 @@ def test_truncation_identical():
 
 
 def test_harness_uses_compiled_engine_with_identical_records(monkeypatch):
-    tasks = make_tasks(["fifo", "tiresias+fastest", "random"], ["philly-v1"], "test", [3],
+    tasks = make_tasks(["fifo", "tiresias+fastest", "random", "oracle"], ["philly-v1"], "test", [3],
                        {"jobs_per_episode": 60})
     monkeypatch.delenv(engine.ENGINE_ENV_VAR, raising=False)
     auto = run_tasks(tasks, backend="serial")
-    assert [r.engine for r in auto] == ["compiled", "compiled", "api"]
+    assert [r.engine for r in auto] == ["compiled", "compiled", "compiled", "api"]
     monkeypatch.setenv(engine.ENGINE_ENV_VAR, "api")
     api = run_tasks(tasks, backend="serial")
-    assert [r.engine for r in api] == ["api"] * 3
+    assert [r.engine for r in api] == ["api"] * 4
     for a, b in zip(api, auto):
         assert not _same(a.record, b.record)
 
@@ -105,17 +106,20 @@ def test_harness_uses_compiled_engine_with_identical_records(monkeypatch):
 def test_unsupported_requests_fall_back(monkeypatch):
     monkeypatch.delenv(engine.ENGINE_ENV_VAR, raising=False)
     kw = (("jobs_per_episode", 40),)
-    for policy in ("random", "oracle", "sjf-noisy+consolidate", "las+oracle", "fifo+random", make_policy("fifo")):
+    for policy in ("oracle", "sjf-noisy+consolidate", "las+oracle", "oracle+random", make_policy("fifo")):
         assert engine.policy_codes(policy) is None
         result = run_tasks([Task(policy, "philly-v0", "test", 0, kw)], backend="serial")[0]
         assert result.engine == "api"
+    # The random orderer with preemption (its mask then holds running jobs, guarded per instant).
+    result = run_tasks([Task("random", "philly-v0", "test", 0, kw + (("preemption", True),))], backend="serial")[0]
+    assert result.engine == "api"
     recorded = run_tasks([Task("fifo", "philly-v0", "test", 0, kw, record=True)], backend="serial")[0]
     assert recorded.engine == "api" and recorded.series is not None
     reward = run_tasks([Task("fifo", "philly-v0", "test", 0, kw + (("reward", "cost"),))], backend="serial")[0]
     assert reward.engine == "api"
     monkeypatch.setenv(engine.ENGINE_ENV_VAR, "compiled")
     with pytest.raises(engine.Unsupported, match="no compiled rule"):
-        run_tasks([Task("random", "philly-v0", "test", 0, kw)], backend="serial")
+        run_tasks([Task("oracle", "philly-v0", "test", 0, kw)], backend="serial")
     monkeypatch.setenv(engine.ENGINE_ENV_VAR, "bogus")
     with pytest.raises(ValueError, match=engine.ENGINE_ENV_VAR):
         run_tasks([Task("fifo", "philly-v0", "test", 0, kw)], backend="serial")

@@ -9,11 +9,12 @@ step count bit for bit; only ``wall_s`` differs), tens of times faster. The harn
 policies it supports and falls back to the API otherwise.
 
 Supported: the orderers ``fifo``, ``fifo-strict``, ``sjf``, ``las``, ``tiresias`` (``2dlas``)
-with their default settings, each with the placers ``first-fit``, ``consolidate``
-(``best-fit``), ``spread`` and ``fastest``: the named baselines ``fifo``, ``fifo-strict``,
-``sjf``, ``las``, ``tiresias`` and any ``ORDERER+PLACER`` composition of those; every scenario and
-every world effect; ``max_steps`` / ``max_time``. Not supported (API path): ``random`` halves,
-``sjf-noisy``, the ``oracle`` halves, policy objects and plugins, a non-default reward, a render
+and ``random`` (without preemption) with their default settings, each with the placers
+``first-fit``, ``consolidate`` (``best-fit``), ``spread``, ``fastest`` and ``random``: the named
+baselines ``fifo``, ``fifo-strict``, ``sjf``, ``las``, ``tiresias``, ``random`` and any
+``ORDERER+PLACER`` composition of those; every scenario and every world effect; ``max_steps`` /
+``max_time``. Not supported (API path): ``sjf-noisy``, the ``oracle`` halves, the random orderer
+with ``preemption=True``, policy objects and plugins, a non-default reward, a render
 mode, recorded episodes (``record=True``: timelines and series come from the simulator's logs),
 and the numpy kernel backend (``CLUSTER_ENV_KERNELS=numpy``).
 
@@ -290,7 +291,12 @@ def run_compiled_episode(policy: str, scenario: Any, split: str, seed: int, env_
     sim = ClusterSimulator(env.cluster, workload, env.world, rng, preemption=env.sched.preemption,
                            scheduling_tick=env.sched.scheduling_tick, time_limit=env.sched.max_time)
     _exact_features(sim)
+    if codes[0] == L.O_RANDOM and env.builder.R:
+        raise Unsupported("the random orderer with preemption runs through the API")
     state = _build_state(env, sim, codes)
+    # ComposedPolicy.reset(seed): one generator per half (the random halves draw from them).
+    order_seq, place_seq = np.random.SeedSequence(seed).spawn(2)
+    order_rng, place_rng = np.random.default_rng(order_seq), np.random.default_rng(place_seq)
     limits = np.array(TIRESIAS_QUEUE_LIMITS, dtype=np.float64)
     thresholds = np.array([_expm1_threshold(x) for x in limits], dtype=np.float32)
     # The loop calls numpy for a few ufuncs (numba.objmode); Python's cyclic garbage collector,
@@ -298,7 +304,7 @@ def run_compiled_episode(policy: str, scenario: Any, split: str, seed: int, env_
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
-        loop.run_episode(state, rng, thresholds, limits)
+        loop.run_episode(state, rng, order_rng, place_rng, thresholds, limits)
     finally:
         if gc_was_on:
             gc.enable()

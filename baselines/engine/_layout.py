@@ -51,10 +51,10 @@ PF_SIZE = 19
 PI_SIZE = 13
 
 # Orderer and placer codes (the loop dispatches on them).
-ORDERER_CODES = {"fifo": 0, "fifo-strict": 1, "sjf": 2, "las": 3, "tiresias": 4, "2dlas": 4}
-PLACER_CODES = {"first-fit": 0, "consolidate": 1, "best-fit": 1, "spread": 2, "fastest": 3}
-O_FIFO, O_STRICT, O_SJF, O_LAS, O_TIRESIAS = range(5)
-P_FIRST, P_BEST, P_SPREAD, P_FASTEST = range(4)
+ORDERER_CODES = {"fifo": 0, "fifo-strict": 1, "sjf": 2, "las": 3, "tiresias": 4, "2dlas": 4, "random": 5}
+PLACER_CODES = {"first-fit": 0, "consolidate": 1, "best-fit": 1, "spread": 2, "fastest": 3, "random": 4}
+O_FIFO, O_STRICT, O_SJF, O_LAS, O_TIRESIAS, O_RANDOM = range(6)
+P_FIRST, P_BEST, P_SPREAD, P_FASTEST, P_RANDOM = range(5)
 
 # Error codes (ic[ERROR]); the front raises with a message.
 E_NONE, E_NO_EVENT, E_NO_MACHINE, E_STUCK = range(4)

@@ -756,6 +756,34 @@ def order_sjf(S):
 
 
 @_jit
+def order_random(S, orng):
+    """``RandomOrderer``: a uniformly random allowed action (``Generator.choice`` over the mask's
+    allowed indices is ``integers(0, count)``; without preemption they are the fitting pending
+    rows, then advance)."""
+    ji, ic, pi = S[1], S[11], S[13]
+    ti, allowed = S[6], S[16]
+    cand = S[24]
+    count = 0
+    j = ic[P_HEAD]
+    c = 0
+    while j >= 0 and c < pi[K]:
+        if (ji[GPUS, j] <= (ic[FREE_TOTAL] if pi[HAS_ALLOWED] == 0 else usable_free(ti, allowed, j))):
+            cand[count] = j
+            count += 1
+        j = ji[P_NEXT, j]
+        c += 1
+    can_advance = ic[NEXT_ARRIVAL] < pi[NJ] or ic[N_RUN] > 0 or ic[FINISHED] == pi[NJ]
+    total = count + (1 if can_advance else 0)
+    if total == 0:
+        ic[ERROR] = E_STUCK
+        return ADVANCE, -1
+    i = orng.integers(0, total)
+    if i < count:
+        return START, cand[i]
+    return ADVANCE, -1
+
+
+@_jit
 def sync_running(S):
     """``ClusterSimulator.sync_running`` (what the running candidates' features show)."""
     jf, ji, sf, si, sc, ic = S[0], S[1], S[7], S[8], S[10], S[11]
@@ -932,7 +960,7 @@ def order_priority(S, tiresias, thresholds, limits):
 
 # ------------------------------------------------------------------------------ placers
 @_jit
-def place_decide(S, code):
+def place_decide(S, code, prng):
     """The placer's machine for the job being placed (-1: none allowed)."""
     mf, mi, ic, pf, pi, job_speed = S[2], S[3], S[11], S[12], S[13], S[14]
     allowed = S[16]
@@ -972,6 +1000,21 @@ def place_decide(S, code):
             if best < 0 or frac > best_frac or (frac == best_frac and mi[MJOBS, m] < mi[MJOBS, best]):
                 best, best_frac = m, frac
         return best
+    if code == P_RANDOM:
+        # ``RandomPlacer``: Generator.choice over the allowed machines.
+        count = 0
+        for m in range(m_count):
+            if ok[m]:
+                count += 1
+        if count == 0:
+            return -1
+        i = prng.integers(0, count)
+        for m in range(m_count):
+            if ok[m]:
+                if i == 0:
+                    return m
+                i -= 1
+        return -1
     # P_FASTEST: nominal speed x measured speed (float32 features, product in float64); prefer
     # machines that hold the whole need; near ties to the tightest fit / the most free GPUs.
     any_whole = False
@@ -1026,7 +1069,7 @@ def end_step(S):
 
 
 @_jit
-def run_episode(S, rng, thresholds, limits):
+def run_episode(S, rng, orng, prng, thresholds, limits):
     """One episode from the state right after the simulator's construction (``env.reset``)."""
     ic, pi = S[11], S[13]
     orderer = pi[ORDERER]
@@ -1042,6 +1085,8 @@ def run_episode(S, rng, thresholds, limits):
             kind, job = order_fifo(S, True)
         elif orderer == O_SJF:
             kind, job = order_sjf(S)
+        elif orderer == O_RANDOM:
+            kind, job = order_random(S, orng)
         else:
             kind, job = order_priority(S, orderer == O_TIRESIAS, thresholds, limits)
         if ic[ERROR]:
@@ -1051,7 +1096,7 @@ def run_episode(S, rng, thresholds, limits):
             if end_step(S):
                 return
             while True:
-                m = place_decide(S, placer)
+                m = place_decide(S, placer, prng)
                 if m < 0:
                     ic[ERROR] = E_NO_MACHINE
                     return
