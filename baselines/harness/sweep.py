@@ -213,6 +213,8 @@ def run_tasks(tasks: Sequence[Task], backend: str = "auto", workers: Optional[in
     elif backend in ("process", "ray") and not _picklable(tasks):
         raise ValueError(f"the {backend} backend sends policies to other processes, but a policy "
                          "does not pickle; pass its name, make it picklable, or use backend='serial'")
+    if backend in ("process", "ray"):
+        _warm_compiled_engine(tasks)
     bar = _progress(len(tasks), progress)
     results: list[Optional[EpisodeResult]] = [None] * len(tasks)   # filled as episodes finish
     try:
@@ -231,6 +233,15 @@ def run_tasks(tasks: Sequence[Task], backend: str = "auto", workers: Optional[in
     finally:
         bar.close()
     return results  # type: ignore[return-value]
+
+
+def _warm_compiled_engine(tasks: Sequence[Task]) -> None:
+    """On a fresh install, compile the engine here once (into numba's disk cache) rather than in
+    every worker at the same time."""
+    from baselines import engine
+
+    if engine.engine_mode() != "api" and any(engine.policy_codes(t.policy) for t in tasks if not t.record):
+        engine.warm_up()
 
 
 def _picklable(tasks: Sequence[Task]) -> bool:
