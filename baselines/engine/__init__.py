@@ -260,7 +260,8 @@ def _build_state(env, sim, codes: tuple[int, int]):
     pool = 2 * sim.total_gpus + 64
     window = env.builder.K + env.builder.R + 1
     state = (jf, ji, mf, mi, mb, tf, ti, sf, si, sb, sc, ic, pf, pi,
-             np.ascontiguousarray(sim.job_speed, dtype=np.float64), np.ascontiguousarray(sim.job_spread, dtype=np.float64),
+             np.ascontiguousarray(sim.job_speed, dtype=np.float64),
+             np.ascontiguousarray(sim.job_spread, dtype=np.float64),
              np.ascontiguousarray(allowed, dtype=np.bool_),
              np.zeros(pool, dtype=np.int64), np.zeros(pool, dtype=np.int64),      # allocation pool
              np.zeros(cap), np.zeros(cap, dtype=np.int64),                       # scratch, due slots
@@ -341,7 +342,8 @@ def run_compiled_episode(policy: str, scenario: Any, split: str, seed: int, env_
     row: dict[str, Any] = {"policy": make_policy(policy).name, "scenario": name, "split": split,
                            "seed": int(seed), "env": env_label(env_kwargs)}
     row.update({k: metrics[k] for k in METRIC_KEYS})
-    row.update({"truncated": bool(ic[L.TRUNCATED]), "jobs_unfinished": int(sim.num_jobs) - int(metrics["jobs_finished"]),
+    row.update({"truncated": bool(ic[L.TRUNCATED]),
+                "jobs_unfinished": int(sim.num_jobs) - int(metrics["jobs_finished"]),
                 "offered_load": float(load), "pending_window": int(env.sched.pending_window),
                 "return": float(sc[L.RETURN]), "steps": int(ic[L.STEPS]), "wall_s": wall})
     return EpisodeResult(record=row, engine="compiled")

@@ -602,7 +602,8 @@ def start(S, job):
 @_jit
 def launch(S, job):
     """``ClusterSimulator._launch``."""
-    jf, ji, mf, mi, sf, si, sb, sc, ic, pf, job_speed, job_spread = S[0], S[1], S[2], S[3], S[7], S[8], S[9], S[10], S[11], S[12], S[14], S[15]
+    jf, ji, mf, mi, sf, si, sb, sc = S[0], S[1], S[2], S[3], S[7], S[8], S[9], S[10]
+    ic, pf, job_speed, job_spread = S[11], S[12], S[14], S[15]
     pool_m = S[17]
     off = ji[AOFF, job]
     ln = ji[ALEN, job]
@@ -952,7 +953,8 @@ def order_priority(S, tiresias, thresholds, limits):
                     return PREEMPT_JOB, j
     for i in range(nv):
         j = order[i] & 0xFFFFFFFF
-        if ji[STATUS, j] != ST_RUNNING and (ji[GPUS, j] <= (ic[FREE_TOTAL] if pi[HAS_ALLOWED] == 0 else usable_free(ti, allowed, j))) and jf[PREEMPTED_NOW, j] != now:
+        fit = ji[GPUS, j] <= (ic[FREE_TOTAL] if pi[HAS_ALLOWED] == 0 else usable_free(ti, allowed, j))
+        if ji[STATUS, j] != ST_RUNNING and fit and jf[PREEMPTED_NOW, j] != now:
             jf[STARTED_NOW, j] = now
             return START, j
     return advance_or_first(S)
