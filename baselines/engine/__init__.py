@@ -114,6 +114,8 @@ def check_request(policy: Any, env_kwargs: Optional[dict] = None, record: bool =
     if record:
         raise Unsupported("recorded episodes (timelines, series) run through the API")
     bad = sorted(set(env_kwargs or {}) & _UNSUPPORTED_KEYS)
+    if (env_kwargs or {}).get("observation", "default") != "default":
+        bad.append("observation")            # another layout: the rules read the default one
     if bad:
         raise Unsupported(f"environment settings {bad} run through the API")
     if not available():
