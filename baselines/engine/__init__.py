@@ -14,9 +14,10 @@ and ``random`` (without preemption) with their default settings, each with the p
 baselines ``fifo``, ``fifo-strict``, ``sjf``, ``las``, ``tiresias``, ``random`` and any
 ``ORDERER+PLACER`` composition of those; every scenario and every world effect; ``max_steps`` /
 ``max_time``. Not supported (API path): ``sjf-noisy``, the ``oracle`` halves, the random orderer
-with ``preemption=True``, policy objects and plugins, a non-default reward, a render
-mode, recorded episodes (``record=True``: timelines and series come from the simulator's logs),
-and the numpy kernel backend (``CLUSTER_ENV_KERNELS=numpy``).
+with ``preemption=True``, policy objects and plugins, a non-default reward, another
+observation layout (``observation="extended"``), a render mode, recorded episodes
+(``record=True``: timelines and series come from the simulator's logs), and the numpy kernel
+backend (``CLUSTER_ENV_KERNELS=numpy``).
 
 Set ``CLUSTER_BENCH_ENGINE=api`` to run everything through the API (for debugging), or
 ``compiled`` to make an unsupported request an error instead of a silent fallback.
