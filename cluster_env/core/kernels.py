@@ -429,19 +429,32 @@ def _numba_kernels():
 
     @jit
     def observe(jobs, machines, glob, plc, order_mask, place_mask, ids,                # outputs
-                pending, running, placing_phase, refresh_age, now, free_total, placing_job,  # this step
-                placing_need, machines_used, pending_count, running_count, next_arrival, finished,
-                pending_gpus, can_advance,
-                K, R, preemption, clairvoyant, total_gpus, num_jobs, job_static, submit,   # the episode
-                duration, best_speed, gpus, allowed, job_speed, machine_static, gpus_inv, machine_type,
-                attained, executed, restarts, progress, free_per_type, free, mjobs, measured,  # in place
-                measured_at, age):
+                pending, running, placing_phase, refresh_measured, refresh_age, now, free_total,  # this step
+                placing_job, placing_need, machines_used, pending_count, running_count, next_arrival,
+                finished, pending_gpus, can_advance,
+                ep, job_static, job_const, gpus, allowed, job_speed, gpus_inv, machine_type,      # the episode
+                job_state, restarts, free_per_type, machine_int, machine_float,                  # in place
+                rows, shown, memo):
         """Both agents' observation arrays in one pass, what ObservationBuilder's numpy path builds,
-        written into the given zero-filled arrays (numba's boxing of returned arrays costs more)."""
+        written into the given zero-filled arrays (numba's boxing of returned arrays costs more).
+
+        ``ep``: K, R, preemption, clairvoyant, total GPUs, jobs; ``job_const``: submit, duration,
+        best speed; ``job_state``: progress, attained, executed; ``machine_int``: free GPUs, jobs;
+        ``machine_float``: measured speed, time measured. ``rows`` is the private (M, 11) machine
+        block, brought up to date incrementally: a row's free/jobs columns only when its values
+        differ from those it shows (``shown``), the measured column when a measurement happened,
+        the age column when the clock or a measurement moved (one log1p per distinct measurement
+        time, ``memo``); then it is copied out."""
+        K, R, preemption, clairvoyant = ep[0], ep[1], ep[2] != 0, ep[3] != 0
+        total_gpus, num_jobs = ep[4], ep[5]
+        submit, duration, best_speed = job_const[0], job_const[1], job_const[2]
+        progress, attained, executed = job_state[0], job_state[1], job_state[2]
+        free, mjobs = machine_int[0], machine_int[1]
+        measured, measured_at = machine_float[0], machine_float[1]
         n_rows = K + R
         n_feat = job_static.shape[1]
         ids[:] = -1
-        M = machine_static.shape[0]
+        M = rows.shape[0]
         has_allowed = allowed.shape[0] > 0
         n_types = free_per_type.shape[0]
         for r in range(len(pending) + len(running)):
@@ -475,20 +488,43 @@ def _numba_kernels():
         if placing_phase:
             for r in range(n_rows):
                 order_mask[r] = 0
+        n_memo = 0
         for m in range(M):
-            for c in range(machine_static.shape[1]):
-                machines[m, c] = machine_static[m, c]
             f = free[m]
-            machines[m, 3] = f * 0.125
-            machines[m, 4] = f * gpus_inv[m]
-            machines[m, 5] = mjobs[m]
-            machines[m, 6] = measured[m]
-            if refresh_age:      # the age column changes only when the clock or a measurement moves
+            if f != shown[0, m]:
+                shown[0, m] = f
+                rows[m, 3] = f * 0.125
+                rows[m, 4] = f * gpus_inv[m]
+            b = mjobs[m]
+            if b != shown[1, m]:
+                shown[1, m] = b
+                rows[m, 5] = b
+            if refresh_measured:
+                rows[m, 6] = measured[m]
+            if refresh_age:
                 at = measured_at[m]
-                age[m] = -1.0 if at == -np.inf else math.log1p(now - at)
-            machines[m, 7] = age[m]
-            if placing_phase:
-                ok = f > 0 and (not has_allowed or allowed[placing_job, machine_type[m]])
+                if at == -np.inf:
+                    v = -1.0
+                else:
+                    # Machines measured together share their age: one log1p per distinct time.
+                    hit = -1
+                    for s in range(n_memo):
+                        if memo[0, s] == at:
+                            hit = s
+                            break
+                    if hit >= 0:
+                        v = memo[1, hit]
+                    else:
+                        v = math.log1p(now - at)
+                        s = n_memo % memo.shape[1]
+                        memo[0, s] = at
+                        memo[1, s] = v
+                        n_memo += 1
+                rows[m, 7] = v
+        machines[:, :] = rows
+        if placing_phase:
+            for m in range(M):
+                ok = free[m] > 0 and (not has_allowed or allowed[placing_job, machine_type[m]])
                 machines[m, 9] = 1.0 if ok else 0.0
                 machines[m, 10] = job_speed[placing_job, machine_type[m]]
                 place_mask[m] = 1 if ok else 0
@@ -518,6 +554,39 @@ def _numba_kernels():
             plc[6] = -1.0
             order_mask[n_rows] = 1 if can_advance else 0
             place_mask[M] = 1
+
+    @jit
+    def release_slot(k, last, job, now, s_float, s_int, s_flag, job_block, duration, gpus, m, g,
+                     machine_int, crowd, type_int, machine_type):
+        """Release running slot ``k`` of ``job`` (the simulator's ``_release``, compiled): fold it
+        into the per-job arrays (``job_block`` rows: progress, attained, executed, held, executed
+        and held before this run), move the ``last`` slot into it and, for a job on the single
+        machine ``m >= 0`` with ``g`` GPUs, give them back (free / jobs per machine, ``crowd``,
+        free / held per type). The same IEEE operations as the Python path."""
+        # s_float rows: left, rate, nominal, alpha x comm, end of restart overhead, launch time.
+        until, t0 = s_float[4, k], s_float[5, k]
+        started = t0 if t0 > until else until             # Python's max(until, t0)
+        job_block[0, job] = duration[job] - s_float[0, k]
+        e = now - started
+        job_block[4, job] += 0.0 if 0.0 > e else e        # Python's max(e, 0.0)
+        job_block[2, job] = job_block[4, job]
+        job_block[1, job] = gpus[job] * job_block[2, job]
+        job_block[5, job] += now - t0
+        job_block[3, job] = job_block[5, job]
+        if k != last:
+            for r in range(s_float.shape[0]):
+                s_float[r, k] = s_float[r, last]
+            for r in range(s_int.shape[0]):
+                s_int[r, k] = s_int[r, last]
+            for r in range(s_flag.shape[0]):
+                s_flag[r, k] = s_flag[r, last]
+        if m >= 0:
+            machine_int[0, m] += g
+            machine_int[1, m] -= 1
+            crowd[m] -= 1.0
+            t = machine_type[m]
+            type_int[0, t] += g
+            type_int[1, t] -= g
 
     @jit
     def ou_step(log_speed, z, noise, decay, log_mult, out):
@@ -563,14 +632,15 @@ def _numba_kernels():
     return SimpleNamespace(name="numba", ou_step=ou_step, switch_due=switch_due, switch_apply=switch_apply,
                            refresh_rates=refresh_rates, next_finish=next_finish,
                            accrue_due=accrue_due, run_to_next=run_to_next,
-                           measurable_count=measurable_count, measure=measure, observe=observe)
+                           measurable_count=measurable_count, measure=measure, observe=observe,
+                           release_slot=release_slot)
 
 
 _NUMPY = SimpleNamespace(name="numpy", ou_step=_np_ou_step, switch_due=_np_switch_due,
                          switch_apply=_np_switch_apply, refresh_rates=_np_refresh_rates, next_finish=_np_next_finish,
                          accrue_due=_np_accrue_due, run_to_next=_np_run_to_next,
                          measurable_count=_np_measurable_count,
-                         measure=_np_measure, observe=None)
+                         measure=_np_measure, observe=None, release_slot=None)
 _loaded: dict[str, SimpleNamespace] = {"numpy": _NUMPY}
 
 

@@ -151,16 +151,24 @@ class ObservationBuilder:
         self._kernel = sim._k.observe
         self._no_allowed = np.zeros((0, 0), dtype=bool)
         self._ids_of = self._ids = None
-        self._age = np.zeros(m, dtype=np.float32)        # the age column of the compiled path
-        js, ms = sim.jobs, sim.machines
+        # The compiled path's private machine block, brought up to date incrementally by the
+        # kernel: the free/jobs values each row shows (-1: not yet written), the measurement
+        # version the measured column shows, and a scratch memo of ages per measurement time.
+        self._rows = self._machine_static.copy()
+        self._shown = np.full((2, m), -1, dtype=np.int64)
+        self._measure_shown = -1
+        self._age_memo = np.zeros((2, 8))
+        js = sim.jobs
         # Everything the kernel reads that is fixed for the episode, or updated in place.
+        episode = np.array([self.K, self.R, self.preemption, self.clairvoyant, sim.total_gpus, sim.num_jobs],
+                           dtype=np.int64)
+        job_const = np.stack([np.asarray(sim.submit, dtype=np.float64), np.asarray(sim.duration, dtype=np.float64),
+                              np.asarray(self._best_speed, dtype=np.float64)])
         self._episode_args = (
-            int(self.K), int(self.R), self.preemption, self.clairvoyant, int(sim.total_gpus), int(sim.num_jobs),
-            self._job_static,
-            sim.submit, sim.duration, self._best_speed, sim.gpus,
-            self._no_allowed if sim.allowed is None else sim.allowed, sim.job_speed, self._machine_static,
-            self._gpus_inv, sim.machine_type, js.attained, js.executed, js.restarts, js.progress,
-            sim.free_per_type, ms.free, ms.jobs, ms.measured, ms.measured_at, self._age)
+            episode, self._job_static, job_const, sim.gpus,
+            self._no_allowed if sim.allowed is None else sim.allowed, sim.job_speed,
+            self._gpus_inv, sim.machine_type, sim._job_block, js.restarts, sim.free_per_type,
+            sim._machine_int, sim._machine_float, self._rows, self._shown, self._age_memo)
         self._jobs_shape = (self.K + self.R, len(JOB_FEATURES))
         self._machines_shape = (self.M, len(MACHINE_FEATURES))
 
@@ -350,11 +358,13 @@ class ObservationBuilder:
         (``cluster_env.vector``) passes rows of its stacked buffers. Compiled kernels only."""
         sim = self.sim
         job = sim.placing
-        age_key = (sim.measure_version, sim.now)
+        version, now = sim.measure_version, sim.now
+        age_key = (version, now)
         self._kernel(
             jobs, machines, glob, placing, order_mask, place_mask, ids,
-            pending, running, placing_phase, age_key != self._age_key, sim.now, sim.free_total, job,
-            sim.placing_need, len(sim.alloc[job]) if job >= 0 else 0, len(sim.pending), sim._n,
-            sim.next_arrival, sim.finished_count, sim.pending_gpus, sim.has_future_event() or sim.done,
+            pending, running, placing_phase, version != self._measure_shown, age_key != self._age_key, now,
+            sim.free_total, job, sim.placing_need, len(sim.alloc[job]) if job >= 0 else 0, len(sim.pending),
+            sim._n, sim.next_arrival, sim.finished_count, sim.pending_gpus,
+            sim.next_arrival < sim.num_jobs or sim._n > 0 or sim.finished_count == sim.num_jobs,
             *self._episode_args)
-        self._ids_of, self._age_key, self._ids = pending, age_key, ids
+        self._ids_of, self._age_key, self._measure_shown, self._ids = pending, age_key, version, ids
