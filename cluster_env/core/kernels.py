@@ -130,6 +130,47 @@ def _make_run_to_next(refresh_rates, next_finish, accrue_due):
 _np_run_to_next = _make_run_to_next(_np_refresh_rates, _np_next_finish, _np_accrue_due)
 
 
+def _event(n, dirty, s_float, s_int, s_flag, machine_rows, alpha, pool, now, restarting, t_other, scratch,
+           due_out, stamp, measure_time, measured_at):
+    """``run_to_next`` on the simulator's blocks (compiled backend: fewer arguments to convert per
+    call). ``s_float`` rows: left, rate, nominal, alpha x comm, restart end, launch time; ``s_int``
+    rows: job, first machine, pool offset, machine count; ``s_flag`` row 1: single-machine;
+    ``machine_rows``: machine factor, crowd; ``pool`` is empty unless spread jobs' machines are
+    needed.
+
+    ``stamp``: the measurement at the new time is trivial (every measured speed is exactly 1 and
+    stays so: no machine factor, contention, noise or restart overhead), so only its time is
+    written: ``measured_at`` of every single-machine job's machine, when time passed since
+    ``measure_time``. Returns run_to_next's values."""
+    t_next, finish, restarting, due = run_to_next(  # noqa: F821
+        n, dirty, s_int[1], machine_rows[0], machine_rows[1], s_float[2], s_float[3], s_float[1], alpha,
+        pool, s_int[2], s_int[3], s_float[0], s_float[4], now, restarting, t_other, scratch, due_out)
+    if stamp and t_next - measure_time > 0 and math.isfinite(t_next):
+        single, fm = s_flag[1], s_int[1]
+        for i in range(n):
+            if single[i]:
+                measured_at[fm[i]] = t_next
+    return t_next, finish, restarting, due
+
+
+def _measure_rates(n, dirty, s_float, s_int, s_flag, machine_rows, alpha, pool, now, restarting, n_multi,
+                   z, noise, w_fresh, machine_float, scratch):
+    """The measurement on the simulator's blocks (compiled backend): the speeds refreshed first
+    when ``dirty`` (``refresh_rates``), then ``measure`` (``machine_float``: measured speed, time)."""
+    if dirty:
+        refresh_rates(n, s_int[1], machine_rows[0], machine_rows[1], s_float[2], s_float[3], s_float[1],  # noqa: F821
+                      alpha, pool, s_int[2], s_int[3])
+    measure(n, s_flag[1], s_float[4], now, restarting, n_multi, s_float[1], s_float[2], s_int[1], z, noise,  # noqa: F821
+            w_fresh, machine_float[0], machine_float[1], scratch)
+
+
+def _with_globals(template, name, **parts):
+    """A copy of ``template`` whose globals name the given compiled parts (see _make_run_to_next)."""
+    fn = types.FunctionType(template.__code__, dict(globals(), **parts), name)
+    fn.__doc__ = template.__doc__
+    return fn
+
+
 def _np_measurable_count(n, single, until, now):
     """How many running slots are measured now while restart overheads run: single-machine jobs
     past theirs (otherwise every single-machine job is, and the caller counts them)."""
@@ -629,7 +670,12 @@ def _numba_kernels():
                     break
         return best
 
+    event = jit(_with_globals(_event, "event", run_to_next=run_to_next))
+    measure_rates = jit(_with_globals(_measure_rates, "measure_rates", refresh_rates=refresh_rates,
+                                      measure=measure))
+
     return SimpleNamespace(name="numba", ou_step=ou_step, switch_due=switch_due, switch_apply=switch_apply,
+                           event=event, measure_rates=measure_rates,
                            refresh_rates=refresh_rates, next_finish=next_finish,
                            accrue_due=accrue_due, run_to_next=run_to_next,
                            measurable_count=measurable_count, measure=measure, observe=observe,

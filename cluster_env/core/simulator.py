@@ -164,9 +164,13 @@ class ClusterSimulator:
             free=self._machine_int[0], jobs=self._machine_int[1], static=static,
             measured=self._machine_float[0], measured_at=self._machine_float[1],
         )
-        self.machine_factor = static * (self.fluct.factors if self.fluct is not None else np.ones(m))
-        # machines.jobs - 1 as floats: the contention term's input without an int-to-float cast.
-        self._crowd = np.full(m, -1.0)
+        # Machine factor and machines.jobs - 1 as floats (the contention term's input without an
+        # int-to-float cast), rows of one block: one argument for the compiled kernels.
+        self._machine_rows = np.empty((2, m))
+        self.machine_factor = self._machine_rows[0]
+        np.multiply(static, self.fluct.factors if self.fluct is not None else np.ones(m), out=self.machine_factor)
+        self._crowd = self._machine_rows[1]
+        self._crowd[:] = -1.0
 
         # Running jobs in compact slots (cap: every running job holds at least one GPU).
         cap = max(1, min(n, self.total_gpus))
@@ -195,6 +199,16 @@ class ClusterSimulator:
         # Compiled kernels refresh every speed in about the time of one numpy call, so they skip
         # the bookkeeping of which jobs a launch or release touched.
         self._refresh_all = self._k.name == "numba"
+        # Without machine factors, contention, measurement noise or restart overhead a single-machine
+        # job runs at exactly its nominal speed, so every measured speed is exactly 1 forever
+        # (1 + w (1 - 1)): the compiled path then skips the measurement's arithmetic and random
+        # draws (there are none) and only stamps its time, inside the per-event call.
+        self._trivial_measure = bool(
+            self._refresh_all and self.fluct is None and self.alpha == 0.0
+            and float(world.measurement_noise) == 0.0 and not world.restart_overhead > 0
+            and np.all(self.machine_factor == 1.0)
+            and np.all(np.isfinite(self.job_speed) & (self.job_speed > 0)))
+        self._empty = np.zeros(0, dtype=np.int64)
         self._n_multi = 0
         self._job_machines: dict[int, list[int]] = {}      # multi-machine job -> its machines
         self._layout = None                                # cached segments of multi-machine jobs
@@ -680,7 +694,16 @@ class ClusterSimulator:
             t_next = self.time_limit
         n = self._n
         due = 0
-        if n:
+        if n and self._refresh_all:
+            # The compiled kernels on the slot blocks (and the trivial measurement's time stamps).
+            dirty = self._dirty
+            t_next, self._next_finish, self._restarting, due = self._k.event(
+                n, dirty, self._s_float, self._s_int, self._s_flag, self._machine_rows, self.alpha,
+                self._mpool if dirty and self._n_multi else self._empty, now, self._restarting,
+                min(t_next, self._next_fluct, self._next_tick), self._scratch, self._due,
+                self._trivial_measure, self._measure_time, self._machine_float[1])
+            self._dirty = False
+        elif n:
             dirty = self._dirty
             if dirty:
                 layout = self._multi_layout()
@@ -707,8 +730,14 @@ class ClusterSimulator:
                 self.busy_gpu_seconds += self._held_total * dt
         self.now = now = t_next
         self.events += 1
-        if fluct is None:
-            self._measure()     # without fluctuation updates, measure at every event
+        if fluct is None:       # without fluctuation updates, measure at every event
+            if self._trivial_measure:
+                # Stamped by the event kernel: only the version and the clock of measurements move.
+                if n and now - self._measure_time > 0 and n != self._n_multi:
+                    self.measure_version += 1
+                self._measure_time = now
+            else:
+                self._measure()
         if due:
             self._complete_due(due)
         if arrival < self.num_jobs and self._submit_list[arrival] <= now:
@@ -729,8 +758,24 @@ class ClusterSimulator:
         n = self._n
         if not n or dt <= 0:
             return
-        self._ensure_rates()
         k = self._k
+        if self._refresh_all:
+            # One compiled call: the speeds refreshed if needed, then the measurement.
+            restarting = self._restarting
+            count = k.measurable_count(n, self._s_single, self._s_until, self.now) if restarting else n - self._n_multi
+            if not count:
+                return
+            noise = float(self.world.measurement_noise)
+            z = self.rng.standard_normal(count) if noise > 0 else self._scratch[:0]
+            dirty = self._dirty
+            k.measure_rates(n, dirty, self._s_float, self._s_int, self._s_flag, self._machine_rows, self.alpha,
+                            self._mpool if dirty and self._n_multi else self._empty, self.now, restarting,
+                            self._n_multi, z, noise, -math.expm1(-dt / self.world.measurement_tau),
+                            self._machine_float, self._scratch)
+            self._dirty = False
+            self.measure_version += 1
+            return
+        self._ensure_rates()
         if self._restarting:
             count = k.measurable_count(n, self._s_single, self._s_until, self.now)
         else:
