@@ -597,6 +597,43 @@ def _numba_kernels():
             place_mask[M] = 1
 
     @jit
+    def place_launch(k, job, m, take, now, overhead, alpha, s_float, s_int, s_flag, job_block, restarts, status,
+                     duration, comm, job_speed, machine_type, machine_int, crowd, type_int):
+        """The simulator's ``place`` and ``_launch`` of a job taking all its ``take`` GPUs on machine
+        ``m``, compiled: GPUs and counts per machine and type, the job's nominal speed (``job_block``
+        row 6), first start (row 7) and status, and its new slot ``k``. Returns whether a restart
+        overhead began. The same operations as the Python path."""
+        t = machine_type[m]
+        machine_int[0, m] -= take
+        type_int[0, t] -= take
+        type_int[1, t] += take
+        machine_int[1, m] += 1
+        crowd[m] += 1.0
+        nominal = job_speed[job, t]
+        job_block[6, job] = nominal
+        if np.isnan(job_block[7, job]):
+            job_block[7, job] = now
+        status[job] = 2                                   # RUNNING
+        until = now
+        restarting = False
+        if restarts[job] > 0 and overhead > 0:
+            until = now + overhead
+            restarting = True
+        # s_float rows: left, rate, nominal, alpha x comm, restart end, launch time; s_int rows:
+        # job, first machine, pool offset, machine count; s_flag rows: multi, single.
+        s_int[0, k] = job
+        s_float[0, k] = duration[job] - job_block[0, job]
+        s_float[2, k] = nominal
+        s_float[3, k] = alpha * comm[job]
+        s_int[1, k] = m
+        s_flag[0, k] = False
+        s_flag[1, k] = True
+        s_float[4, k] = until
+        s_float[5, k] = now
+        s_int[3, k] = 1
+        return restarting
+
+    @jit
     def release_slot(k, last, job, now, s_float, s_int, s_flag, job_block, duration, gpus, m, g,
                      machine_int, crowd, type_int, machine_type):
         """Release running slot ``k`` of ``job`` (the simulator's ``_release``, compiled): fold it
@@ -679,14 +716,15 @@ def _numba_kernels():
                            refresh_rates=refresh_rates, next_finish=next_finish,
                            accrue_due=accrue_due, run_to_next=run_to_next,
                            measurable_count=measurable_count, measure=measure, observe=observe,
-                           release_slot=release_slot)
+                           release_slot=release_slot, place_launch=place_launch)
 
 
 _NUMPY = SimpleNamespace(name="numpy", ou_step=_np_ou_step, switch_due=_np_switch_due,
                          switch_apply=_np_switch_apply, refresh_rates=_np_refresh_rates, next_finish=_np_next_finish,
                          accrue_due=_np_accrue_due, run_to_next=_np_run_to_next,
                          measurable_count=_np_measurable_count,
-                         measure=_np_measure, observe=None, release_slot=None)
+                         measure=_np_measure, observe=None, release_slot=None,
+                         place_launch=None)
 _loaded: dict[str, SimpleNamespace] = {"numpy": _NUMPY}
 
 

@@ -147,8 +147,10 @@ class ClusterSimulator:
 
         # The arrays the observation kernel reads are rows of a few blocks (one argument each
         # instead of one per array: a compiled call costs about 0.1 us per argument).
-        # progress, attained, executed, held, executed before this run, held before this run
-        self._job_block = np.zeros((6, n))
+        # progress, attained, executed, held, executed before this run, held before this run,
+        # nominal speed, first start
+        self._job_block = np.zeros((8, n))
+        self._job_block[7] = np.nan
         self._machine_int = np.zeros((2, m), dtype=np.int64)    # free GPUs, running jobs
         self._machine_int[0] = self.machine_gpus
         self._machine_float = np.empty((2, m))             # measured speed, time measured
@@ -157,8 +159,8 @@ class ClusterSimulator:
         self.jobs = JobState(
             status=np.zeros(n, dtype=np.int8),
             progress=self._job_block[0], attained=self._job_block[1], executed=self._job_block[2],
-            held=self._job_block[3], first_start=np.full(n, np.nan), finish=np.full(n, np.nan),
-            restarts=np.zeros(n, dtype=np.int64), nominal=np.zeros(n),
+            held=self._job_block[3], first_start=self._job_block[7], finish=np.full(n, np.nan),
+            restarts=np.zeros(n, dtype=np.int64), nominal=self._job_block[6],
         )
         self.machines = MachineState(
             free=self._machine_int[0], jobs=self._machine_int[1], static=static,
@@ -209,6 +211,7 @@ class ClusterSimulator:
             and np.all(self.machine_factor == 1.0)
             and np.all(np.isfinite(self.job_speed) & (self.job_speed > 0)))
         self._empty = np.zeros(0, dtype=np.int64)
+        self._overhead = float(world.restart_overhead)
         self._n_multi = 0
         self._job_machines: dict[int, list[int]] = {}      # multi-machine job -> its machines
         self._layout = None                                # cached segments of multi-machine jobs
@@ -411,7 +414,12 @@ class ClusterSimulator:
             raise RuntimeError("no job is being placed")
         if not self._placeable(job, machine):
             raise ValueError(f"machine {machine} has no free GPU that job {job} may use")
-        take = min(int(self.machines.free[machine]), self.placing_need)
+        need = self.placing_need
+        take = min(int(self.machines.free[machine]), need)
+        alloc = self.alloc[job]
+        if take == need and not alloc and self._refresh_all and self.allocation_log is None:
+            self._place_launch(job, machine, take)
+            return True
         self.machines.free[machine] -= take
         t = self._machine_type_list[machine]
         self.free_per_type[t] -= take
@@ -428,6 +436,31 @@ class ClusterSimulator:
             self.placing = -1
             return True
         return False
+
+    def _place_launch(self, job: int, machine: int, gpus: int) -> None:
+        """``place`` then ``_launch`` of a job that takes all its ``gpus`` on one machine, with the
+        compiled kernels: the array updates in one call (the same operations)."""
+        t = self._machine_type_list[machine]
+        self._held_total += gpus
+        self.free_total -= gpus
+        self._fee_rate += gpus * self._price_per_s[t]
+        self._power += gpus * self._extra_watts[t]
+        self.alloc[job].append((machine, gpus))
+        self.placing_need = 0
+        self.machine_jobs[machine][job] = gpus
+        self.machine_log.append(machine)
+        self.machine_log.append(machine)
+        self._remove_pending(job)
+        k = self._n
+        self._slot[job] = k
+        if self._k.place_launch(k, job, machine, gpus, self.now, self._overhead, self.alpha, self._s_float,
+                                self._s_int, self._s_flag, self._job_block, self.jobs.restarts, self.jobs.status,
+                                self.duration, self.comm, self.job_speed, self.machine_type, self._machine_int,
+                                self._crowd, self._type_int):
+            self._restarting = True
+        self._n = k + 1
+        self._dirty = True          # compiled kernels refresh every speed (_stale_neighbours)
+        self.placing = -1
 
     def _launch(self, job: int) -> None:
         js = self.jobs
