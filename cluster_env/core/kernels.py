@@ -635,13 +635,17 @@ def _numba_kernels():
 
     @jit
     def release_slot(k, last, job, now, s_float, s_int, s_flag, job_block, duration, gpus, m, g,
-                     machine_int, crowd, type_int, machine_type):
+                     machine_int, crowd, type_int, machine_type, finished, status):
         """Release running slot ``k`` of ``job`` (the simulator's ``_release``, compiled): fold it
         into the per-job arrays (``job_block`` rows: progress, attained, executed, held, executed
-        and held before this run), move the ``last`` slot into it and, for a job on the single
-        machine ``m >= 0`` with ``g`` GPUs, give them back (free / jobs per machine, ``crowd``,
-        free / held per type). The same IEEE operations as the Python path."""
+        and held before this run, ..., finish time), move the ``last`` slot into it and, for a job
+        on the single machine ``m >= 0`` with ``g`` GPUs, give them back (free / jobs per machine,
+        ``crowd``, free / held per type). ``finished``: the job completes now (no work left,
+        finish time, status FINISHED: the simulator's ``_complete_due``). The same IEEE
+        operations as the Python path."""
         # s_float rows: left, rate, nominal, alpha x comm, end of restart overhead, launch time.
+        if finished:
+            s_float[0, k] = 0.0
         until, t0 = s_float[4, k], s_float[5, k]
         started = t0 if t0 > until else until             # Python's max(until, t0)
         job_block[0, job] = duration[job] - s_float[0, k]
@@ -665,6 +669,10 @@ def _numba_kernels():
             t = machine_type[m]
             type_int[0, t] += g
             type_int[1, t] -= g
+        if finished:
+            job_block[0, job] = duration[job]
+            job_block[8, job] = now
+            status[job] = 3                               # FINISHED
 
     @jit
     def ou_step(log_speed, z, noise, decay, log_mult, out):

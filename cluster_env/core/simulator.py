@@ -148,9 +148,9 @@ class ClusterSimulator:
         # The arrays the observation kernel reads are rows of a few blocks (one argument each
         # instead of one per array: a compiled call costs about 0.1 us per argument).
         # progress, attained, executed, held, executed before this run, held before this run,
-        # nominal speed, first start
-        self._job_block = np.zeros((8, n))
-        self._job_block[7] = np.nan
+        # nominal speed, first start, finish
+        self._job_block = np.zeros((9, n))
+        self._job_block[7:] = np.nan
         self._machine_int = np.zeros((2, m), dtype=np.int64)    # free GPUs, running jobs
         self._machine_int[0] = self.machine_gpus
         self._machine_float = np.empty((2, m))             # measured speed, time measured
@@ -159,7 +159,7 @@ class ClusterSimulator:
         self.jobs = JobState(
             status=np.zeros(n, dtype=np.int8),
             progress=self._job_block[0], attained=self._job_block[1], executed=self._job_block[2],
-            held=self._job_block[3], first_start=self._job_block[7], finish=np.full(n, np.nan),
+            held=self._job_block[3], first_start=self._job_block[7], finish=self._job_block[8],
             restarts=np.zeros(n, dtype=np.int64), nominal=self._job_block[6],
         )
         self.machines = MachineState(
@@ -526,8 +526,9 @@ class ClusterSimulator:
         bisect.insort(self.pending, job)
         self.pending_gpus += int(self.gpus[job])
 
-    def _release(self, job: int) -> None:
-        """Free a running job's GPUs and fold its slot back into the per-job arrays."""
+    def _release(self, job: int, finished: bool = False) -> None:
+        """Free a running job's GPUs and fold its slot back into the per-job arrays (``finished``:
+        the compiled path also records the job's end: all work done, finish time, status)."""
         k = self._slot.pop(job)
         if self.allocation_log is not None:
             self.allocation_log.append((self.now, job, None))
@@ -548,7 +549,7 @@ class ClusterSimulator:
             m, g = alloc[0] if not multi else (-1, 0)
             self._k.release_slot(k, last, job, self.now, self._s_float, self._s_int, self._s_flag,
                                  self._job_block, self.duration, self.gpus, m, g, self._machine_int,
-                                 self._crowd, self._type_int, self.machine_type)
+                                 self._crowd, self._type_int, self.machine_type, finished, self.jobs.status)
             if not multi:
                 t = self._machine_type_list[m]
                 del self.machine_jobs[m][job]
@@ -828,6 +829,11 @@ class ClusterSimulator:
         whose remaining work takes under a microsecond at their speed (or under a few units of the
         clock's resolution, when that is coarser)."""
         js = self.jobs
+        if self._refresh_all:
+            for job in self._s_job[self._due[:count]].tolist():
+                self._release(job, finished=True)
+                self.finished_count += 1
+            return
         for job in self._s_job[self._due[:count]].tolist():
             self._s_left[self._slot[job]] = 0.0
             self._release(job)

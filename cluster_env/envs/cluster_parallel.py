@@ -289,10 +289,11 @@ class ClusterParallelEnv(ParallelEnv):
         self.num_steps += 1
 
         reward = self._reward()
-        done = self.sim.done
+        done = sim.finished_count == sim.num_jobs
+        sched = self.sched
         truncated = not done and (
-            (self.sched.max_steps is not None and self.num_steps >= self.sched.max_steps)
-            or (self.sched.max_time is not None and sim.now >= self.sched.max_time))
+            (sched.max_steps is not None and self.num_steps >= sched.max_steps)
+            or (sched.max_time is not None and sim.now >= sched.max_time))
         obs = self._observe()
         rewards = {"orderer": reward, "placer": reward}
         terminations = {"orderer": done, "placer": done}

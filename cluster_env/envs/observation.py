@@ -111,6 +111,7 @@ class ObservationBuilder:
         self._idle_placing = np.zeros(len(PLACING_FEATURES), dtype=np.float32)   # ORDER phase
         self._idle_placing[PLACING_FEATURES.index("duration_log")] = -1.0
         self._no_ids = np.full(self.K + self.R, -1, dtype=np.int64)
+        self._no_running = np.zeros(0, dtype=np.int64)
 
     # ------------------------------------------------------------------ per episode
     def bind(self, sim: ClusterSimulator, num_tenants: int) -> None:
@@ -183,7 +184,7 @@ class ObservationBuilder:
             order = np.lexsort((run, -sim.jobs.attained[run]))
             running = run[order[: self.R]]
         else:
-            running = np.zeros(0, dtype=np.int64)
+            running = self._no_running       # empty: nothing can write into it
         return pending, running
 
     def candidate_ids(self, pending: np.ndarray, running: np.ndarray) -> np.ndarray:
