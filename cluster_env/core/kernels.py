@@ -562,7 +562,9 @@ def _numba_kernels():
                         memo[1, s] = v
                         n_memo += 1
                 rows[m, 7] = v
-        machines[:, :] = rows
+        out, src = machines.reshape(machines.size), rows.reshape(rows.size)    # one flat copy
+        for i in range(src.size):
+            out[i] = src[i]
         if placing_phase:
             for m in range(M):
                 ok = free[m] > 0 and (not has_allowed or allowed[placing_job, machine_type[m]])
