@@ -310,9 +310,8 @@ class ClusterSimulator:
     def _fluct_period(self) -> float:
         # Fine-grained updates while jobs wait (decisions can depend on measured speeds); coarser
         # ones otherwise. Transitions are exact, so only the time resolution changes.
-        if self.pending:
-            return self.world.fluctuation_params.interval
-        return max(self.world.fluctuation_params.interval, self.world.quiet_fluctuation_interval)
+        interval = self.world.fluctuation_params.interval
+        return interval if self.pending else max(interval, self.world.quiet_fluctuation_interval)
 
     # ------------------------------------------------------------------ queries
     @property

@@ -367,7 +367,11 @@ class ClusterParallelEnv(ParallelEnv):
         else:
             pending, running = self.builder.candidates()
             self._cand_pending, self._cand_running = pending, running
-        feats, self._order_mask, self._place_mask = self.builder.build(placing, pending, running)
+        builder = self.builder
+        if builder._kernel is not None:     # the compiled path, without build's indirection
+            feats, self._order_mask, self._place_mask, builder._ids = builder._build_compiled(placing, pending, running)
+        else:
+            feats, self._order_mask, self._place_mask = builder.build(placing, pending, running)
         if not placing and self._preempted_now[1] and self._preempted_now[0] == self.sim.now:
             self._guard_zero_time_restart(running)
         if not placing:
