@@ -221,6 +221,14 @@ def _np_switch_due(next_switch, time, due_out, since_out):
     return k
 
 
+def _np_ou_switch_due(log_speed, z, noise, decay, log_mult, out, switching, next_switch, time, due_out,
+                      since_out):
+    """``ou_step``, then, if ``switching``, ``switch_due`` (one call); returns the due count (0
+    when not switching)."""
+    _np_ou_step(log_speed, z, noise, decay, log_mult, out)
+    return _np_switch_due(next_switch, time, due_out, since_out) if switching else 0
+
+
 def _np_switch_apply(count, due, ex, u, e, straggling, log_mult, next_switch, pi, log_slow, shift, time,
                      on_mean, off_mean):
     """New straggler states of ``count`` due machines from the chain's transition law (``ex``:
@@ -696,6 +704,25 @@ def _numba_kernels():
         return k
 
     @jit
+    def ou_switch_due(log_speed, z, noise, decay, log_mult, out, switching, next_switch, time, due_out,
+                      since_out):
+        add = len(out) > 0
+        for i in range(len(log_speed)):
+            x = log_speed[i] * decay + z[i] * noise
+            log_speed[i] = x
+            if add:
+                out[i] = x + log_mult[i]
+        if not switching:
+            return 0
+        k = 0
+        for i in range(len(next_switch)):
+            if next_switch[i] <= time:
+                due_out[k] = i
+                since_out[k] = time - next_switch[i]
+                k += 1
+        return k
+
+    @jit
     def switch_apply(count, due, ex, u, e, straggling, log_mult, next_switch, pi, log_slow, shift, time,
                      on_mean, off_mean):
         for k in range(count):
@@ -722,6 +749,7 @@ def _numba_kernels():
                                       measure=measure))
 
     return SimpleNamespace(name="numba", ou_step=ou_step, switch_due=switch_due, switch_apply=switch_apply,
+                           ou_switch_due=ou_switch_due,
                            event=event, measure_rates=measure_rates,
                            refresh_rates=refresh_rates, next_finish=next_finish,
                            accrue_due=accrue_due, run_to_next=run_to_next,
@@ -729,7 +757,7 @@ def _numba_kernels():
                            release_slot=release_slot, place_launch=place_launch)
 
 
-_NUMPY = SimpleNamespace(name="numpy", ou_step=_np_ou_step, switch_due=_np_switch_due,
+_NUMPY = SimpleNamespace(name="numpy", ou_step=_np_ou_step, switch_due=_np_switch_due, ou_switch_due=_np_ou_switch_due,
                          switch_apply=_np_switch_apply, refresh_rates=_np_refresh_rates, next_finish=_np_next_finish,
                          accrue_due=_np_accrue_due, run_to_next=_np_run_to_next,
                          measurable_count=_np_measurable_count,

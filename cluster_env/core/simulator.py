@@ -689,14 +689,19 @@ class ClusterSimulator:
         the ``window`` oldest pending ones fits, and no running job may be chosen
         (``running_choice``: a preemption window exists); stops at the end or when nothing is left
         to happen."""
-        gpus = self._gpus_list
+        gpus, pending, allowed = self._gpus_list, self.pending, self.allowed
+        # Inside this loop the queue only grows at its end (arrivals): the smallest request among
+        # its head is recomputed only when its length changed.
+        seen, smallest = -1, 0
         while self.finished_count != self.num_jobs and self.now < self.time_limit:
             if self._n and running_choice:
                 return
-            head = self.pending[:window]
-            if head:
-                if self.allowed is None:
-                    if min(map(gpus.__getitem__, head)) <= self.free_total:
+            if pending:
+                if allowed is None:
+                    if len(pending) != seen:
+                        seen = len(pending)
+                        smallest = min(map(gpus.__getitem__, pending[:window]))
+                    if smallest <= self.free_total:
                         return
                 elif self.any_fits(window):
                     return
@@ -782,24 +787,35 @@ class ClusterSimulator:
             self._next_tick = now + self.scheduling_tick
         return dt
 
-    def _measure(self) -> None:
+    def _measure(self, extra: int = 0) -> "np.ndarray | None":
         """Measured machine speeds: a noisy moving average of each single-machine job's observed
         progress relative to its nominal speed over the period that ends now, attributed to its
-        machine (at fluctuation updates, or at every event when fluctuation is off)."""
+        machine (at fluctuation updates, or at every event when fluctuation is off).
+
+        ``extra`` (compiled kernels): when the measurement draws its noise, it also draws the next
+        ``extra`` standard normals of the stream in the same call and returns them (None when it
+        drew nothing): the fluctuation step's, the very next draws either way."""
         dt = self.now - self._measure_time
         self._measure_time = self.now
         n = self._n
         if not n or dt <= 0:
-            return
+            return None
         k = self._k
         if self._refresh_all:
             # One compiled call: the speeds refreshed if needed, then the measurement.
             restarting = self._restarting
             count = k.measurable_count(n, self._s_single, self._s_until, self.now) if restarting else n - self._n_multi
             if not count:
-                return
+                return None
             noise = float(self.world.measurement_noise)
-            z = self.rng.standard_normal(count) if noise > 0 else self._scratch[:0]
+            rest = None
+            if noise <= 0:
+                z = self._scratch[:0]
+            elif extra:
+                z = self.rng.standard_normal(count + extra)
+                z, rest = z[:count], z[count:]
+            else:
+                z = self.rng.standard_normal(count)
             dirty = self._dirty
             k.measure_rates(n, dirty, self._s_float, self._s_int, self._s_flag, self._machine_rows, self.alpha,
                             self._mpool if dirty and self._n_multi else self._empty, self.now, restarting,
@@ -807,7 +823,7 @@ class ClusterSimulator:
                             self._machine_float, self._scratch)
             self._dirty = False
             self.measure_version += 1
-            return
+            return rest
         self._ensure_rates()
         if self._restarting:
             count = k.measurable_count(n, self._s_single, self._s_until, self.now)
@@ -852,8 +868,15 @@ class ClusterSimulator:
             self.arrived_count += 1
 
     def _update_fluctuation(self) -> None:
-        self._measure()     # speeds observed over the period that ends now
-        self.fluct.advance(self.now - self._fluct_time)
+        fluct, dt = self.fluct, self.now - self._fluct_time
+        if self._refresh_all:
+            # The measurement's noise and the fluctuation step's normals are consecutive draws of
+            # one stream: drawn in one call when both happen.
+            normals = self._measure(fluct.n if fluct.draws_normals(dt) else 0)
+            fluct.advance(dt, normals)
+        else:
+            self._measure()     # speeds observed over the period that ends now
+            fluct.advance(dt)
         self._fluct_time = self.now
         np.multiply(self.machines.static, self.fluct.factors, out=self.machine_factor)
         self._next_fluct = self.now + self._fluct_period()
