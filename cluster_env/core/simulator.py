@@ -411,10 +411,11 @@ class ClusterSimulator:
         job = self.placing
         if job < 0:
             raise RuntimeError("no job is being placed")
-        if not self._placeable(job, machine):
+        free = int(self.machines.free[machine])          # _placeable, inline
+        if free <= 0 or not (self.allowed is None or self.allowed[job, self._machine_type_list[machine]]):
             raise ValueError(f"machine {machine} has no free GPU that job {job} may use")
         need = self.placing_need
-        take = min(int(self.machines.free[machine]), need)
+        take = min(free, need)
         alloc = self.alloc[job]
         if take == need and not alloc and self._refresh_all and self.allocation_log is None:
             self._place_launch(job, machine, take)

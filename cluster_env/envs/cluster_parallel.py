@@ -383,11 +383,13 @@ class ClusterParallelEnv(ParallelEnv):
 
     def _reward(self) -> float:
         sim = self.sim
-        t0, js0, fee0, en0, fin0 = self._last
         if self._jct_unit is not None:
-            # The default reward, inline (the same arithmetic as JCTReward, without StepStats).
-            self._last = (sim.now, sim.job_seconds, sim.fee, sim.energy_joules, sim.finished_count)
-            return -float(sim.job_seconds - js0) / (max(sim.num_jobs, 1) * self._jct_unit)
+            # The default reward, inline (the same arithmetic as JCTReward, without StepStats); it
+            # reads only the job-seconds, so only they are kept (the reward is fixed per env).
+            js0, js = self._last[1], sim.job_seconds
+            self._last = (0.0, js, 0.0, 0.0, 0)
+            return -float(js - js0) / (max(sim.num_jobs, 1) * self._jct_unit)
+        t0, js0, fee0, en0, fin0 = self._last
         # dt, job_seconds, fee, energy_kwh, jobs_finished, num_jobs
         stats = StepStats(sim.now - t0, sim.job_seconds - js0, sim.fee - fee0, (sim.energy_joules - en0) / 3.6e6,
                           sim.finished_count - fin0, sim.num_jobs)
