@@ -740,7 +740,7 @@ class ClusterSimulator:
                 n, dirty, self._s_float, self._s_int, self._s_flag, self._machine_rows, self.alpha,
                 self._mpool if dirty and self._n_multi else self._empty, now, self._restarting,
                 min(t_next, self._next_fluct, self._next_tick), self._scratch, self._due,
-                self._trivial_measure, self._measure_time, self._machine_float[1])
+                self._trivial_measure, self._measure_time, self.machines.measured_at)
             self._dirty = False
         elif n:
             dirty = self._dirty
@@ -846,7 +846,8 @@ class ClusterSimulator:
         clock's resolution, when that is coarser)."""
         js = self.jobs
         if self._refresh_all:
-            for job in self._s_job[self._due[:count]].tolist():
+            due = self._s_job[self._due[:count]].tolist() if count > 1 else (int(self._s_job[self._due[0]]),)
+            for job in due:
                 self._release(job, finished=True)
                 self.finished_count += 1
             return
