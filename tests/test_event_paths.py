@@ -69,8 +69,13 @@ def test_measurement_kept_where_an_effect_needs_it(overrides):
     ("philly-v0", "tiresias", 6, {"all_effects_off": True, "preemption": True}),     # restarts, no overhead
     ("philly-v0", "fifo+spread", 7, {"fluctuation": False, "contention": False, "static_factors": False,
                                       "measurement_noise": 0.0}),                      # trivial, spread jobs
+    ("philly-v0", "tiresias", 8, {"fluctuation": False, "contention": False, "preemption": True,
+                                  "restart_overhead": 30.0}),        # speeds fixed per run, measured
+    ("philly-v0", "fifo+spread", 9, {"fluctuation": False, "contention": False}),   # fixed, spread jobs
 ])
 def test_compiled_launch_release_and_stamps_match_numpy(scenario, policy, seed, overrides):
+    """Compiled starts and releases, speeds set once per run (no fluctuation, no contention) and
+    trivial measurements give the numpy reference's episodes."""
     assert _digest("numba", scenario, policy, seed, **overrides) == _digest("numpy", scenario, policy, seed, **overrides)
 
 

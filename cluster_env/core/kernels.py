@@ -608,11 +608,14 @@ def _numba_kernels():
 
     @jit
     def place_launch(k, job, m, take, now, overhead, alpha, s_float, s_int, s_flag, job_block, restarts, status,
-                     duration, comm, job_speed, machine_type, machine_int, crowd, type_int):
+                     duration, comm, job_speed, machine_type, machine_int, crowd, type_int, static_rate,
+                     machine_factor):
         """The simulator's ``place`` and ``_launch`` of a job taking all its ``take`` GPUs on machine
         ``m``, compiled: GPUs and counts per machine and type, the job's nominal speed (``job_block``
-        row 6), first start (row 7) and status, and its new slot ``k``. Returns whether a restart
-        overhead began. The same operations as the Python path."""
+        row 6), first start (row 7) and status, and its new slot ``k``. ``static_rate`` (no
+        fluctuation, no contention): the slot's true speed too, which then never changes (what
+        ``refresh_rates`` computes). Returns whether a restart overhead began. The same
+        operations as the Python path."""
         t = machine_type[m]
         machine_int[0, m] -= take
         type_int[0, t] -= take
@@ -641,6 +644,8 @@ def _numba_kernels():
         s_float[4, k] = until
         s_float[5, k] = now
         s_int[3, k] = 1
+        if static_rate:
+            s_float[1, k] = nominal * machine_factor[m]
         return restarting
 
     @jit

@@ -210,6 +210,10 @@ class ClusterSimulator:
             and float(world.measurement_noise) == 0.0 and not world.restart_overhead > 0
             and np.all(self.machine_factor == 1.0)
             and np.all(np.isfinite(self.job_speed) & (self.job_speed > 0)))
+        # Without fluctuation and contention a job's speed is fixed for its whole run (its nominal
+        # speed times its slowest machine's static factor): the compiled path then sets it at
+        # launch and keeps it, instead of refreshing every speed after each launch or release.
+        self._static_rates = self._refresh_all and self.fluct is None and self.alpha == 0.0
         self._empty = np.zeros(0, dtype=np.int64)
         self._overhead = float(world.restart_overhead)
         self._n_multi = 0
@@ -456,10 +460,11 @@ class ClusterSimulator:
         if self._k.place_launch(k, job, machine, gpus, self.now, self._overhead, self.alpha, self._s_float,
                                 self._s_int, self._s_flag, self._job_block, self.jobs.restarts, self.jobs.status,
                                 self.duration, self.comm, self.job_speed, self.machine_type, self._machine_int,
-                                self._crowd, self._type_int):
+                                self._crowd, self._type_int, self._static_rates, self.machine_factor):
             self._restarting = True
         self._n = k + 1
-        self._dirty = True          # compiled kernels refresh every speed (_stale_neighbours)
+        if not self._static_rates:
+            self._dirty = True      # compiled kernels refresh every speed (_stale_neighbours)
         self.placing = -1
 
     def _launch(self, job: int) -> None:
@@ -559,7 +564,8 @@ class ClusterSimulator:
                 self._power += -g * self._extra_watts[t]
                 self.machine_log.append(m)
                 self._n = last
-                self._dirty = True      # compiled kernels refresh every speed (_stale_neighbours)
+                if not self._static_rates:
+                    self._dirty = True  # compiled kernels refresh every speed (_stale_neighbours)
                 return
         else:
             js = self.jobs
