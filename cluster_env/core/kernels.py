@@ -478,32 +478,46 @@ def _numba_kernels():
 
     @jit
     def observe(jobs, machines, glob, plc, order_mask, place_mask, ids,                # outputs
-                pending, running, placing_phase, refresh_measured, refresh_age, now, free_total,  # this step
+                pending, running, placing_phase, refresh_measured, refresh_age, now,            # this step
                 placing_job, placing_need, machines_used, pending_count, running_count, next_arrival,
-                finished, pending_gpus, can_advance,
-                ep, job_static, job_const, gpus, allowed, job_speed, gpus_inv, machine_type,      # the episode
-                job_state, restarts, free_per_type, machine_int, machine_float,                  # in place
-                rows, shown, memo):
+                finished, pending_gpus,
+                ep_int, ep_float, job_static, allowed, job_speed,                               # the episode
+                job_state, restarts, free_per_type, machine_int, machine_float, rows):          # in place
         """Both agents' observation arrays in one pass, what ObservationBuilder's numpy path builds,
         written into the given zero-filled arrays (numba's boxing of returned arrays costs more).
 
-        ``ep``: K, R, preemption, clairvoyant, total GPUs, jobs; ``job_const``: submit, duration,
-        best speed; ``job_state``: progress, attained, executed; ``machine_int``: free GPUs, jobs;
-        ``machine_float``: measured speed, time measured. ``rows`` is the private (M, 11) machine
-        block, brought up to date incrementally: a row's free/jobs columns only when its values
-        differ from those it shows (``shown``), the measured column when a measurement happened,
-        the age column when the clock or a measurement moved (one log1p per distinct measurement
-        time, ``memo``); then it is copied out."""
-        K, R, preemption, clairvoyant = ep[0], ep[1], ep[2] != 0, ep[3] != 0
-        total_gpus, num_jobs = ep[4], ep[5]
-        submit, duration, best_speed = job_const[0], job_const[1], job_const[2]
+        The episode's arrays travel in two arenas (numba converts each argument at every call):
+        ``ep_int`` = K, R, preemption, clairvoyant, total GPUs, jobs N, then GPUs per job (N), GPU
+        type per machine (M), and the free GPUs and jobs each machine row shows (2 M);
+        ``ep_float`` = submit times, durations, best speeds (N each), 1 / GPUs per machine (M), a
+        memo of ages (16). ``job_state``: progress, attained, executed; ``machine_int``: free
+        GPUs, jobs; ``machine_float``: measured speed, time measured. ``rows`` is the private
+        (M, 11) machine block, brought up to date incrementally: a row's free/jobs columns only
+        when its values differ from those it shows, the measured column when a measurement
+        happened, the age column when the clock or a measurement moved (one log1p per distinct
+        measurement time); then it is copied out."""
+        K, R, preemption, clairvoyant = ep_int[0], ep_int[1], ep_int[2] != 0, ep_int[3] != 0
+        total_gpus, num_jobs = ep_int[4], ep_int[5]
+        M = rows.shape[0]
+        N = num_jobs
+        gpus = ep_int[6: 6 + N]
+        machine_type = ep_int[6 + N: 6 + N + M]
+        shown_free = ep_int[6 + N + M: 6 + N + 2 * M]
+        shown_jobs = ep_int[6 + N + 2 * M: 6 + N + 3 * M]
+        submit, duration, best_speed = ep_float[0: N], ep_float[N: 2 * N], ep_float[2 * N: 3 * N]
+        gpus_inv = ep_float[3 * N: 3 * N + M]
+        memo_at = ep_float[3 * N + M: 3 * N + M + 8]
+        memo_age = ep_float[3 * N + M + 8: 3 * N + M + 16]
         progress, attained, executed = job_state[0], job_state[1], job_state[2]
+        free_total = 0
+        for t in range(free_per_type.shape[0]):
+            free_total += free_per_type[t]
+        can_advance = next_arrival < num_jobs or running_count > 0 or finished == num_jobs
         free, mjobs = machine_int[0], machine_int[1]
         measured, measured_at = machine_float[0], machine_float[1]
         n_rows = K + R
         n_feat = job_static.shape[1]
         ids[:] = -1
-        M = rows.shape[0]
         has_allowed = allowed.shape[0] > 0
         n_types = free_per_type.shape[0]
         for r in range(len(pending) + len(running)):
@@ -540,13 +554,13 @@ def _numba_kernels():
         n_memo = 0
         for m in range(M):
             f = free[m]
-            if f != shown[0, m]:
-                shown[0, m] = f
+            if f != shown_free[m]:
+                shown_free[m] = f
                 rows[m, 3] = f * 0.125
                 rows[m, 4] = f * gpus_inv[m]
             b = mjobs[m]
-            if b != shown[1, m]:
-                shown[1, m] = b
+            if b != shown_jobs[m]:
+                shown_jobs[m] = b
                 rows[m, 5] = b
             if refresh_measured:
                 rows[m, 6] = measured[m]
@@ -557,17 +571,17 @@ def _numba_kernels():
                 else:
                     # Machines measured together share their age: one log1p per distinct time.
                     hit = -1
-                    for s in range(n_memo):
-                        if memo[0, s] == at:
+                    for s in range(min(n_memo, 8)):
+                        if memo_at[s] == at:
                             hit = s
                             break
                     if hit >= 0:
-                        v = memo[1, hit]
+                        v = memo_age[hit]
                     else:
                         v = math.log1p(now - at)
-                        s = n_memo % memo.shape[1]
-                        memo[0, s] = at
-                        memo[1, s] = v
+                        s = n_memo % 8
+                        memo_at[s] = at
+                        memo_age[s] = v
                         n_memo += 1
                 rows[m, 7] = v
         out, src = machines.reshape(machines.size), rows.reshape(rows.size)    # one flat copy

@@ -368,17 +368,18 @@ class ClusterParallelEnv(ParallelEnv):
             pending, running = self.builder.candidates()
             self._cand_pending, self._cand_running = pending, running
         builder = self.builder
-        if builder._kernel is not None:     # the compiled path, without build's indirection
-            feats, self._order_mask, self._place_mask, builder._ids = builder._build_compiled(placing, pending, running)
+        if builder._kernel is not None:     # the compiled path: its arrays, no intermediate dict
+            jobs, machines, g, p, self._order_mask, self._place_mask, _ = builder._build_arrays(placing, pending, running)
         else:
             feats, self._order_mask, self._place_mask = builder.build(placing, pending, running)
+            jobs, machines, g, p = feats["jobs"], feats["machines"], feats["global"], feats["placing"]
         if not placing and self._preempted_now[1] and self._preempted_now[0] == self.sim.now:
             self._guard_zero_time_restart(running)
         if not placing:
-            self._job_ids = self.builder.candidate_ids(pending, running)
+            self._job_ids = builder.candidate_ids(pending, running)
         return {
-            "orderer": {**feats, "action_mask": self._order_mask},
-            "placer": {**feats, "action_mask": self._place_mask},
+            "orderer": {"jobs": jobs, "machines": machines, "global": g, "placing": p, "action_mask": self._order_mask},
+            "placer": {"jobs": jobs, "machines": machines, "global": g, "placing": p, "action_mask": self._place_mask},
         }
 
     def _reward(self) -> float:
