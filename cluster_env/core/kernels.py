@@ -21,6 +21,12 @@ Random numbers are drawn by the caller from numpy's generator (the kernels take 
 The observation kernel (numba only; the numpy path is ``ObservationBuilder``'s own code) uses the
 C library's ``log1p`` and ``log2``, which numpy's equal on CPUs without AVX-512.
 
+The compiled backend has a few more kernels that fuse a whole step of the simulator on its blocks
+of arrays (fewer arguments to convert per call): ``event`` (``run_to_next`` plus the time stamps
+of a trivial measurement), ``measure_rates``, ``place_launch``, ``release_slot`` and
+``ou_switch_due`` (both backends); the simulator uses them when the compiled backend is active
+and its numpy reference code otherwise.
+
 Spread jobs' machines reach ``refresh_rates`` / ``run_to_next`` as three arrays whose meaning is
 the backend's: numpy takes (slots, concatenated machine lists, segment starts); numba takes
 (machine pool, offset per slot, machine count per slot). The simulator passes the right ones.

@@ -145,8 +145,8 @@ class ClusterSimulator:
         self._k = kernels.active()     # per-event arithmetic: compiled (numba) or numpy, the same bits
         self.fluct = FluctuationProcess(m, params, rng, self._k) if world.fluctuation else None
 
-        # The arrays the observation kernel reads are rows of a few blocks (one argument each
-        # instead of one per array: a compiled call costs about 0.1 us per argument).
+        # The arrays the compiled kernels read are rows of a few blocks (one argument each instead
+        # of one per array: numba converts every argument of every call, tens of ns apiece).
         # progress, attained, executed, held, executed before this run, held before this run,
         # nominal speed, first start, finish
         self._job_block = np.zeros((9, n))
