@@ -590,9 +590,10 @@ def _numba_kernels():
                         memo_age[s] = v
                         n_memo += 1
                 rows[m, 7] = v
-        out, src = machines.reshape(machines.size), rows.reshape(rows.size)    # one flat copy
-        for i in range(src.size):
-            out[i] = src[i]
+        n_cols = rows.shape[1]
+        for m in range(M):           # a plain loop: ``machines`` may be a row of a stacked buffer
+            for c in range(n_cols):
+                machines[m, c] = rows[m, c]
         if placing_phase:
             for m in range(M):
                 ok = free[m] > 0 and (not has_allowed or allowed[placing_job, machine_type[m]])
