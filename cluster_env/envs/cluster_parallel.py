@@ -368,7 +368,9 @@ class ClusterParallelEnv(ParallelEnv):
             pending, running = self.builder.candidates()
             self._cand_pending, self._cand_running = pending, running
         builder = self.builder
-        if builder._kernel is not None:     # the compiled path: its arrays, no intermediate dict
+        # The compiled path of the default layout: its arrays, no intermediate dict (a builder
+        # that overrides build, as the extended layout's, goes through build).
+        if builder._kernel is not None and type(builder) is ObservationBuilder:
             jobs, machines, g, p, self._order_mask, self._place_mask, _ = builder._build_arrays(placing, pending, running)
         else:
             feats, self._order_mask, self._place_mask = builder.build(placing, pending, running)
