@@ -18,9 +18,11 @@ Sections (each row: section, case, value, unit):
   time, events and steps per second, peak resident memory (``--quick``: the first 5,000 jobs).
 * ``scaling_jobs``: cost per simulator event (wall time of the episode / events) for the first
   1,000, 10,000 and all 82,247 Philly jobs on the same cluster: flat when no path is quadratic.
-* ``scaling_cluster``: cost per event for synthetic heterogeneous clusters of 64, 512 and 4,096
-  GPUs (V100 / P100 / K80, 8- and 4-GPU machines) running the same Philly jobs, arrivals
-  stretched so that the offered load per GPU is the same.
+* ``scaling_cluster``: cost per event and per step (decision) for synthetic heterogeneous
+  clusters of 64, 512, 4,096 and 6,208 GPUs (10 to 970 machines: V100 / P100 / K80, 8- and 4-GPU
+  machines) running the same Philly jobs, arrivals stretched so that the offered load per GPU is
+  the same. The event mix differs: on the smallest cluster most events are fluctuation updates
+  while jobs wait (several events per decision), on the largest about one event per decision.
 * the dual agent's sections (decision latency, training steps per second) come from
   ``benchmarks/bench_dual_agent.py`` when ``dual_agent`` is installed; skipped otherwise.
 
@@ -57,6 +59,7 @@ from cluster_env.scenarios.registry import WHOLE_SPLITS  # noqa: E402
 SECTIONS = ("env_steps", "replay", "scaling_jobs", "scaling_cluster", "dual_agent")
 QUICK_REPLAY_JOBS = 5_000
 # Synthetic clusters: (GPU type, GPUs per machine, share of the cluster's GPUs).
+SCALING_GPUS = (64, 512, 4096, 6208)
 SYNTHETIC_MIX = (("V100", 8, 0.5), ("P100", 8, 0.25), ("K80", 4, 0.25))
 # The Philly jobs' arrival times are multiplied by this x (Philly's 2,490 GPUs / the cluster's
 # GPUs): the offered load per GPU is then the same on every cluster size.
@@ -128,6 +131,10 @@ def per_event_row(section: str, case: str, r: dict) -> dict:
     return row(section, f"{case} ({r['events']:,} events)", r["wall_s"] / r["events"] * 1e6, "us/event")
 
 
+def per_step_row(section: str, case: str, r: dict) -> dict:
+    return row(section, f"{case} ({r['steps']:,} steps)", r["wall_s"] / r["steps"] * 1e6, "us/step")
+
+
 # ---------------------------------------------------------------------------- cluster scaling
 def synthetic_cluster(gpus: int) -> Cluster:
     """A heterogeneous cluster of ``gpus`` GPUs in the proportions of ``SYNTHETIC_MIX``."""
@@ -158,10 +165,11 @@ def scaling_cluster(quick: bool) -> list[dict]:
     jobs = 1_500 if quick else 10_000
     kernels.warm_up()
     rows = []
-    for gpus in (64, 512, 4096):
+    for gpus in SCALING_GPUS:
         r = cluster_replay(gpus, jobs)
         case = f"{r['gpus']:,} GPUs / {r['machines']} machines, {r['jobs']:,} jobs"
         rows.append(per_event_row("scaling_cluster", case, r))
+        rows.append(per_step_row("scaling_cluster", case, r))
     return rows
 
 

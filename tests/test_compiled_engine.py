@@ -117,6 +117,8 @@ def test_unsupported_requests_fall_back(monkeypatch):
     assert recorded.engine == "api" and recorded.series is not None
     reward = run_tasks([Task("fifo", "philly-v0", "test", 0, kw + (("reward", "cost"),))], backend="serial")[0]
     assert reward.engine == "api"
+    layout = run_tasks([Task("fifo", "philly-v0", "test", 0, kw + (("observation", "extended"),))], backend="serial")[0]
+    assert layout.engine == "api"
     monkeypatch.setenv(engine.ENGINE_ENV_VAR, "compiled")
     with pytest.raises(engine.Unsupported, match="no compiled rule"):
         run_tasks([Task("oracle", "philly-v0", "test", 0, kw)], backend="serial")

@@ -148,7 +148,10 @@ def test_warm_up_loads_one_specialisation_per_kernel():
     counts = {name: len(getattr(k, name).signatures) for name in vars(k) if name != "name"}
     assert max(counts.values()) == 1, counts
     # measurable_count runs only when a measurement falls inside a restart overhead; run_to_next's
-    # parts are compiled into it, and when it loads from the disk cache they need no copy of
-    # their own unless called directly.
-    parts = {"measurable_count", "refresh_rates", "next_finish", "accrue_due"}
+    # parts are compiled into it, run_to_next into event and refresh_rates / measure into
+    # measure_rates, and when those load from the disk cache the parts need no copy of their own
+    # unless called directly; the OU step and the switch detection run as one call
+    # (ou_switch_due), switch_due alone only for stragglers without OU noise.
+    parts = {"measurable_count", "refresh_rates", "next_finish", "accrue_due", "run_to_next", "measure",
+             "ou_step", "switch_due"}
     assert all(c == 1 for name, c in counts.items() if name not in parts), counts

@@ -14,9 +14,10 @@ and ``random`` (without preemption) with their default settings, each with the p
 baselines ``fifo``, ``fifo-strict``, ``sjf``, ``las``, ``tiresias``, ``random`` and any
 ``ORDERER+PLACER`` composition of those; every scenario and every world effect; ``max_steps`` /
 ``max_time``. Not supported (API path): ``sjf-noisy``, the ``oracle`` halves, the random orderer
-with ``preemption=True``, policy objects and plugins, a non-default reward, a render
-mode, recorded episodes (``record=True``: timelines and series come from the simulator's logs),
-and the numpy kernel backend (``CLUSTER_ENV_KERNELS=numpy``).
+with ``preemption=True``, policy objects and plugins, a non-default reward, another
+observation layout (``observation="extended"``), a render mode, recorded episodes
+(``record=True``: timelines and series come from the simulator's logs), and the numpy kernel
+backend (``CLUSTER_ENV_KERNELS=numpy``).
 
 Set ``CLUSTER_BENCH_ENGINE=api`` to run everything through the API (for debugging), or
 ``compiled`` to make an unsupported request an error instead of a silent fallback.
@@ -114,6 +115,8 @@ def check_request(policy: Any, env_kwargs: Optional[dict] = None, record: bool =
     if record:
         raise Unsupported("recorded episodes (timelines, series) run through the API")
     bad = sorted(set(env_kwargs or {}) & _UNSUPPORTED_KEYS)
+    if (env_kwargs or {}).get("observation", "default") != "default":
+        bad.append("observation")            # another layout: the rules read the default one
     if bad:
         raise Unsupported(f"environment settings {bad} run through the API")
     if not available():

@@ -21,6 +21,12 @@ Random numbers are drawn by the caller from numpy's generator (the kernels take 
 The observation kernel (numba only; the numpy path is ``ObservationBuilder``'s own code) uses the
 C library's ``log1p`` and ``log2``, which numpy's equal on CPUs without AVX-512.
 
+The compiled backend has a few more kernels that fuse a whole step of the simulator on its blocks
+of arrays (fewer arguments to convert per call): ``event`` (``run_to_next`` plus the time stamps
+of a trivial measurement), ``measure_rates``, ``place_launch``, ``release_slot`` and
+``ou_switch_due`` (both backends); the simulator uses them when the compiled backend is active
+and its numpy reference code otherwise.
+
 Spread jobs' machines reach ``refresh_rates`` / ``run_to_next`` as three arrays whose meaning is
 the backend's: numpy takes (slots, concatenated machine lists, segment starts); numba takes
 (machine pool, offset per slot, machine count per slot). The simulator passes the right ones.
@@ -130,6 +136,47 @@ def _make_run_to_next(refresh_rates, next_finish, accrue_due):
 _np_run_to_next = _make_run_to_next(_np_refresh_rates, _np_next_finish, _np_accrue_due)
 
 
+def _event(n, dirty, s_float, s_int, s_flag, machine_rows, alpha, pool, now, restarting, t_other, scratch,
+           due_out, stamp, measure_time, measured_at):
+    """``run_to_next`` on the simulator's blocks (compiled backend: fewer arguments to convert per
+    call). ``s_float`` rows: left, rate, nominal, alpha x comm, restart end, launch time; ``s_int``
+    rows: job, first machine, pool offset, machine count; ``s_flag`` row 1: single-machine;
+    ``machine_rows``: machine factor, crowd; ``pool`` is empty unless spread jobs' machines are
+    needed.
+
+    ``stamp``: the measurement at the new time is trivial (every measured speed is exactly 1 and
+    stays so: no machine factor, contention, noise or restart overhead), so only its time is
+    written: ``measured_at`` of every single-machine job's machine, when time passed since
+    ``measure_time``. Returns run_to_next's values."""
+    t_next, finish, restarting, due = run_to_next(  # noqa: F821
+        n, dirty, s_int[1], machine_rows[0], machine_rows[1], s_float[2], s_float[3], s_float[1], alpha,
+        pool, s_int[2], s_int[3], s_float[0], s_float[4], now, restarting, t_other, scratch, due_out)
+    if stamp and t_next - measure_time > 0 and math.isfinite(t_next):
+        single, fm = s_flag[1], s_int[1]
+        for i in range(n):
+            if single[i]:
+                measured_at[fm[i]] = t_next
+    return t_next, finish, restarting, due
+
+
+def _measure_rates(n, dirty, s_float, s_int, s_flag, machine_rows, alpha, pool, now, restarting, n_multi,
+                   z, noise, w_fresh, machine_float, scratch):
+    """The measurement on the simulator's blocks (compiled backend): the speeds refreshed first
+    when ``dirty`` (``refresh_rates``), then ``measure`` (``machine_float``: measured speed, time)."""
+    if dirty:
+        refresh_rates(n, s_int[1], machine_rows[0], machine_rows[1], s_float[2], s_float[3], s_float[1],  # noqa: F821
+                      alpha, pool, s_int[2], s_int[3])
+    measure(n, s_flag[1], s_float[4], now, restarting, n_multi, s_float[1], s_float[2], s_int[1], z, noise,  # noqa: F821
+            w_fresh, machine_float[0], machine_float[1], scratch)
+
+
+def _with_globals(template, name, **parts):
+    """A copy of ``template`` whose globals name the given compiled parts (see _make_run_to_next)."""
+    fn = types.FunctionType(template.__code__, dict(globals(), **parts), name)
+    fn.__doc__ = template.__doc__
+    return fn
+
+
 def _np_measurable_count(n, single, until, now):
     """How many running slots are measured now while restart overheads run: single-machine jobs
     past theirs (otherwise every single-machine job is, and the caller counts them)."""
@@ -178,6 +225,14 @@ def _np_switch_due(next_switch, time, due_out, since_out):
     due_out[:k] = due
     np.subtract(time, next_switch[due], out=since_out[:k])
     return k
+
+
+def _np_ou_switch_due(log_speed, z, noise, decay, log_mult, out, switching, next_switch, time, due_out,
+                      since_out):
+    """``ou_step``, then, if ``switching``, ``switch_due`` (one call); returns the due count (0
+    when not switching)."""
+    _np_ou_step(log_speed, z, noise, decay, log_mult, out)
+    return _np_switch_due(next_switch, time, due_out, since_out) if switching else 0
 
 
 def _np_switch_apply(count, due, ex, u, e, straggling, log_mult, next_switch, pi, log_slow, shift, time,
@@ -429,19 +484,46 @@ def _numba_kernels():
 
     @jit
     def observe(jobs, machines, glob, plc, order_mask, place_mask, ids,                # outputs
-                pending, running, placing_phase, refresh_age, now, free_total, placing_job,  # this step
-                placing_need, machines_used, pending_count, running_count, next_arrival, finished,
-                pending_gpus, can_advance,
-                K, R, preemption, clairvoyant, total_gpus, num_jobs, job_static, submit,   # the episode
-                duration, best_speed, gpus, allowed, job_speed, machine_static, gpus_inv, machine_type,
-                attained, executed, restarts, progress, free_per_type, free, mjobs, measured,  # in place
-                measured_at, age):
+                pending, running, placing_phase, refresh_measured, refresh_age, now,            # this step
+                placing_job, placing_need, machines_used, pending_count, running_count, next_arrival,
+                finished, pending_gpus,
+                ep_int, ep_float, job_static, allowed, job_speed,                               # the episode
+                job_state, restarts, free_per_type, machine_int, machine_float, rows):          # in place
         """Both agents' observation arrays in one pass, what ObservationBuilder's numpy path builds,
-        written into the given zero-filled arrays (numba's boxing of returned arrays costs more)."""
+        written into the given zero-filled arrays (numba's boxing of returned arrays costs more).
+
+        The episode's arrays travel in two arenas (numba converts each argument at every call):
+        ``ep_int`` = K, R, preemption, clairvoyant, total GPUs, jobs N, then GPUs per job (N), GPU
+        type per machine (M), and the free GPUs and jobs each machine row shows (2 M);
+        ``ep_float`` = submit times, durations, best speeds (N each), 1 / GPUs per machine (M), a
+        memo of ages (16). ``job_state``: progress, attained, executed; ``machine_int``: free
+        GPUs, jobs; ``machine_float``: measured speed, time measured. ``rows`` is the private
+        (M, 11) machine block, brought up to date incrementally: a row's free/jobs columns only
+        when its values differ from those it shows, the measured column when a measurement
+        happened, the age column when the clock or a measurement moved (one log1p per distinct
+        measurement time); then it is copied out."""
+        K, R, preemption, clairvoyant = ep_int[0], ep_int[1], ep_int[2] != 0, ep_int[3] != 0
+        total_gpus, num_jobs = ep_int[4], ep_int[5]
+        M = rows.shape[0]
+        N = num_jobs
+        gpus = ep_int[6: 6 + N]
+        machine_type = ep_int[6 + N: 6 + N + M]
+        shown_free = ep_int[6 + N + M: 6 + N + 2 * M]
+        shown_jobs = ep_int[6 + N + 2 * M: 6 + N + 3 * M]
+        submit, duration, best_speed = ep_float[0: N], ep_float[N: 2 * N], ep_float[2 * N: 3 * N]
+        gpus_inv = ep_float[3 * N: 3 * N + M]
+        memo_at = ep_float[3 * N + M: 3 * N + M + 8]
+        memo_age = ep_float[3 * N + M + 8: 3 * N + M + 16]
+        progress, attained, executed = job_state[0], job_state[1], job_state[2]
+        free_total = 0
+        for t in range(free_per_type.shape[0]):
+            free_total += free_per_type[t]
+        can_advance = next_arrival < num_jobs or running_count > 0 or finished == num_jobs
+        free, mjobs = machine_int[0], machine_int[1]
+        measured, measured_at = machine_float[0], machine_float[1]
         n_rows = K + R
         n_feat = job_static.shape[1]
         ids[:] = -1
-        M = machine_static.shape[0]
         has_allowed = allowed.shape[0] > 0
         n_types = free_per_type.shape[0]
         for r in range(len(pending) + len(running)):
@@ -475,20 +557,46 @@ def _numba_kernels():
         if placing_phase:
             for r in range(n_rows):
                 order_mask[r] = 0
+        n_memo = 0
         for m in range(M):
-            for c in range(machine_static.shape[1]):
-                machines[m, c] = machine_static[m, c]
             f = free[m]
-            machines[m, 3] = f * 0.125
-            machines[m, 4] = f * gpus_inv[m]
-            machines[m, 5] = mjobs[m]
-            machines[m, 6] = measured[m]
-            if refresh_age:      # the age column changes only when the clock or a measurement moves
+            if f != shown_free[m]:
+                shown_free[m] = f
+                rows[m, 3] = f * 0.125
+                rows[m, 4] = f * gpus_inv[m]
+            b = mjobs[m]
+            if b != shown_jobs[m]:
+                shown_jobs[m] = b
+                rows[m, 5] = b
+            if refresh_measured:
+                rows[m, 6] = measured[m]
+            if refresh_age:
                 at = measured_at[m]
-                age[m] = -1.0 if at == -np.inf else math.log1p(now - at)
-            machines[m, 7] = age[m]
-            if placing_phase:
-                ok = f > 0 and (not has_allowed or allowed[placing_job, machine_type[m]])
+                if at == -np.inf:
+                    v = -1.0
+                else:
+                    # Machines measured together share their age: one log1p per distinct time.
+                    hit = -1
+                    for s in range(min(n_memo, 8)):
+                        if memo_at[s] == at:
+                            hit = s
+                            break
+                    if hit >= 0:
+                        v = memo_age[hit]
+                    else:
+                        v = math.log1p(now - at)
+                        s = n_memo % 8
+                        memo_at[s] = at
+                        memo_age[s] = v
+                        n_memo += 1
+                rows[m, 7] = v
+        n_cols = rows.shape[1]
+        for m in range(M):           # a plain loop: ``machines`` may be a row of a stacked buffer
+            for c in range(n_cols):
+                machines[m, c] = rows[m, c]
+        if placing_phase:
+            for m in range(M):
+                ok = free[m] > 0 and (not has_allowed or allowed[placing_job, machine_type[m]])
                 machines[m, 9] = 1.0 if ok else 0.0
                 machines[m, 10] = job_speed[placing_job, machine_type[m]]
                 place_mask[m] = 1 if ok else 0
@@ -520,6 +628,89 @@ def _numba_kernels():
             place_mask[M] = 1
 
     @jit
+    def place_launch(k, job, m, take, now, overhead, alpha, s_float, s_int, s_flag, job_block, restarts, status,
+                     duration, comm, job_speed, machine_type, machine_int, crowd, type_int, static_rate,
+                     machine_factor):
+        """The simulator's ``place`` and ``_launch`` of a job taking all its ``take`` GPUs on machine
+        ``m``, compiled: GPUs and counts per machine and type, the job's nominal speed (``job_block``
+        row 6), first start (row 7) and status, and its new slot ``k``. ``static_rate`` (no
+        fluctuation, no contention): the slot's true speed too, which then never changes (what
+        ``refresh_rates`` computes). Returns whether a restart overhead began. The same
+        operations as the Python path."""
+        t = machine_type[m]
+        machine_int[0, m] -= take
+        type_int[0, t] -= take
+        type_int[1, t] += take
+        machine_int[1, m] += 1
+        crowd[m] += 1.0
+        nominal = job_speed[job, t]
+        job_block[6, job] = nominal
+        if np.isnan(job_block[7, job]):
+            job_block[7, job] = now
+        status[job] = 2                                   # RUNNING
+        until = now
+        restarting = False
+        if restarts[job] > 0 and overhead > 0:
+            until = now + overhead
+            restarting = True
+        # s_float rows: left, rate, nominal, alpha x comm, restart end, launch time; s_int rows:
+        # job, first machine, pool offset, machine count; s_flag rows: multi, single.
+        s_int[0, k] = job
+        s_float[0, k] = duration[job] - job_block[0, job]
+        s_float[2, k] = nominal
+        s_float[3, k] = alpha * comm[job]
+        s_int[1, k] = m
+        s_flag[0, k] = False
+        s_flag[1, k] = True
+        s_float[4, k] = until
+        s_float[5, k] = now
+        s_int[3, k] = 1
+        if static_rate:
+            s_float[1, k] = nominal * machine_factor[m]
+        return restarting
+
+    @jit
+    def release_slot(k, last, job, now, s_float, s_int, s_flag, job_block, duration, gpus, m, g,
+                     machine_int, crowd, type_int, machine_type, finished, status):
+        """Release running slot ``k`` of ``job`` (the simulator's ``_release``, compiled): fold it
+        into the per-job arrays (``job_block`` rows: progress, attained, executed, held, executed
+        and held before this run, ..., finish time), move the ``last`` slot into it and, for a job
+        on the single machine ``m >= 0`` with ``g`` GPUs, give them back (free / jobs per machine,
+        ``crowd``, free / held per type). ``finished``: the job completes now (no work left,
+        finish time, status FINISHED: the simulator's ``_complete_due``). The same IEEE
+        operations as the Python path."""
+        # s_float rows: left, rate, nominal, alpha x comm, end of restart overhead, launch time.
+        if finished:
+            s_float[0, k] = 0.0
+        until, t0 = s_float[4, k], s_float[5, k]
+        started = t0 if t0 > until else until             # Python's max(until, t0)
+        job_block[0, job] = duration[job] - s_float[0, k]
+        e = now - started
+        job_block[4, job] += 0.0 if 0.0 > e else e        # Python's max(e, 0.0)
+        job_block[2, job] = job_block[4, job]
+        job_block[1, job] = gpus[job] * job_block[2, job]
+        job_block[5, job] += now - t0
+        job_block[3, job] = job_block[5, job]
+        if k != last:
+            for r in range(s_float.shape[0]):
+                s_float[r, k] = s_float[r, last]
+            for r in range(s_int.shape[0]):
+                s_int[r, k] = s_int[r, last]
+            for r in range(s_flag.shape[0]):
+                s_flag[r, k] = s_flag[r, last]
+        if m >= 0:
+            machine_int[0, m] += g
+            machine_int[1, m] -= 1
+            crowd[m] -= 1.0
+            t = machine_type[m]
+            type_int[0, t] += g
+            type_int[1, t] -= g
+        if finished:
+            job_block[0, job] = duration[job]
+            job_block[8, job] = now
+            status[job] = 3                               # FINISHED
+
+    @jit
     def ou_step(log_speed, z, noise, decay, log_mult, out):
         add = len(out) > 0
         for i in range(len(log_speed)):
@@ -530,6 +721,25 @@ def _numba_kernels():
 
     @jit
     def switch_due(next_switch, time, due_out, since_out):
+        k = 0
+        for i in range(len(next_switch)):
+            if next_switch[i] <= time:
+                due_out[k] = i
+                since_out[k] = time - next_switch[i]
+                k += 1
+        return k
+
+    @jit
+    def ou_switch_due(log_speed, z, noise, decay, log_mult, out, switching, next_switch, time, due_out,
+                      since_out):
+        add = len(out) > 0
+        for i in range(len(log_speed)):
+            x = log_speed[i] * decay + z[i] * noise
+            log_speed[i] = x
+            if add:
+                out[i] = x + log_mult[i]
+        if not switching:
+            return 0
         k = 0
         for i in range(len(next_switch)):
             if next_switch[i] <= time:
@@ -560,17 +770,25 @@ def _numba_kernels():
                     break
         return best
 
+    event = jit(_with_globals(_event, "event", run_to_next=run_to_next))
+    measure_rates = jit(_with_globals(_measure_rates, "measure_rates", refresh_rates=refresh_rates,
+                                      measure=measure))
+
     return SimpleNamespace(name="numba", ou_step=ou_step, switch_due=switch_due, switch_apply=switch_apply,
+                           ou_switch_due=ou_switch_due,
+                           event=event, measure_rates=measure_rates,
                            refresh_rates=refresh_rates, next_finish=next_finish,
                            accrue_due=accrue_due, run_to_next=run_to_next,
-                           measurable_count=measurable_count, measure=measure, observe=observe)
+                           measurable_count=measurable_count, measure=measure, observe=observe,
+                           release_slot=release_slot, place_launch=place_launch)
 
 
-_NUMPY = SimpleNamespace(name="numpy", ou_step=_np_ou_step, switch_due=_np_switch_due,
+_NUMPY = SimpleNamespace(name="numpy", ou_step=_np_ou_step, switch_due=_np_switch_due, ou_switch_due=_np_ou_switch_due,
                          switch_apply=_np_switch_apply, refresh_rates=_np_refresh_rates, next_finish=_np_next_finish,
                          accrue_due=_np_accrue_due, run_to_next=_np_run_to_next,
                          measurable_count=_np_measurable_count,
-                         measure=_np_measure, observe=None)
+                         measure=_np_measure, observe=None, release_slot=None,
+                         place_launch=None)
 _loaded: dict[str, SimpleNamespace] = {"numpy": _NUMPY}
 
 

@@ -145,19 +145,34 @@ class ClusterSimulator:
         self._k = kernels.active()     # per-event arithmetic: compiled (numba) or numpy, the same bits
         self.fluct = FluctuationProcess(m, params, rng, self._k) if world.fluctuation else None
 
+        # The arrays the compiled kernels read are rows of a few blocks (one argument each instead
+        # of one per array: numba converts every argument of every call, tens of ns apiece).
+        # progress, attained, executed, held, executed before this run, held before this run,
+        # nominal speed, first start, finish
+        self._job_block = np.zeros((9, n))
+        self._job_block[7:] = np.nan
+        self._machine_int = np.zeros((2, m), dtype=np.int64)    # free GPUs, running jobs
+        self._machine_int[0] = self.machine_gpus
+        self._machine_float = np.empty((2, m))             # measured speed, time measured
+        self._machine_float[0] = 1.0
+        self._machine_float[1] = -np.inf
         self.jobs = JobState(
             status=np.zeros(n, dtype=np.int8),
-            progress=np.zeros(n), attained=np.zeros(n), executed=np.zeros(n), held=np.zeros(n),
-            first_start=np.full(n, np.nan), finish=np.full(n, np.nan),
-            restarts=np.zeros(n, dtype=np.int64), nominal=np.zeros(n),
+            progress=self._job_block[0], attained=self._job_block[1], executed=self._job_block[2],
+            held=self._job_block[3], first_start=self._job_block[7], finish=self._job_block[8],
+            restarts=np.zeros(n, dtype=np.int64), nominal=self._job_block[6],
         )
         self.machines = MachineState(
-            free=self.machine_gpus.copy(), jobs=np.zeros(m, dtype=np.int64), static=static,
-            measured=np.ones(m), measured_at=np.full(m, -np.inf),
+            free=self._machine_int[0], jobs=self._machine_int[1], static=static,
+            measured=self._machine_float[0], measured_at=self._machine_float[1],
         )
-        self.machine_factor = static * (self.fluct.factors if self.fluct is not None else np.ones(m))
-        # machines.jobs - 1 as floats: the contention term's input without an int-to-float cast.
-        self._crowd = np.full(m, -1.0)
+        # Machine factor and machines.jobs - 1 as floats (the contention term's input without an
+        # int-to-float cast), rows of one block: one argument for the compiled kernels.
+        self._machine_rows = np.empty((2, m))
+        self.machine_factor = self._machine_rows[0]
+        np.multiply(static, self.fluct.factors if self.fluct is not None else np.ones(m), out=self.machine_factor)
+        self._crowd = self._machine_rows[1]
+        self._crowd[:] = -1.0
 
         # Running jobs in compact slots (cap: every running job holds at least one GPU).
         cap = max(1, min(n, self.total_gpus))
@@ -186,6 +201,21 @@ class ClusterSimulator:
         # Compiled kernels refresh every speed in about the time of one numpy call, so they skip
         # the bookkeeping of which jobs a launch or release touched.
         self._refresh_all = self._k.name == "numba"
+        # Without machine factors, contention, measurement noise or restart overhead a single-machine
+        # job runs at exactly its nominal speed, so every measured speed is exactly 1 forever
+        # (1 + w (1 - 1)): the compiled path then skips the measurement's arithmetic and random
+        # draws (there are none) and only stamps its time, inside the per-event call.
+        self._trivial_measure = bool(
+            self._refresh_all and self.fluct is None and self.alpha == 0.0
+            and float(world.measurement_noise) == 0.0 and not world.restart_overhead > 0
+            and np.all(self.machine_factor == 1.0)
+            and np.all(np.isfinite(self.job_speed) & (self.job_speed > 0)))
+        # Without fluctuation and contention a job's speed is fixed for its whole run (its nominal
+        # speed times its slowest machine's static factor): the compiled path then sets it at
+        # launch and keeps it, instead of refreshing every speed after each launch or release.
+        self._static_rates = self._refresh_all and self.fluct is None and self.alpha == 0.0
+        self._empty = np.zeros(0, dtype=np.int64)
+        self._overhead = float(world.restart_overhead)
         self._n_multi = 0
         self._job_machines: dict[int, list[int]] = {}      # multi-machine job -> its machines
         self._layout = None                                # cached segments of multi-machine jobs
@@ -194,16 +224,18 @@ class ClusterSimulator:
         # when full; a slot's offset and length move with the slot.
         self._mpool = np.zeros(max(64, 2 * self.total_gpus), dtype=np.int64)
         self._mpool_end = 0
-        self._held_before = np.zeros(n)                    # (N,) seconds holding GPUs in past runs
-        self._exec_before = np.zeros(n)                    # (N,) seconds executed in past runs
+        self._exec_before = self._job_block[4]             # (N,) seconds executed in past runs
+        self._held_before = self._job_block[5]             # (N,) seconds holding GPUs in past runs
 
         self.now = 0.0
         self.pending: list[int] = []                  # pending job ids, ascending (= arrival order)
         self.pending_gpus = 0                         # GPUs requested by pending jobs
         self.alloc: dict[int, list[tuple[int, int]]] = {}   # job -> [(machine, gpus)]
         self.machine_jobs: list[dict[int, int]] = [dict() for _ in range(m)]  # machine -> {job: gpus}
-        self.free_per_type = self.gpus_per_type.copy()                         # (T,)
-        self.held_per_type = np.zeros(t, dtype=np.int64)                       # (T,)
+        self._type_int = np.zeros((2, t), dtype=np.int64)
+        self._type_int[0] = self.gpus_per_type
+        self.free_per_type = self._type_int[0]                                 # (T,)
+        self.held_per_type = self._type_int[1]                                 # (T,)
         self.placing: int = -1                        # job being placed, -1 if none
         # Opt-in record of (time, job, [(machine, gpus)]) at launch and (time, job, None) at
         # release, for timelines; None keeps the hot path free of it.
@@ -282,9 +314,8 @@ class ClusterSimulator:
     def _fluct_period(self) -> float:
         # Fine-grained updates while jobs wait (decisions can depend on measured speeds); coarser
         # ones otherwise. Transitions are exact, so only the time resolution changes.
-        if self.pending:
-            return self.world.fluctuation_params.interval
-        return max(self.world.fluctuation_params.interval, self.world.quiet_fluctuation_interval)
+        interval = self.world.fluctuation_params.interval
+        return interval if self.pending else max(interval, self.world.quiet_fluctuation_interval)
 
     # ------------------------------------------------------------------ queries
     @property
@@ -384,9 +415,15 @@ class ClusterSimulator:
         job = self.placing
         if job < 0:
             raise RuntimeError("no job is being placed")
-        if not self._placeable(job, machine):
+        free = int(self.machines.free[machine])          # _placeable, inline
+        if free <= 0 or not (self.allowed is None or self.allowed[job, self._machine_type_list[machine]]):
             raise ValueError(f"machine {machine} has no free GPU that job {job} may use")
-        take = min(int(self.machines.free[machine]), self.placing_need)
+        need = self.placing_need
+        take = min(free, need)
+        alloc = self.alloc[job]
+        if take == need and not alloc and self._refresh_all and self.allocation_log is None:
+            self._place_launch(job, machine, take)
+            return True
         self.machines.free[machine] -= take
         t = self._machine_type_list[machine]
         self.free_per_type[t] -= take
@@ -403,6 +440,32 @@ class ClusterSimulator:
             self.placing = -1
             return True
         return False
+
+    def _place_launch(self, job: int, machine: int, gpus: int) -> None:
+        """``place`` then ``_launch`` of a job that takes all its ``gpus`` on one machine, with the
+        compiled kernels: the array updates in one call (the same operations)."""
+        t = self._machine_type_list[machine]
+        self._held_total += gpus
+        self.free_total -= gpus
+        self._fee_rate += gpus * self._price_per_s[t]
+        self._power += gpus * self._extra_watts[t]
+        self.alloc[job].append((machine, gpus))
+        self.placing_need = 0
+        self.machine_jobs[machine][job] = gpus
+        self.machine_log.append(machine)
+        self.machine_log.append(machine)
+        self._remove_pending(job)
+        k = self._n
+        self._slot[job] = k
+        if self._k.place_launch(k, job, machine, gpus, self.now, self._overhead, self.alpha, self._s_float,
+                                self._s_int, self._s_flag, self._job_block, self.jobs.restarts, self.jobs.status,
+                                self.duration, self.comm, self.job_speed, self.machine_type, self._machine_int,
+                                self._crowd, self._type_int, self._static_rates, self.machine_factor):
+            self._restarting = True
+        self._n = k + 1
+        if not self._static_rates:
+            self._dirty = True      # compiled kernels refresh every speed (_stale_neighbours)
+        self.placing = -1
 
     def _launch(self, job: int) -> None:
         js = self.jobs
@@ -468,34 +531,56 @@ class ClusterSimulator:
         bisect.insort(self.pending, job)
         self.pending_gpus += int(self.gpus[job])
 
-    def _release(self, job: int) -> None:
-        """Free a running job's GPUs and fold its slot back into the per-job arrays."""
+    def _release(self, job: int, finished: bool = False) -> None:
+        """Free a running job's GPUs and fold its slot back into the per-job arrays (``finished``:
+        the compiled path also records the job's end: all work done, finish time, status)."""
         k = self._slot.pop(job)
-        js = self.jobs
         if self.allocation_log is not None:
             self.allocation_log.append((self.now, job, None))
-        started = max(self._s_until[k], self._s_t0[k])
-        js.progress[job] = self.duration[job] - self._s_left[k]
-        self._exec_before[job] += max(self.now - started, 0.0)
-        js.executed[job] = self._exec_before[job]
-        js.attained[job] = self.gpus[job] * js.executed[job]
-        self._held_before[job] += self.now - self._s_t0[k]
-        js.held[job] = self._held_before[job]
         last = self._n - 1
-        if self._s_multi[k]:
+        multi = self._s_multi[k]
+        if multi:
             self._n_multi -= 1
             del self._job_machines[job]
             self._layout = None
         elif self._s_multi[last]:
             self._layout = None   # a multi-machine job moves into the freed slot
         if k != last:
-            moved = int(self._s_job[last])
-            for arr in self._slot_arrays:
-                arr[:, k] = arr[:, last]
-            self._slot[moved] = k
+            self._slot[int(self._s_job[last])] = k
+        alloc = self.alloc.pop(job)
+        if self._refresh_all:
+            # One compiled call: the slot folded into the per-job arrays, the last slot moved into
+            # it, and a single-machine job's machine and type counts (the same operations).
+            m, g = alloc[0] if not multi else (-1, 0)
+            self._k.release_slot(k, last, job, self.now, self._s_float, self._s_int, self._s_flag,
+                                 self._job_block, self.duration, self.gpus, m, g, self._machine_int,
+                                 self._crowd, self._type_int, self.machine_type, finished, self.jobs.status)
+            if not multi:
+                t = self._machine_type_list[m]
+                del self.machine_jobs[m][job]
+                self._held_total -= g
+                self.free_total += g
+                self._fee_rate += -g * self._price_per_s[t]
+                self._power += -g * self._extra_watts[t]
+                self.machine_log.append(m)
+                self._n = last
+                if not self._static_rates:
+                    self._dirty = True  # compiled kernels refresh every speed (_stale_neighbours)
+                return
+        else:
+            js = self.jobs
+            started = max(self._s_until[k], self._s_t0[k])
+            js.progress[job] = self.duration[job] - self._s_left[k]
+            self._exec_before[job] += max(self.now - started, 0.0)
+            js.executed[job] = self._exec_before[job]
+            js.attained[job] = self.gpus[job] * js.executed[job]
+            self._held_before[job] += self.now - self._s_t0[k]
+            js.held[job] = self._held_before[job]
+            if k != last:
+                for arr in self._slot_arrays:
+                    arr[:, k] = arr[:, last]
         self._n = last
         ms, types = self.machines, self._machine_type_list
-        alloc = self.alloc.pop(job)
         for m, g in alloc:
             ms.free[m] += g
             ms.jobs[m] -= 1
@@ -611,14 +696,19 @@ class ClusterSimulator:
         the ``window`` oldest pending ones fits, and no running job may be chosen
         (``running_choice``: a preemption window exists); stops at the end or when nothing is left
         to happen."""
-        gpus = self._gpus_list
+        gpus, pending, allowed = self._gpus_list, self.pending, self.allowed
+        # Inside this loop the queue only grows at its end (arrivals): the smallest request among
+        # its head is recomputed only when its length changed.
+        seen, smallest = -1, 0
         while self.finished_count != self.num_jobs and self.now < self.time_limit:
             if self._n and running_choice:
                 return
-            head = self.pending[:window]
-            if head:
-                if self.allowed is None:
-                    if min(map(gpus.__getitem__, head)) <= self.free_total:
+            if pending:
+                if allowed is None:
+                    if len(pending) != seen:
+                        seen = len(pending)
+                        smallest = min(map(gpus.__getitem__, pending[:window]))
+                    if smallest <= self.free_total:
                         return
                 elif self.any_fits(window):
                     return
@@ -649,7 +739,16 @@ class ClusterSimulator:
             t_next = self.time_limit
         n = self._n
         due = 0
-        if n:
+        if n and self._refresh_all:
+            # The compiled kernels on the slot blocks (and the trivial measurement's time stamps).
+            dirty = self._dirty
+            t_next, self._next_finish, self._restarting, due = self._k.event(
+                n, dirty, self._s_float, self._s_int, self._s_flag, self._machine_rows, self.alpha,
+                self._mpool if dirty and self._n_multi else self._empty, now, self._restarting,
+                min(t_next, self._next_fluct, self._next_tick), self._scratch, self._due,
+                self._trivial_measure, self._measure_time, self.machines.measured_at)
+            self._dirty = False
+        elif n:
             dirty = self._dirty
             if dirty:
                 layout = self._multi_layout()
@@ -676,8 +775,14 @@ class ClusterSimulator:
                 self.busy_gpu_seconds += self._held_total * dt
         self.now = now = t_next
         self.events += 1
-        if fluct is None:
-            self._measure()     # without fluctuation updates, measure at every event
+        if fluct is None:       # without fluctuation updates, measure at every event
+            if self._trivial_measure:
+                # Stamped by the event kernel: only the version and the clock of measurements move.
+                if n and now - self._measure_time > 0 and n != self._n_multi:
+                    self.measure_version += 1
+                self._measure_time = now
+            else:
+                self._measure()
         if due:
             self._complete_due(due)
         if arrival < self.num_jobs and self._submit_list[arrival] <= now:
@@ -689,17 +794,44 @@ class ClusterSimulator:
             self._next_tick = now + self.scheduling_tick
         return dt
 
-    def _measure(self) -> None:
+    def _measure(self, extra: int = 0) -> "np.ndarray | None":
         """Measured machine speeds: a noisy moving average of each single-machine job's observed
         progress relative to its nominal speed over the period that ends now, attributed to its
-        machine (at fluctuation updates, or at every event when fluctuation is off)."""
+        machine (at fluctuation updates, or at every event when fluctuation is off).
+
+        ``extra`` (compiled kernels): when the measurement draws its noise, it also draws the next
+        ``extra`` standard normals of the stream in the same call and returns them (None when it
+        drew nothing): the fluctuation step's, the very next draws either way."""
         dt = self.now - self._measure_time
         self._measure_time = self.now
         n = self._n
         if not n or dt <= 0:
-            return
-        self._ensure_rates()
+            return None
         k = self._k
+        if self._refresh_all:
+            # One compiled call: the speeds refreshed if needed, then the measurement.
+            restarting = self._restarting
+            count = k.measurable_count(n, self._s_single, self._s_until, self.now) if restarting else n - self._n_multi
+            if not count:
+                return None
+            noise = float(self.world.measurement_noise)
+            rest = None
+            if noise <= 0:
+                z = self._scratch[:0]
+            elif extra:
+                z = self.rng.standard_normal(count + extra)
+                z, rest = z[:count], z[count:]
+            else:
+                z = self.rng.standard_normal(count)
+            dirty = self._dirty
+            k.measure_rates(n, dirty, self._s_float, self._s_int, self._s_flag, self._machine_rows, self.alpha,
+                            self._mpool if dirty and self._n_multi else self._empty, self.now, restarting,
+                            self._n_multi, z, noise, -math.expm1(-dt / self.world.measurement_tau),
+                            self._machine_float, self._scratch)
+            self._dirty = False
+            self.measure_version += 1
+            return rest
+        self._ensure_rates()
         if self._restarting:
             count = k.measurable_count(n, self._s_single, self._s_until, self.now)
         else:
@@ -719,6 +851,12 @@ class ClusterSimulator:
         whose remaining work takes under a microsecond at their speed (or under a few units of the
         clock's resolution, when that is coarser)."""
         js = self.jobs
+        if self._refresh_all:
+            due = self._s_job[self._due[:count]].tolist() if count > 1 else (int(self._s_job[self._due[0]]),)
+            for job in due:
+                self._release(job, finished=True)
+                self.finished_count += 1
+            return
         for job in self._s_job[self._due[:count]].tolist():
             self._s_left[self._slot[job]] = 0.0
             self._release(job)
@@ -738,8 +876,15 @@ class ClusterSimulator:
             self.arrived_count += 1
 
     def _update_fluctuation(self) -> None:
-        self._measure()     # speeds observed over the period that ends now
-        self.fluct.advance(self.now - self._fluct_time)
+        fluct, dt = self.fluct, self.now - self._fluct_time
+        if self._refresh_all:
+            # The measurement's noise and the fluctuation step's normals are consecutive draws of
+            # one stream: drawn in one call when both happen.
+            normals = self._measure(fluct.n if fluct.draws_normals(dt) else 0)
+            fluct.advance(dt, normals)
+        else:
+            self._measure()     # speeds observed over the period that ends now
+            fluct.advance(dt)
         self._fluct_time = self.now
         np.multiply(self.machines.static, self.fluct.factors, out=self.machine_factor)
         self._next_fluct = self.now + self._fluct_period()

@@ -289,10 +289,11 @@ class ClusterParallelEnv(ParallelEnv):
         self.num_steps += 1
 
         reward = self._reward()
-        done = self.sim.done
+        done = sim.finished_count == sim.num_jobs
+        sched = self.sched
         truncated = not done and (
-            (self.sched.max_steps is not None and self.num_steps >= self.sched.max_steps)
-            or (self.sched.max_time is not None and sim.now >= self.sched.max_time))
+            (sched.max_steps is not None and self.num_steps >= sched.max_steps)
+            or (sched.max_time is not None and sim.now >= sched.max_time))
         obs = self._observe()
         rewards = {"orderer": reward, "placer": reward}
         terminations = {"orderer": done, "placer": done}
@@ -366,23 +367,32 @@ class ClusterParallelEnv(ParallelEnv):
         else:
             pending, running = self.builder.candidates()
             self._cand_pending, self._cand_running = pending, running
-        feats, self._order_mask, self._place_mask = self.builder.build(placing, pending, running)
+        builder = self.builder
+        # The compiled path of the default layout: its arrays, no intermediate dict (a builder
+        # that overrides build, as the extended layout's, goes through build).
+        if builder._kernel is not None and type(builder) is ObservationBuilder:
+            jobs, machines, g, p, self._order_mask, self._place_mask, _ = builder._build_arrays(placing, pending, running)
+        else:
+            feats, self._order_mask, self._place_mask = builder.build(placing, pending, running)
+            jobs, machines, g, p = feats["jobs"], feats["machines"], feats["global"], feats["placing"]
         if not placing and self._preempted_now[1] and self._preempted_now[0] == self.sim.now:
             self._guard_zero_time_restart(running)
         if not placing:
-            self._job_ids = self.builder.candidate_ids(pending, running)
+            self._job_ids = builder.candidate_ids(pending, running)
         return {
-            "orderer": {**feats, "action_mask": self._order_mask},
-            "placer": {**feats, "action_mask": self._place_mask},
+            "orderer": {"jobs": jobs, "machines": machines, "global": g, "placing": p, "action_mask": self._order_mask},
+            "placer": {"jobs": jobs, "machines": machines, "global": g, "placing": p, "action_mask": self._place_mask},
         }
 
     def _reward(self) -> float:
         sim = self.sim
-        t0, js0, fee0, en0, fin0 = self._last
         if self._jct_unit is not None:
-            # The default reward, inline (the same arithmetic as JCTReward, without StepStats).
-            self._last = (sim.now, sim.job_seconds, sim.fee, sim.energy_joules, sim.finished_count)
-            return -float(sim.job_seconds - js0) / (max(sim.num_jobs, 1) * self._jct_unit)
+            # The default reward, inline (the same arithmetic as JCTReward, without StepStats); it
+            # reads only the job-seconds, so only they are kept (the reward is fixed per env).
+            js0, js = self._last[1], sim.job_seconds
+            self._last = (0.0, js, 0.0, 0.0, 0)
+            return -float(js - js0) / (max(sim.num_jobs, 1) * self._jct_unit)
+        t0, js0, fee0, en0, fin0 = self._last
         # dt, job_seconds, fee, energy_kwh, jobs_finished, num_jobs
         stats = StepStats(sim.now - t0, sim.job_seconds - js0, sim.fee - fee0, (sim.energy_joules - en0) / 3.6e6,
                           sim.finished_count - fin0, sim.num_jobs)

@@ -111,6 +111,8 @@ class ObservationBuilder:
         self._idle_placing = np.zeros(len(PLACING_FEATURES), dtype=np.float32)   # ORDER phase
         self._idle_placing[PLACING_FEATURES.index("duration_log")] = -1.0
         self._no_ids = np.full(self.K + self.R, -1, dtype=np.int64)
+        self._no_running = np.zeros(0, dtype=np.int64)
+        self._n_global, self._n_placing = len(GLOBAL_FEATURES), len(PLACING_FEATURES)
 
     # ------------------------------------------------------------------ per episode
     def bind(self, sim: ClusterSimulator, num_tenants: int) -> None:
@@ -151,16 +153,26 @@ class ObservationBuilder:
         self._kernel = sim._k.observe
         self._no_allowed = np.zeros((0, 0), dtype=bool)
         self._ids_of = self._ids = None
-        self._age = np.zeros(m, dtype=np.float32)        # the age column of the compiled path
-        js, ms = sim.jobs, sim.machines
+        # The compiled path's private machine block, brought up to date incrementally by the
+        # kernel, and the episode's arrays in two arenas (one argument each; see kernels.observe):
+        # integers (constants, GPUs per job, GPU type per machine, the free GPUs and jobs each
+        # row shows, -1: not yet written) and floats (submit, duration, best speed, 1 / GPUs per
+        # machine, a scratch memo of ages per measurement time).
+        self._rows = self._machine_static.copy()
+        self._measure_shown = -1
+        ep_int = np.concatenate([
+            np.array([self.K, self.R, self.preemption, self.clairvoyant, sim.total_gpus, n], dtype=np.int64),
+            np.asarray(sim.gpus, dtype=np.int64), np.asarray(sim.machine_type, dtype=np.int64),
+            np.full(2 * m, -1, dtype=np.int64)])
+        ep_float = np.concatenate([
+            np.asarray(sim.submit, dtype=np.float64), np.asarray(sim.duration, dtype=np.float64),
+            np.asarray(self._best_speed, dtype=np.float64), self._gpus_inv, np.zeros(16)])
+        js = sim.jobs
         # Everything the kernel reads that is fixed for the episode, or updated in place.
         self._episode_args = (
-            int(self.K), int(self.R), self.preemption, self.clairvoyant, int(sim.total_gpus), int(sim.num_jobs),
-            self._job_static,
-            sim.submit, sim.duration, self._best_speed, sim.gpus,
-            self._no_allowed if sim.allowed is None else sim.allowed, sim.job_speed, self._machine_static,
-            self._gpus_inv, sim.machine_type, js.attained, js.executed, js.restarts, js.progress,
-            sim.free_per_type, ms.free, ms.jobs, ms.measured, ms.measured_at, self._age)
+            ep_int, ep_float, self._job_static, self._no_allowed if sim.allowed is None else sim.allowed,
+            sim.job_speed, sim._job_block, js.restarts, sim.free_per_type, sim._machine_int, sim._machine_float,
+            self._rows)
         self._jobs_shape = (self.K + self.R, len(JOB_FEATURES))
         self._machines_shape = (self.M, len(MACHINE_FEATURES))
 
@@ -175,7 +187,7 @@ class ObservationBuilder:
             order = np.lexsort((run, -sim.jobs.attained[run]))
             running = run[order[: self.R]]
         else:
-            running = np.zeros(0, dtype=np.int64)
+            running = self._no_running       # empty: nothing can write into it
         return pending, running
 
     def candidate_ids(self, pending: np.ndarray, running: np.ndarray) -> np.ndarray:
@@ -333,14 +345,19 @@ class ObservationBuilder:
     def _build_compiled(self, placing_phase: bool, pending: np.ndarray, running: np.ndarray):
         """``build`` in one compiled call: every array written afresh, the same values and bits
         as the numpy path (which keeps caches because each of its numpy calls is costly)."""
+        jobs, machines, g, p, order_mask, place_mask, ids = self._build_arrays(placing_phase, pending, running)
+        return {"jobs": jobs, "machines": machines, "global": g, "placing": p}, order_mask, place_mask, ids
+
+    def _build_arrays(self, placing_phase: bool, pending: np.ndarray, running: np.ndarray) -> tuple:
+        """The compiled build's fresh arrays: jobs, machines, global, placing, both masks, candidate ids."""
         empty, zeros, f32 = np.empty, np.zeros, np.float32
         # Arrays the kernel writes whole come from np.empty.
         jobs, machines = zeros(self._jobs_shape, f32), empty(self._machines_shape, f32)
-        g, p = empty(len(GLOBAL_FEATURES), f32), zeros(len(PLACING_FEATURES), f32)
+        g, p = empty(self._n_global, f32), zeros(self._n_placing, f32)
         order_mask, place_mask = zeros(self.n_orderer_actions, np.int8), zeros(self.n_placer_actions, np.int8)
         ids = empty(self.K + self.R, np.int64)
         self.build_into(jobs, machines, g, p, order_mask, place_mask, ids, placing_phase, pending, running)
-        return {"jobs": jobs, "machines": machines, "global": g, "placing": p}, order_mask, place_mask, ids
+        return jobs, machines, g, p, order_mask, place_mask, ids
 
     def build_into(self, jobs: np.ndarray, machines: np.ndarray, glob: np.ndarray, placing: np.ndarray,
                    order_mask: np.ndarray, place_mask: np.ndarray, ids: np.ndarray,
@@ -350,11 +367,11 @@ class ObservationBuilder:
         (``cluster_env.vector``) passes rows of its stacked buffers. Compiled kernels only."""
         sim = self.sim
         job = sim.placing
-        age_key = (sim.measure_version, sim.now)
+        version, now = sim.measure_version, sim.now
+        age_key = (version, now)
         self._kernel(
             jobs, machines, glob, placing, order_mask, place_mask, ids,
-            pending, running, placing_phase, age_key != self._age_key, sim.now, sim.free_total, job,
-            sim.placing_need, len(sim.alloc[job]) if job >= 0 else 0, len(sim.pending), sim._n,
-            sim.next_arrival, sim.finished_count, sim.pending_gpus, sim.has_future_event() or sim.done,
-            *self._episode_args)
-        self._ids_of, self._age_key, self._ids = pending, age_key, ids
+            pending, running, placing_phase, version != self._measure_shown, age_key != self._age_key, now,
+            job, sim.placing_need, len(sim.alloc[job]) if job >= 0 else 0, len(sim.pending),
+            sim._n, sim.next_arrival, sim.finished_count, sim.pending_gpus, *self._episode_args)
+        self._ids_of, self._age_key, self._measure_shown, self._ids = pending, age_key, version, ids

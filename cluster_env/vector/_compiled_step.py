@@ -7,8 +7,9 @@ simulator's compiled observation kernel (``cluster_env.core.kernels`` ``observe`
 are :mod:`cluster_env.core.engine.sim`. This module imports numba.
 
 Per env, besides the engine state ``S`` (:mod:`cluster_env.core.engine.layout`), an observation
-tuple ``O``: the episode's constant arrays the observation kernel reads, its age column, the
-candidate rows, and two small arrays of per-episode scalars (indices ``E_*`` and ``EF_*``).
+tuple ``O``: the episode's arrays the observation kernel reads (its two arenas, as
+``ObservationBuilder.bind`` makes them, and its private machine block), the candidate rows, and
+two small arrays of per-episode scalars (indices ``E_*`` and ``EF_*``).
 """
 from __future__ import annotations
 
@@ -38,16 +39,18 @@ ORDER, PLACE = 0, 1
 #: ``ClusterParallelEnv``'s MAX_PREEMPTIONS_PER_INSTANT (checked equal by the backend).
 MAX_PREEMPTIONS_PER_INSTANT = 16
 
-# O: (job_static, machine_static, gpus_inv, machine_type, submit, duration, best_speed, gpus,
-#     allowed, job_speed, age, cand, E, EF, pc_n, pc_at)
-(O_JOB_STATIC, O_MACHINE_STATIC, O_GPUS_INV, O_MTYPE, O_SUBMIT, O_DURATION, O_BEST_SPEED, O_GPUS, O_ALLOWED,
- O_JOB_SPEED, O_AGE, O_CAND, O_E, O_EF, O_PC_N, O_PC_AT) = range(16)
-# E (int64): phase, candidates shown (pending, running), steps, measure version the age column shows,
+# O: (ep_int, ep_float, job_static, allowed, job_speed, rows, job_state, machine_int, machine_float, cand, E,
+#     EF, pc_n, pc_at); ep_int, ep_float and rows: the observation kernel's arenas and machine block (see
+#     kernels.observe); job_state (progress, attained, executed), machine_int (free, jobs), machine_float
+#     (measured, measured at): views of the engine state's rows
+(O_EP_INT, O_EP_FLOAT, O_JOB_STATIC, O_ALLOWED, O_JOB_SPEED, O_ROWS, O_JOB_STATE, O_MACHINE_INT,
+ O_MACHINE_FLOAT, O_CAND, O_E, O_EF, O_PC_N, O_PC_AT) = range(14)
+# E (int64): phase, candidates shown (pending, running), steps, measure version the machine block shows,
 # K, R, preemption, clairvoyant, total GPUs, n_order, n_place, max_steps (-1: none)
 (E_PHASE, E_NP, E_NR, E_STEPS, E_AGE_VER, E_K, E_R, E_PREEMPTION, E_CLAIRVOYANT, E_TOTAL_GPUS, E_NORDER,
  E_NPLACE, E_MAX_STEPS) = range(13)
 E_SIZE = 13
-# EF (float64): the clock the age column shows, the instant of the last preemption, the jct denominator,
+# EF (float64): the clock the machine block's age column shows, the instant of the last preemption, the jct denominator,
 # max_time (inf: none)
 (EF_AGE_NOW, EF_PREEMPT_AT, EF_DENOM, EF_MAX_TIME) = range(4)
 EF_SIZE = 4
@@ -99,7 +102,7 @@ def candidates(S, O):
 @jit_inline
 def observe_row(S, O, i, jobs, machines, glob, plc, order_pad, place_pad, job_ids, force_age):
     """``ClusterParallelEnv._observe`` into row ``i`` (``jobs``, ``plc`` and the masks zero-filled)."""
-    jf, ji, mf, mi, ti, sc, ic, pi = S[0], S[1], S[2], S[3], S[6], S[10], S[11], S[13]
+    ji, ti, sc, ic = S[1], S[6], S[10], S[11]
     E, EF = O[O_E], O[O_EF]
     placing = E[E_PHASE] == PLACE
     if not placing:
@@ -107,27 +110,30 @@ def observe_row(S, O, i, jobs, machines, glob, plc, order_pad, place_pad, job_id
     K = E[E_K]
     cand = O[O_CAND]
     now = sc[NOW]
-    refresh = force_age or ic[MEASURE_VERSION] != E[E_AGE_VER] or now != EF[EF_AGE_NOW]
-    E[E_AGE_VER] = ic[MEASURE_VERSION]
+    # ObservationBuilder.build_into: the measured column when the measure version moved, the age
+    # column when the version or the clock moved (both at reset, a fresh machine block).
+    if force_age:
+        # (not ``force_age or ...``: a literal True would reach the kernel as another argument type)
+        E[E_AGE_VER] = -1
+        EF[EF_AGE_NOW] = np.nan
+    version = ic[MEASURE_VERSION]
+    refresh_measured = version != E[E_AGE_VER]
+    refresh_age = refresh_measured or now != EF[EF_AGE_NOW]
+    E[E_AGE_VER] = version
     EF[EF_AGE_NOW] = now
     job = ic[PLACING]
-    n_jobs = pi[NJ]
     order_mask = order_pad[i, :E[E_NORDER]]
     place_mask = place_pad[i, :E[E_NPLACE]]
     need, used = 0, 0
     if job >= 0:
         need, used = ic[NEED], ji[ALEN, job]
-    can_advance = ic[NEXT_ARRIVAL] < n_jobs or ic[N_RUN] > 0 or ic[FINISHED] == n_jobs
     pending, running = cand[:E[E_NP]], cand[K:K + E[E_NR]]
-    preemption, clairvoyant = E[E_PREEMPTION] != 0, E[E_CLAIRVOYANT] != 0
     observe_kernel(
         jobs[i], machines[i], glob[i], plc[i], order_mask, place_mask, job_ids[i],
-        pending, running, placing, refresh, now, ic[FREE_TOTAL], job, need, used, ic[P_COUNT], ic[N_RUN],
-        ic[NEXT_ARRIVAL], ic[FINISHED], ic[P_GPUS], can_advance,
-        K, E[E_R], preemption, clairvoyant, E[E_TOTAL_GPUS], n_jobs, O[O_JOB_STATIC],
-        O[O_SUBMIT], O[O_DURATION], O[O_BEST_SPEED], O[O_GPUS], O[O_ALLOWED], O[O_JOB_SPEED],
-        O[O_MACHINE_STATIC], O[O_GPUS_INV], O[O_MTYPE], jf[ATTAINED], jf[EXECUTED], ji[RESTARTS], jf[PROGRESS],
-        ti[FREE_T], mi[FREE], mi[MJOBS], mf[MEASURED], mf[MEASURED_AT], O[O_AGE])
+        pending, running, placing, refresh_measured, refresh_age, now,
+        job, need, used, ic[P_COUNT], ic[N_RUN], ic[NEXT_ARRIVAL], ic[FINISHED], ic[P_GPUS],
+        O[O_EP_INT], O[O_EP_FLOAT], O[O_JOB_STATIC], O[O_ALLOWED], O[O_JOB_SPEED],
+        O[O_JOB_STATE], ji[RESTARTS], ti[FREE_T], O[O_MACHINE_INT], O[O_MACHINE_FLOAT], O[O_ROWS])
     if not placing and EF[EF_PREEMPT_AT] == now:
         # ClusterParallelEnv._guard_zero_time_restart: a job preempted MAX_PREEMPTIONS_PER_INSTANT
         # times in this instant may not be preempted again in it.

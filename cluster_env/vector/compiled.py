@@ -99,7 +99,7 @@ class CompiledBackend(VectorBackend):
         builder.bind(sim, max(workload.num_tenants, 1))
         env.sim = None         # the episode lives in the engine's arrays, not in a Python simulator
         state = build_state(env, sim)
-        obs = self._episode_arrays(env, sim)
+        obs = self._episode_arrays(env, sim, state)
         self._states[index], self._obs[index], self._sims[index] = state, obs, sim
         if self._typed is not None:
             states, obs_list, rngs = self._typed
@@ -149,11 +149,20 @@ class CompiledBackend(VectorBackend):
         self._sims = [None] * self.num_envs
 
     # ------------------------------------------------------------------ internals
-    def _episode_arrays(self, env: ClusterParallelEnv, sim) -> tuple:
-        """The observation tuple ``O`` of :mod:`cluster_env.vector._compiled_step` for a new episode."""
+    def _episode_arrays(self, env: ClusterParallelEnv, sim, state: tuple) -> tuple:
+        """The observation tuple ``O`` of :mod:`cluster_env.vector._compiled_step` for a new episode
+        (with views of the engine ``state``'s rows the observation kernel reads)."""
         c, builder = self._c, env.builder
-        (K, R, preemption, clairvoyant, total_gpus, num_jobs, job_static, submit, duration, best_speed, gpus,
-         allowed, job_speed, machine_static, gpus_inv, machine_type, *_rest) = builder._episode_args
+        (ep_int, ep_float, job_static, allowed, job_speed, *_rest) = builder._episode_args
+        K, R = builder.K, builder.R
+        preemption, clairvoyant, total_gpus = builder.preemption, builder.clairvoyant, sim.total_gpus
+        # The kernel's arenas and machine block as ObservationBuilder.bind makes them: fresh copies
+        # (the rows no free/jobs values shown yet, the block the static columns).
+        m = sim.num_machines
+        ep_int = np.array(ep_int, dtype=np.int64)
+        ep_int[len(ep_int) - 2 * m:] = -1
+        ep_float = np.array(ep_float, dtype=np.float64)
+        rows = np.array(builder._machine_static, dtype=np.float32)
         E = np.zeros(c.E_SIZE, dtype=np.int64)
         E[c.E_K], E[c.E_R] = K, R
         E[c.E_PREEMPTION], E[c.E_CLAIRVOYANT], E[c.E_TOTAL_GPUS] = int(preemption), int(clairvoyant), total_gpus
@@ -167,11 +176,12 @@ class CompiledBackend(VectorBackend):
         EF[c.EF_MAX_TIME] = np.inf if env.sched.max_time is None else float(env.sched.max_time)
         n = sim.num_jobs
         i64, f64 = np.int64, np.float64
-        return (job_static, machine_static, np.ascontiguousarray(gpus_inv, f64),
-                np.ascontiguousarray(machine_type, i64), np.ascontiguousarray(submit, f64),
-                np.ascontiguousarray(duration, f64), np.ascontiguousarray(best_speed, f64),
-                np.ascontiguousarray(gpus, i64), np.ascontiguousarray(allowed, np.bool_),
-                np.ascontiguousarray(job_speed, f64), np.zeros(sim.num_machines, dtype=np.float32),
+        # Contiguous views of consecutive rows, made here: numba types a slice taken inside the
+        # step as a non-contiguous array, another specialisation of the observation kernel.
+        jf, mf, mi = state[0], state[2], state[3]
+        return (ep_int, ep_float, job_static, np.ascontiguousarray(allowed, np.bool_),
+                np.ascontiguousarray(job_speed, f64), rows, jf[c.PROGRESS:c.EXECUTED + 1],
+                mi[c.FREE:c.MJOBS + 1], mf[c.MEASURED:c.MEASURED_AT + 1],
                 np.zeros(K + R, dtype=i64), E, EF, np.zeros(n, dtype=i64), np.full(n, np.nan))
 
     def _make_typed(self):

@@ -241,7 +241,11 @@ class FluctuationProcess:
         np.exp(self.factors, out=self.factors)
         return self.factors
 
-    def _switch(self) -> None:
+    def draws_normals(self, dt: float) -> bool:
+        """Whether ``advance(dt)`` draws ``n`` standard normals (the OU step), and nothing before."""
+        return self.params.sigma > 0 and self.n > 0 and dt != 0
+
+    def _switch(self, count: "int | None" = None) -> None:
         """Bring every machine whose next switch is due by ``self.time`` to ``self.time``.
 
         At its switch time ``s`` the machine enters the other state; over the remaining
@@ -254,7 +258,8 @@ class FluctuationProcess:
         lam, mu = self.params.straggler_rate, 1.0 / self._on_mean
         tot = lam + mu
         pi = lam / tot
-        count = self._k.switch_due(nxt, self.time, self._due, self._since)
+        if count is None:
+            count = self._k.switch_due(nxt, self.time, self._due, self._since)
         if count == 1:                             # the common case: scalar work
             i = int(self._due[0])
             entered = not strag[i]
@@ -281,12 +286,14 @@ class FluctuationProcess:
         else:
             self._next_min = float(np.minimum.reduce(nxt))
 
-    def advance(self, dt: float) -> np.ndarray:
+    def advance(self, dt: float, normals: "np.ndarray | None" = None) -> np.ndarray:
         """Move the process ``dt >= 0`` seconds forward (exact transition); return ``factors``.
 
         OU: ``x' = x e^{-theta dt} + sigma sqrt(1 - e^{-2 theta dt}) N(0, 1)``; straggling: every
         switch of the continuous-time chain inside the step (see the class docstring).  Random
-        numbers come only from the generator given at construction.
+        numbers come only from the generator given at construction. ``normals``: the OU step's
+        ``n`` standard normals, already drawn from that generator by a caller that drew them
+        together with its own (one call; the same stream), when :meth:`draws_normals` says so.
         """
         dt = float(dt)
         if not (dt >= 0 and math.isfinite(dt)):
@@ -300,14 +307,21 @@ class FluctuationProcess:
                 self._decay = math.exp(-theta * dt)
                 self._noise = self.params.sigma * math.sqrt(-math.expm1(-2.0 * theta * dt))
                 self._cache_dt = dt
-            z = self._z
-            self.rng.standard_normal(out=z)
+            if normals is None:
+                z = self._z
+                self.rng.standard_normal(out=z)
+            elif len(normals) == self.n:
+                z = normals
+            else:
+                raise ValueError(f"normals must hold {self.n} draws, got {len(normals)}")
             switching = self.time >= self._next_min
-            # x = x e^{-theta dt} + noise z; with no switch, also factors = x + log multiplier.
-            self._k.ou_step(self.log_speed, z, self._noise, self._decay, self._log_mult,
-                            self._z[:0] if switching else self.factors)
+            # x = x e^{-theta dt} + noise z; with no switch, also factors = x + log multiplier;
+            # with one, the machines whose switch is due (one call).
+            count = self._k.ou_switch_due(self.log_speed, z, self._noise, self._decay, self._log_mult,
+                                          self._z[:0] if switching else self.factors, switching,
+                                          self._next_switch, self.time, self._due, self._since)
             if switching:
-                self._switch()
+                self._switch(count)
                 np.add(self.log_speed, self._log_mult, out=self.factors)
         else:
             if self.time >= self._next_min:
