@@ -31,7 +31,7 @@ jit = _sim.jit
 def jit_inline(fn):
     """A helper inlined into its caller at numba's IR level: a call taking the state tuples would
     update the reference count of every array they hold, atomically, at each call."""
-    dispatcher = numba.njit(nogil=True, error_model="numpy", inline="always")(fn)
+    dispatcher = numba.njit(error_model="numpy", inline="always")(fn)
     _kernels._attach_cache(dispatcher)
     return dispatcher
 

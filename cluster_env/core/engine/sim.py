@@ -74,7 +74,7 @@ prune_stale_cache(__file__, _kernels.__file__)
 
 def jit(fn):
     """numba.njit with the kernels' guarded, bounded disk cache."""
-    dispatcher = numba.njit(nogil=True, error_model="numpy")(fn)
+    dispatcher = numba.njit(error_model="numpy")(fn)
     _kernels._attach_cache(dispatcher)
     return dispatcher
 
