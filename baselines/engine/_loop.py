@@ -30,7 +30,7 @@ from cluster_env.core.engine import sim as _sim
 from cluster_env.core.engine.layout import *  # noqa: F401,F403 - numba reads them as compile-time constants
 # The dynamics, as module globals (numba caches calls to compiled functions through globals).
 from cluster_env.core.engine.sim import (advance, place, preempt, skip_idle, start,  # noqa: F401
-                                         sync_running, usable_free)
+                                         sync_running, top_running, usable_free)
 
 START, PREEMPT_JOB, ADVANCE = 0, 1, 2
 _F32_SIGN = 0x7FFFFFFF
@@ -198,7 +198,7 @@ def tiresias_queue(S, job, running, now, thresholds, limits):
 @_jit
 def order_priority(S, tiresias, thresholds, limits):
     """``PreemptivePriority.order`` with LAS's or Tiresias' keys."""
-    jf, ji, si, sc, ic, pi = S[0], S[1], S[8], S[10], S[11], S[13]
+    jf, ji, sc, ic, pi = S[0], S[1], S[10], S[11], S[13]
     ti, allowed = S[6], S[16]
     cand, keys = S[24], S[25]
     now = sc[NOW]
@@ -208,34 +208,9 @@ def order_priority(S, tiresias, thresholds, limits):
         cand[nv] = j
         nv += 1
         j = ji[P_NEXT, j]
-    n = ic[N_RUN]
-    if pi[R] > 0 and n > 0:
+    if pi[R] > 0 and ic[N_RUN] > 0:
         sync_running(S)
-        # Running candidates: most attained service first, ties to the lower job id (the top R
-        # kept sorted in cand[nv:nv + r] by insertion; one comparison rejects most jobs).
-        top = min(pi[R], n)
-        r = 0
-        for k in range(n):
-            job = si[S_JOB, k]
-            a = jf[ATTAINED, job]
-            if r == top:
-                last = cand[nv + r - 1]
-                b = jf[ATTAINED, last]
-                if a < b or (a == b and job > last):
-                    continue
-                r -= 1
-            i = nv + r
-            while i > nv:
-                prev = cand[i - 1]
-                b = jf[ATTAINED, prev]
-                if a > b or (a == b and job < prev):
-                    cand[i] = prev
-                    i -= 1
-                else:
-                    break
-            cand[i] = job
-            r += 1
-        nv += r
+        nv += top_running(S, cand, nv, pi[R])
     if nv == 0:
         return advance_or_first(S)
     # Priority order: key, then job id (np.lexsort((ids, keys))).

@@ -22,7 +22,7 @@ from cluster_env.core import kernels as _kernels
 from cluster_env.core.engine import sim as _sim
 from cluster_env.core.engine.layout import *  # noqa: F401,F403 - compile-time constants
 from cluster_env.core.engine.sim import (advance, observe_kernel, place, preempt, skip_idle,  # noqa: F401
-                                         start, sync_running)
+                                         start, sync_running, top_running)
 
 _sim.prune_stale_cache(__file__, _kernels.__file__, _sim.__file__)
 jit = _sim.jit
@@ -60,8 +60,7 @@ EF_SIZE = 4
 def candidates(S, O):
     """``ObservationBuilder.candidates``: the K oldest pending jobs, then (with preemption) the R
     running jobs with the most attained service (ties to the lower id), into ``O[O_CAND]``."""
-    jf, ji, ic = S[0], S[1], S[11]
-    si = S[8]
+    ji, ic = S[1], S[11]
     cand, E = O[O_CAND], O[O_E]
     K, R = E[E_K], E[E_R]
     n_p = 0
@@ -71,31 +70,10 @@ def candidates(S, O):
         n_p += 1
         j = ji[P_NEXT, j]
     E[E_NP] = n_p
-    n = ic[N_RUN]
     r = 0
-    if R > 0 and n > 0:
+    if R > 0 and ic[N_RUN] > 0:
         sync_running(S)
-        top = min(R, n)
-        for k in range(n):
-            job = si[S_JOB, k]
-            a = jf[ATTAINED, job]
-            if r == top:
-                last = cand[K + r - 1]
-                b = jf[ATTAINED, last]
-                if a < b or (a == b and job > last):
-                    continue
-                r -= 1
-            i = K + r
-            while i > K:
-                prev = cand[i - 1]
-                b = jf[ATTAINED, prev]
-                if a > b or (a == b and job < prev):
-                    cand[i] = prev
-                    i -= 1
-                else:
-                    break
-            cand[i] = job
-            r += 1
+        r = top_running(S, cand, K, R)
     E[E_NR] = r
 
 

@@ -699,3 +699,36 @@ def sync_running(S):
         jf[HELD, job] = jf[HELD_BEFORE, job] + (now - t0)
 
 
+
+
+@jit
+def top_running(S, cand, base, top):
+    """The ``top`` running jobs with the most attained service (ties to the lower job id), sorted,
+    into ``cand[base:base + top]`` (``ObservationBuilder.candidates``' running rows); returns how
+    many were written. The caller brings attained service up to date (``sync_running``) first.
+    Kept sorted by insertion: one comparison rejects most jobs."""
+    jf, si, ic = S[0], S[8], S[11]
+    n = ic[N_RUN]
+    top = min(top, n)
+    r = 0
+    for k in range(n):
+        job = si[S_JOB, k]
+        a = jf[ATTAINED, job]
+        if r == top:
+            last = cand[base + r - 1]
+            b = jf[ATTAINED, last]
+            if a < b or (a == b and job > last):
+                continue
+            r -= 1
+        i = base + r
+        while i > base:
+            prev = cand[i - 1]
+            b = jf[ATTAINED, prev]
+            if a > b or (a == b and job < prev):
+                cand[i] = prev
+                i -= 1
+            else:
+                break
+        cand[i] = job
+        r += 1
+    return r
