@@ -17,6 +17,7 @@ import torch
 
 from baselines.obs import is_place_phase
 from dual_agent.config import LEARNED, DualAgentConfig
+from dual_agent.inference import actor_logits
 from dual_agent.networks import GP_FEATURES, DualAgentModel
 
 ORDERER, PLACER = 0, 1
@@ -162,7 +163,10 @@ class DualAgentPolicy:
         now, ids = float(info["time"]), info["job_ids"]
         if now != self._touched_at:
             return order_mask
-        recent = np.isin(ids, np.fromiter(self._touched, np.int64, len(self._touched)))
+        ids = np.asarray(ids)
+        recent = ids == next(iter(self._touched))   # np.isin, without its overhead: one to a few jobs
+        for job in self._touched:
+            recent |= ids == job
         if recent.any():
             guarded = order_mask.copy()
             guarded[:-1] &= ~recent
@@ -187,9 +191,8 @@ class DualAgentPolicy:
         legal = np.flatnonzero(mask)
         if len(legal) == 1:  # a forced move is not a decision: no network call, nothing to learn
             return int(legal[0]), False
-        with torch.inference_mode():
-            batch = {k: torch.from_numpy(np.ascontiguousarray(v)).unsqueeze(0) for k, v in feats.items()}
-            logits = network_logits(self.model, agent, batch)[0].double().numpy()
+        with torch.inference_mode():   # the modules' operations without their call overhead
+            logits = actor_logits(self.model, agent, feats)
         return self.choose_from_logits(agent, logits, mask), True
 
     def network_decides(self, agent: int, feats: dict) -> bool:

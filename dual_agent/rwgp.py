@@ -254,6 +254,7 @@ class RandomWalkGP:
         self._frozen_age = np.zeros(m)              # age (s) at which D_i was frozen
         self._last_value = np.full(m, np.nan, dtype=np.float32)
         self._last_age = np.full(m, -1.0)
+        self._last_age_log = np.full(m, np.nan)     # the raw column of the last update (NaN: none)
         self._a = np.eye(r)
         self._b = np.zeros(r)
         self._dirty = True
@@ -266,6 +267,11 @@ class RandomWalkGP:
         machines = self._check(machines, expected_rows=len(self._on))
         value = machines[:, COL["measured_speed"]].astype(np.float32, copy=False)
         age_log = machines[:, COL["measured_age_log"]].astype(np.float64)
+        if np.array_equal(value, self._last_value) and np.array_equal(age_log, self._last_age_log):
+            # The same readings and ages as the last call (the clock stood still): nothing changed
+            # and no frozen age lags more than it did then, so the update below would do nothing.
+            return
+        self._last_age_log = age_log
         measured = age_log >= 0.0
         age = np.where(measured, np.expm1(np.where(measured, age_log, 0.0)), -1.0)
         # A new reading: (un)measured status flips, the value moves, or the age goes back.
