@@ -8,13 +8,13 @@ step count bit for bit; only ``wall_s`` differs), tens of times faster. The harn
 (``cluster-bench run/compare/sweep/scores``, ``baselines.evaluate``) uses it by itself for the
 policies it supports and falls back to the API otherwise.
 
-Supported: the orderers ``fifo``, ``fifo-strict``, ``sjf``, ``las``, ``tiresias`` (``2dlas``)
-and ``random`` (without preemption) with their default settings, each with the placers
-``first-fit``, ``consolidate`` (``best-fit``), ``spread``, ``fastest`` and ``random``: the named
-baselines ``fifo``, ``fifo-strict``, ``sjf``, ``las``, ``tiresias``, ``random`` and any
-``ORDERER+PLACER`` composition of those; every scenario and every world effect; ``max_steps`` /
-``max_time``. Not supported (API path): ``sjf-noisy``, the ``oracle`` halves, the random orderer
-with ``preemption=True``, policy objects and plugins, a non-default reward, another
+Supported: the orderers ``fifo``, ``fifo-strict``, ``sjf``, ``las``, ``tiresias`` (``2dlas``),
+``oracle`` (``srpt``) and ``random`` (without preemption) with their default settings, each with
+the placers ``first-fit``, ``consolidate`` (``best-fit``), ``spread``, ``fastest``, ``oracle`` and
+``random``: the named baselines ``fifo``, ``fifo-strict``, ``sjf``, ``las``, ``tiresias``,
+``oracle``, ``random`` and any ``ORDERER+PLACER`` composition of those; every scenario and every
+world effect; ``max_steps`` / ``max_time``. Not supported (API path): ``sjf-noisy``, the random
+orderer with ``preemption=True``, policy objects and plugins, a non-default reward, another
 observation layout (``observation="extended"``), a render mode, recorded episodes
 (``record=True``: timelines and series come from the simulator's logs), and the numpy kernel
 backend (``CLUSTER_ENV_KERNELS=numpy``).
@@ -180,15 +180,17 @@ def _build_state(env, sim, codes: tuple[int, int]):
     """The engine's state arrays from a simulator right after construction, with the policy's codes
     and knobs (the simulator part is :func:`cluster_env.core.engine.state.build_state`)."""
     from baselines.orderers import TIRESIAS_STARVATION_KNOB
-    from baselines.placers import FastestFirst
+    from baselines.placers import FastestFirst, OraclePlacer
     from cluster_env.core.engine.state import build_state
 
     state = build_state(env, sim)
     pf, pi = state[12], state[13]
     pf[L.TOL_FACTOR] = 1.0 - FastestFirst().tolerance
     pf[L.STARVATION] = TIRESIAS_STARVATION_KNOB
+    oracle = OraclePlacer()
+    pf[L.ORACLE_TOL], pf[L.ORACLE_SLACK] = 1.0 - oracle.tolerance, oracle.slack
     pi[L.ORDERER], pi[L.PLACER] = codes
-    pi[L.READS_MEASURED] = int(codes[1] == L.P_FASTEST)
+    pi[L.READS_MEASURED] = int(codes[1] in (L.P_FASTEST, L.P_ORACLE))
     return state
 
 
@@ -228,6 +230,9 @@ def run_compiled_episode(policy: str, scenario: Any, split: str, seed: int, env_
     _exact_features(sim)
     if codes[0] == L.O_RANDOM and env.builder.R:
         raise Unsupported("the random orderer with preemption runs through the API")
+    if (codes[0] == L.O_ORACLE or codes[1] == L.P_ORACLE) and not env.sched.clairvoyant:
+        raise Unsupported("the oracle reads durations: without clairvoyant=True it runs (and fails) "
+                          "through the API")
     state = _build_state(env, sim, codes)
     # ComposedPolicy.reset(seed): one generator per half (the random halves draw from them).
     order_seq, place_seq = np.random.SeedSequence(seed).spawn(2)

@@ -196,8 +196,56 @@ def tiresias_queue(S, job, running, now, thresholds, limits):
 
 
 @_jit
-def order_priority(S, tiresias, thresholds, limits):
-    """``PreemptivePriority.order`` with LAS's or Tiresias' keys."""
+def np_expm1_inplace(a):
+    """numpy's expm1 of an array, in place (one ``objmode`` call for many values)."""
+    with numba.objmode():
+        np.expm1(a, out=a)
+
+
+@_jit
+def oracle_order(S, cand, nv):
+    """The ``nv`` candidates' job ids in ``np.lexsort((ids, keys))`` order of ``OracleSRPT.keys``:
+    remaining GPU-time (numpy's expm1 of the float32 ``remaining_log`` feature times the GPUs),
+    then job id. The expm1 values are remembered per job (a pending job's stay put); the others
+    are computed in one numpy call. Then an insertion sort (a window is tens of jobs)."""
+    jf, ji, ic = S[0], S[1], S[11]
+    x = np.empty(nv)
+    miss = np.empty(nv, np.int64)
+    n_miss = 0
+    for i in range(nv):
+        j = cand[i]
+        x32 = np.float32(math.log1p((jf[DURATION, j] - jf[PROGRESS, j]) / jf[BEST_SPEED, j]))
+        if jf[A_KEY, j] != np.float64(x32):
+            x[n_miss] = x32
+            miss[n_miss] = j
+            n_miss += 1
+    if n_miss > 0:
+        values = x[:n_miss].copy()
+        np_expm1_inplace(values)
+        ic[EXPM1_CALLS] += 1
+        for i in range(n_miss):
+            j = miss[i]
+            jf[A_KEY, j] = x[i]
+            jf[A_VAL, j] = values[i]
+    rem = np.empty(nv)
+    order = np.empty(nv, np.int64)
+    for i in range(nv):
+        j = cand[i]
+        key = jf[A_VAL, j] * np.float64(ji[GPUS, j])
+        p = i
+        while p > 0 and (rem[p - 1] > key or (rem[p - 1] == key and order[p - 1] > j)):
+            rem[p] = rem[p - 1]
+            order[p] = order[p - 1]
+            p -= 1
+        rem[p] = key
+        order[p] = j
+    return order
+
+
+@_jit
+def order_priority(S, rule, thresholds, limits):
+    """``PreemptivePriority.order`` with LAS's, Tiresias' or the SRPT oracle's keys (``rule``: the
+    orderer's code)."""
     jf, ji, sc, ic, pi = S[0], S[1], S[10], S[11], S[13]
     ti, allowed = S[6], S[16]
     cand, keys = S[24], S[25]
@@ -214,14 +262,17 @@ def order_priority(S, tiresias, thresholds, limits):
     if nv == 0:
         return advance_or_first(S)
     # Priority order: key, then job id (np.lexsort((ids, keys))).
-    for i in range(nv):
-        j = cand[i]
-        if tiresias:
-            key = tiresias_queue(S, j, ji[STATUS, j] == ST_RUNNING, now, thresholds, limits)
-        else:
-            key = f32_bits(S, math.log1p(jf[ATTAINED, j]))
-        keys[i] = (key << 32) | j
-    order = np.sort(keys[:nv])
+    if rule == O_ORACLE:
+        order = oracle_order(S, cand, nv)
+    else:
+        for i in range(nv):
+            j = cand[i]
+            if rule == O_TIRESIAS:
+                key = tiresias_queue(S, j, ji[STATUS, j] == ST_RUNNING, now, thresholds, limits)
+            else:
+                key = f32_bits(S, math.log1p(jf[ATTAINED, j]))
+            keys[i] = (key << 32) | j
+        order = np.sort(keys[:nv])
     capacity = ic[FREE_TOTAL]
     for i in range(nv):
         j = cand[i]
@@ -273,6 +324,53 @@ def order_priority(S, tiresias, thresholds, limits):
 
 # ------------------------------------------------------------------------------ placers
 @_jit
+def place_oracle(S, ok):
+    """``OraclePlacer.place`` over the allowed machines ``ok``: machines holding the whole need
+    (else all) whose speed (``FastestFirst``'s float32 features, product in float64) is within the
+    tolerance of the best or where the job loses at most ``slack`` seconds,
+    ``duration x (1/speed - 1/best)`` (duration: numpy's expm1 of the float32 ``duration_log``);
+    of those the tightest fit (fewest free GPUs; most when none holds the need), then the slowest,
+    then the lowest index (``np.lexsort((ok, speed, tight))``)."""
+    jf, mf, mi, ic, pf, pi, job_speed = S[0], S[2], S[3], S[11], S[12], S[13], S[14]
+    job = ic[PLACING]
+    need = ic[NEED]
+    m_count = pi[NM]
+    any_whole = False
+    any_ok = False
+    for m in range(m_count):
+        if ok[m]:
+            any_ok = True
+            if mi[FREE, m] >= need:
+                any_whole = True
+    if not any_ok:
+        return -1
+    best = -np.inf
+    for m in range(m_count):
+        if ok[m] and (mi[FREE, m] >= need or not any_whole):
+            speed = np.float64(np.float32(job_speed[job, mi[MTYPE, m]])) * np.float64(np.float32(mf[MEASURED, m]))
+            if speed > best:
+                best = speed
+    duration = expm1_memo(S, job, np.float32(math.log1p(jf[DURATION, job])), E_KEY, E_VAL)
+    bar = best * pf[ORACLE_TOL]
+    inv_best = 1.0 / best
+    slack = pf[ORACLE_SLACK]
+    pick = -1
+    pick_tight = 0
+    pick_speed = 0.0
+    for m in range(m_count):
+        if not (ok[m] and (mi[FREE, m] >= need or not any_whole)):
+            continue
+        speed = np.float64(np.float32(job_speed[job, mi[MTYPE, m]])) * np.float64(np.float32(mf[MEASURED, m]))
+        lost = duration * (1.0 / speed - inv_best)
+        if not (speed >= bar or lost <= slack):
+            continue
+        tight = mi[FREE, m] if any_whole else -mi[FREE, m]
+        if pick < 0 or tight < pick_tight or (tight == pick_tight and speed < pick_speed):
+            pick, pick_tight, pick_speed = m, tight, speed
+    return pick
+
+
+@_jit
 def place_decide(S, code, prng):
     """The placer's machine for the job being placed (-1: none allowed)."""
     mf, mi, ic, pf, pi, job_speed = S[2], S[3], S[11], S[12], S[13], S[14]
@@ -285,6 +383,8 @@ def place_decide(S, code, prng):
     for m in range(m_count):
         ok[m] = mi[FREE, m] > 0 and (not has_allowed or allowed[job, mi[MTYPE, m]])
     ic[C_SCAN] += 1
+    if code == P_ORACLE:
+        return place_oracle(S, ok)
     if code == P_FIRST:
         for m in range(m_count):
             if ok[m]:
@@ -401,7 +501,7 @@ def run_episode(S, rng, orng, prng, thresholds, limits):
         elif orderer == O_RANDOM:
             kind, job = order_random(S, orng)
         else:
-            kind, job = order_priority(S, orderer == O_TIRESIAS, thresholds, limits)
+            kind, job = order_priority(S, orderer, thresholds, limits)
         if ic[ERROR]:
             return
         if kind == START:

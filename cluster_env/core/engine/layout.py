@@ -43,18 +43,20 @@ SC_SIZE = 20
 IC_SIZE = 28
 # ---- float64 parameters, array pf
 (ALPHA, TIME_LIMIT, TICK, OVERHEAD, INTERVAL, QUIET, NOISE, TAU, SIGMA, THETA, STRAG_RATE, ON_MEAN, OFF_MEAN,
- SHIFT, LOG_SLOW, DENOM, TOL_FACTOR, MAX_TIME, STARVATION) = range(19)
-PF_SIZE = 19
+ SHIFT, LOG_SLOW, DENOM, TOL_FACTOR, MAX_TIME, STARVATION, ORACLE_TOL, ORACLE_SLACK) = range(21)
+PF_SIZE = 21
 # ---- int64 parameters, array pi
 (NJ, NM, K, R, PREEMPT, FLUCT_ON, HAS_ALLOWED, ORDERER, PLACER, MAX_STEPS, PREEMPT_AT_EVENT, READS_MEASURED,
  MAX_CROWD) = range(13)
 PI_SIZE = 13
 
 # Orderer and placer codes (the loop dispatches on them).
-ORDERER_CODES = {"fifo": 0, "fifo-strict": 1, "sjf": 2, "las": 3, "tiresias": 4, "2dlas": 4, "random": 5}
-PLACER_CODES = {"first-fit": 0, "consolidate": 1, "best-fit": 1, "spread": 2, "fastest": 3, "random": 4}
-O_FIFO, O_STRICT, O_SJF, O_LAS, O_TIRESIAS, O_RANDOM = range(6)
-P_FIRST, P_BEST, P_SPREAD, P_FASTEST, P_RANDOM = range(5)
+ORDERER_CODES = {"fifo": 0, "fifo-strict": 1, "sjf": 2, "las": 3, "tiresias": 4, "2dlas": 4, "random": 5,
+                 "oracle": 6, "srpt": 6}
+PLACER_CODES = {"first-fit": 0, "consolidate": 1, "best-fit": 1, "spread": 2, "fastest": 3, "random": 4,
+                "oracle": 5}
+O_FIFO, O_STRICT, O_SJF, O_LAS, O_TIRESIAS, O_RANDOM, O_ORACLE = range(7)
+P_FIRST, P_BEST, P_SPREAD, P_FASTEST, P_RANDOM, P_ORACLE = range(6)
 
 # Error codes (ic[ERROR]); the front raises with a message.
 E_NONE, E_NO_EVENT, E_NO_MACHINE, E_STUCK = range(4)
