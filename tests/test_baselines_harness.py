@@ -69,6 +69,56 @@ def test_backends_give_identical_numbers():
     assert strip(serial) == strip(procs)
 
 
+def test_parallel_workers_get_the_longest_tasks_first(monkeypatch):
+    """Learned and other unnamed policies first, then baselines through the API, then compiled
+    episodes (ties keep their order); the process pool submits in that order and still returns
+    the results in the order of the tasks."""
+    from baselines import engine
+    from baselines.harness import sweep
+    from baselines.harness.sweep import Task, longest_first, make_tasks
+
+    monkeypatch.delenv(engine.ENGINE_ENV_VAR, raising=False)
+    tasks = make_tasks(["fifo", "sjf-noisy+first-fit", "dual", "las"], ["openb-v0"], "test", [0, 1])
+    tasks.append(Task(FirstAllowed(), "toy-v0", "test", 0))
+    compiled = engine.available()
+    order = [(tasks[i].policy if isinstance(tasks[i].policy, str) else "object", tasks[i].seed)
+             for i in longest_first(tasks, range(len(tasks)))]
+    assert order[:3] == [("dual", 0), ("dual", 1), ("object", 0)]
+    if compiled:
+        assert order[3:] == [("sjf-noisy+first-fit", 0), ("sjf-noisy+first-fit", 1), ("fifo", 0), ("fifo", 1),
+                             ("las", 0), ("las", 1)]
+    monkeypatch.setenv(engine.ENGINE_ENV_VAR, "api")     # every baseline through the API: one class
+    assert [tasks[i].policy for i in longest_first(tasks, range(8))][2:] == [
+        "fifo", "fifo", "sjf-noisy+first-fit", "sjf-noisy+first-fit", "las", "las"]
+    monkeypatch.delenv(engine.ENGINE_ENV_VAR)
+
+    submitted = []
+    real_run_task = sweep.run_task
+    small = make_tasks(["fifo", "sjf-noisy+first-fit"], ["toy-v0"], "test", [0, 1])
+
+    class Pool:                    # a stand-in pool that runs tasks here, in submission order
+        def __init__(self, *a, **k):
+            pass
+
+        def submit(self, fn, task):
+            import concurrent.futures
+
+            submitted.append(task.policy)
+            future = concurrent.futures.Future()
+            future.set_result(real_run_task(task))
+            return future
+
+        def shutdown(self, wait=True, cancel_futures=False):
+            pass
+
+    monkeypatch.setattr(sweep, "ProcessPoolExecutor", Pool)
+    results = sweep.run_tasks(small, backend="process", workers=2)
+    if compiled:
+        assert submitted == ["sjf-noisy+first-fit", "sjf-noisy+first-fit", "fifo", "fifo"]
+    assert [(r.record["policy"], r.record["seed"]) for r in results] == [
+        ("fifo", 0), ("fifo", 1), ("sjf-noisy+first-fit", 0), ("sjf-noisy+first-fit", 1)]
+
+
 def test_ray_backend_on_a_local_instance():
     pytest.importorskip("ray")
     serial = baselines.evaluate("sjf", "toy-v0", seeds=[0, 1], backend="serial")
