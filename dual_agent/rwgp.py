@@ -306,8 +306,9 @@ class RandomWalkGP:
     def features(self, machines: np.ndarray) -> np.ndarray:
         """``update(machines)``, then (M, 2) float32 ``[mean, std]`` for the placement network."""
         self.update(machines)
-        mean, std = self.posterior()
-        return np.stack([mean, std], axis=1)
+        if self._dirty:
+            self.posterior()
+        return np.stack([self._mean, self._std], axis=1)     # a new array: no copies needed first
 
     # ------------------------------------------------------------------ internals
     def _check(self, machines: np.ndarray, expected_rows: int | None) -> np.ndarray:
@@ -353,11 +354,14 @@ class RandomWalkGP:
         self._dirty = True
 
     def _solve(self) -> tuple[np.ndarray, np.ndarray]:
+        solved = _lapack_solve(self._a, self._b, self._phi_t)
+        if solved is None:
+            solved = _scipy_solve(self._a, self._b, self._phi_t)
+        return self._posterior(*solved)
+
+    def _posterior(self, mean_w: np.ndarray, half: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         cfg, res = self.config, self.factor.residual
-        chol = scipy.linalg.cho_factor(self._a, lower=True, check_finite=False)
-        mean_w = scipy.linalg.cho_solve(chol, self._b, check_finite=False)
         shared = self._phi_t.T @ mean_w
-        half = scipy.linalg.solve_triangular(chol[0], self._phi_t, lower=True, check_finite=False)
         shared_var = np.einsum("ij,ij->j", half, half)
         # Share of a reading that goes to the machine's own, independent part (0 when exact).
         gain = np.zeros_like(res)
@@ -368,3 +372,36 @@ class RandomWalkGP:
         var = (1.0 - gain) ** 2 * shared_var + np.where(on, 0.0, res)
         var[on] += gain[on] * noise
         return mean.astype(np.float32), np.sqrt(np.clip(var, 0.0, None)).astype(np.float32)
+
+
+def _scipy_solve(a: np.ndarray, b: np.ndarray, phi_t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``A^-1 b`` and ``L^-1 phi_t`` (``A = L L^T``) through scipy's wrappers (they raise on an
+    A that is not positive definite)."""
+    chol = scipy.linalg.cho_factor(a, lower=True, check_finite=False)
+    mean_w = scipy.linalg.cho_solve(chol, b, check_finite=False)
+    half = scipy.linalg.solve_triangular(chol[0], phi_t, lower=True, check_finite=False)
+    return mean_w, half
+
+
+@lru_cache(maxsize=1)
+def _lapack_funcs():
+    return scipy.linalg.get_lapack_funcs(("potrf", "potrs", "trtrs"), (np.zeros((1, 1)),))
+
+
+def _lapack_solve(a: np.ndarray, b: np.ndarray, phi_t: np.ndarray) -> "tuple[np.ndarray, np.ndarray] | None":
+    """:func:`_scipy_solve` by the same LAPACK calls with the same arguments (the wrappers' checks
+    and batching cost more than the 64 x 64 algebra): the same bits. None when a call reports a
+    problem or the arrays are not what the wrappers would pass through (then the wrappers run)."""
+    if a.dtype != np.float64 or b.dtype != np.float64 or phi_t.dtype != np.float64:
+        return None
+    potrf, potrs, trtrs = _lapack_funcs()
+    c, info = potrf(a, lower=True, overwrite_a=False, clean=False)
+    if info != 0 or not c.flags.f_contiguous:
+        return None
+    mean_w, info = potrs(c, b, lower=True, overwrite_b=False)
+    if info != 0:
+        return None
+    half, info = trtrs(c, phi_t, overwrite_b=False, lower=True, trans=0, unitdiag=False)
+    if info != 0:
+        return None
+    return mean_w, half

@@ -159,3 +159,31 @@ def test_gp_update_skips_repeated_readings_exactly():
             assert a.tobytes() == b.tobytes()
         obs, _, _, _, infos = env.step(policy.act(obs, infos))
     assert repeats > 20
+
+
+def test_gp_solve_by_lapack_equals_scipy_wrappers():
+    """The posterior's algebra through the LAPACK routines directly gives the scipy wrappers' bits,
+    on the GP's states of a real episode and on random systems of both factor shapes."""
+    env = cluster_env.parallel_env("philly-v0", split="test", preemption=True)
+    obs, infos = env.reset(seed=2)
+    policy = DualAgentPolicy.pretrained("philly-v0")
+    policy.reset(2)
+    gp = rwgp.RandomWalkGP()
+    gp.reset(obs["orderer"]["machines"])
+    systems = []
+    for _ in range(150):
+        gp.update(obs["orderer"]["machines"])
+        systems.append((gp._a.copy(), gp._b.copy(), gp._phi_t))
+        obs, _, _, _, infos = env.step(policy.act(obs, infos))
+    rng = np.random.default_rng(4)
+    for r, m in ((64, 1213), (34, 34), (5, 3)):
+        x = rng.normal(size=(r, r))
+        systems.append((np.eye(r) + x @ x.T, rng.normal(size=r), np.ascontiguousarray(rng.normal(size=(r, m)))))
+    for a, b, phi_t in systems:
+        fast = rwgp._lapack_solve(a, b, phi_t)
+        assert fast is not None
+        for got, want in zip(fast, rwgp._scipy_solve(a, b, phi_t)):
+            assert got.shape == want.shape and got.tobytes() == np.asarray(want).tobytes()
+    assert rwgp._lapack_solve(-np.eye(3), np.ones(3), np.ones((3, 2))) is None   # not positive definite
+    with pytest.raises(np.linalg.LinAlgError):
+        rwgp._scipy_solve(-np.eye(3), np.ones(3), np.ones((3, 2)))
