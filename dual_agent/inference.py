@@ -103,7 +103,7 @@ class FastActors:
         """Whether the weights are still float32 on the CPU (``model.double()`` or ``.to(device)``
         change them in place): the path below assumes it."""
         weight = self._o["squeeze"][0][0]
-        return weight.dtype is torch.float32 and not weight.is_cuda
+        return weight.dtype is torch.float32 and weight.is_cpu
 
     def _count(self, m: int) -> torch.Tensor:
         count = self._counts.get(m)
