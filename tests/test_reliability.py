@@ -90,6 +90,24 @@ class DiesOnce:
         return self.inner.act(observations, infos)
 
 
+class Fifo:
+    """FIFO named by import path: the process pool hands out policies without a baseline name
+    first (``longest_first``), so naming both policies of a test this way keeps the tasks' order."""
+
+    name = "fifo"
+
+    def __init__(self) -> None:
+        import baselines
+
+        self.inner = baselines.make_policy("fifo")
+
+    def reset(self, seed=None):
+        self.inner.reset(seed)
+
+    def act(self, observations, infos):
+        return self.inner.act(observations, infos)
+
+
 class Hangs:
     """A policy that writes its pid to ``$RELIABILITY_MARKERS/hang-<pid>`` and sleeps (a long episode)."""
 
@@ -398,13 +416,15 @@ def test_workers_die_with_their_parent(tmp_path):
 def test_ctrl_c_during_run_writes_what_finished_and_exits_130(tmp_path):
     out = tmp_path / "out"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "baselines", "run", "--scenario", "toy-v0", "--policies", "fifo,test_reliability:Hangs",
+        [sys.executable, "-m", "baselines", "run", "--scenario", "toy-v0", "--policies",
+         "test_reliability:Fifo,test_reliability:Hangs",
          "--seeds", "0,1", "--backend", "process", "--workers", "2", "--no-plots", "--quiet", "--out", str(out)],
         env=dict(ENV, RELIABILITY_MARKERS=str(tmp_path)), cwd=ROOT, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, start_new_session=True)    # its own group, like a terminal's job
     pids: list[int] = []
     try:
-        # Tasks run in order (fifo 0, fifo 1, hangs 0, hangs 1): both hanging means fifo finished.
+        # Tasks run in order (fifo 0, fifo 1, hangs 0, hangs 1: both unnamed policies, one cost
+        # class): both hanging means fifo finished.
         wait_for(lambda: len(hang_pids(tmp_path)) == 2, 120, "the hanging episodes to start")
         pids = hang_pids(tmp_path)
         os.killpg(proc.pid, signal.SIGINT)                 # Ctrl-C reaches the whole group
