@@ -170,6 +170,294 @@ def _measure_rates(n, dirty, s_float, s_int, s_flag, machine_rows, alpha, pool, 
             w_fresh, machine_float[0], machine_float[1], scratch)
 
 
+# The compiled skip-idle loop's scalar state (``idle_events``): the simulator's Python scalars,
+# packed into two small arrays for the call and read back after it. Constants of the episode
+# first, then the values the caller writes before a fresh call (``IF_NOW`` to ``IF_F_NOISE``,
+# ``II_N`` to ``II_RELEASED``: one ``struct`` pack of the adjacent arrays), then outputs.
+(IF_TIME_LIMIT, IF_ALPHA, IF_TICK, IF_NOISE, IF_TAU, IF_SIGMA, IF_THETA, IF_LAM, IF_TOT, IF_PI, IF_ON_MEAN,
+ IF_OFF_MEAN, IF_SHIFT, IF_LOG_SLOW, IF_INTERVAL, IF_QUIET) = range(16)
+(IF_NOW, IF_JOB_SECONDS, IF_FEE, IF_ENERGY, IF_BUSY, IF_FEE_RATE, IF_POWER, IF_NEXT_FLUCT, IF_NEXT_TICK,
+ IF_LAST_TICK, IF_MEASURE_TIME, IF_NEXT_FINISH, IF_FLUCT_TIME, IF_F_TIME, IF_F_NEXT_MIN, IF_F_CACHE_DT,
+ IF_F_DECAY, IF_F_NOISE) = range(16, 34)
+IF_SIZE = 34
+(II_N, II_N_MULTI, II_HELD, II_FREE, II_NEXT_ARRIVAL, II_ARRIVED, II_FINISHED, II_EVENTS, II_MEASURE_VERSION,
+ II_RESTARTING, II_DIRTY, II_PENDING, II_SMALLEST, II_PENDING_GPUS, II_WINDOW, II_RUNNING_CHOICE, II_RELEASED,
+ II_NUM_JOBS, II_FLUCT, II_STAMP, II_STATIC_RATES, II_DUE, II_NORMALS, II_SWITCHES, II_MEASURED, II_AT) = range(26)
+II_SIZE = 26
+#: What ``idle_events`` returns: a decision epoch (or nothing left to happen) was reached; a
+#: fluctuation update needs its random draws (``II_NORMALS`` standard normals, then ``II_SWITCHES``
+#: uniforms and as many exponentials, and for more than one switch numpy's ``exp`` of the
+#: switches' decay exponents: resume with ``IDLE_RESUME_DRAWS``); the update needs numpy's ``exp``
+#: of the fluctuation factors (resume with ``IDLE_RESUME_EXP``); the event's completions include a
+#: job spread over several machines (``II_DUE`` slots in ``due_out``: the caller finishes the
+#: event); no future event.
+IDLE_DONE, IDLE_DRAWS, IDLE_EXP, IDLE_MULTI, IDLE_NO_EVENT = range(5)
+IDLE_FRESH, IDLE_RESUME_DRAWS, IDLE_RESUME_EXP = range(3)
+
+
+def _idle_events(resume, fs, ist, s_float, s_int, s_flag, machine_rows, pool, empty, scratch, due_out, machine_int,
+                 type_int, job_block, status, duration, gpus, machine_type, submit, price_s, extra_w,
+                 machine_float, released, log_speed, log_mult, factors, next_switch, since, switch_due_out,
+                 straggling, static, z, u, e, ex):
+    """The simulator's ``advance_while_idle`` (no allowed-type restrictions, compiled backend):
+    advance through decision epochs where advancing is the only legal decision, event after event,
+    in one call. ``fs`` / ``ist``: the simulator's float and integer scalars (``IF_*`` / ``II_*``),
+    read and written in place. Each event is ``ClusterSimulator.advance`` operation for operation:
+    ``event`` (``run_to_next`` plus the trivial measurement's time stamps), the accounting, the
+    completions of single-machine jobs (``release_slot``), the arrivals, the fluctuation update
+    (``fluct_apply`` and ``fluct_finish``) and the scheduling tick. The fluctuation arrays are
+    ``FluctuationProcess``'s (``switch_due_out`` / ``since``: its ``_due`` / ``_since``).
+
+    What needs Python is handed back with the state in ``fs`` / ``ist`` (see ``IDLE_*``): numpy's
+    random draws ``z``, ``u``, ``e`` and ``exp`` ``ex`` (then ``IDLE_RESUME_DRAWS``) and numpy's
+    ``exp`` of ``factors`` (then ``IDLE_RESUME_EXP``; nothing else may change in between), the
+    completions of an event that include a spread job, no future event. Each completed job is
+    recorded in ``released`` (rows: job, the job moved into its slot or -1, its machine;
+    ``II_RELEASED`` of them) for the caller's dictionaries. Returns an ``IDLE_*`` code."""
+    num_jobs, window = ist[II_NUM_JOBS], ist[II_WINDOW]
+    time_limit, alpha, tick = fs[IF_TIME_LIMIT], fs[IF_ALPHA], fs[IF_TICK]
+    fluct, stamp, static_rates = ist[II_FLUCT] != 0, ist[II_STAMP] != 0, ist[II_STATIC_RATES] != 0
+    # Where the loop resumes: -1 at its checks; 0 at an event (after the update of a fluctuation
+    # that fell due while nothing ran); 1 at the end of an event (after its fluctuation update).
+    at = -1
+    if resume != IDLE_FRESH:
+        at = ist[II_AT]
+        if resume == IDLE_RESUME_DRAWS and fluct_apply(  # noqa: F821
+                fs, ist, s_float, s_int, s_flag, machine_rows, pool, empty, machine_float, scratch, log_speed,
+                log_mult, factors, next_switch, since, switch_due_out, straggling, z, u, e, ex):
+            return IDLE_EXP
+        fluct_finish(fs, ist, machine_rows[0], static, factors)  # noqa: F821
+    no_draws = factors[:0]
+    while True:
+        if at == -1:
+            # advance_while_idle's checks, then advance's periodic events due while nothing ran.
+            if ist[II_FINISHED] == num_jobs or not fs[IF_NOW] < time_limit:
+                return IDLE_DONE
+            if ist[II_N] and ist[II_RUNNING_CHOICE]:
+                return IDLE_DONE
+            if ist[II_PENDING] and ist[II_SMALLEST] <= ist[II_FREE]:
+                return IDLE_DONE
+            if not (ist[II_NEXT_ARRIVAL] < num_jobs or ist[II_N]):
+                return IDLE_DONE
+            if fluct and fs[IF_NEXT_FLUCT] <= fs[IF_NOW]:
+                ist[II_AT] = 0
+                if fluct_draws(fs, ist, s_float, s_flag, next_switch, since, switch_due_out):  # noqa: F821
+                    return IDLE_DRAWS
+                if fluct_apply(fs, ist, s_float, s_int, s_flag, machine_rows, pool, empty, machine_float,  # noqa: F821
+                               scratch, log_speed, log_mult, factors, next_switch, since, switch_due_out,
+                               straggling, no_draws, no_draws, no_draws, no_draws):
+                    return IDLE_EXP
+                fluct_finish(fs, ist, machine_rows[0], static, factors)  # noqa: F821
+        if at != 1:
+            now = fs[IF_NOW]
+            if fs[IF_NEXT_TICK] <= now:
+                fs[IF_NEXT_TICK] = now + tick
+            arrival = ist[II_NEXT_ARRIVAL]
+            t_next = submit[arrival] if arrival < num_jobs else np.inf
+            if t_next > time_limit:
+                t_next = time_limit
+            n = ist[II_N]
+            due = 0
+            if n:
+                dirty = ist[II_DIRTY] != 0
+                t_other = min(t_next, fs[IF_NEXT_FLUCT], fs[IF_NEXT_TICK])
+                t_next, finish, restarting, due = event(  # noqa: F821
+                    n, dirty, s_float, s_int, s_flag, machine_rows, alpha,
+                    pool if dirty and ist[II_N_MULTI] else empty, now, ist[II_RESTARTING] != 0, t_other,
+                    scratch, due_out, stamp, fs[IF_MEASURE_TIME], machine_float[1])
+                fs[IF_NEXT_FINISH] = finish
+                ist[II_RESTARTING] = 1 if restarting else 0
+                ist[II_DIRTY] = 0
+            if not math.isfinite(t_next):
+                return IDLE_NO_EVENT
+            dt = t_next - now
+            if dt > 0:
+                fs[IF_JOB_SECONDS] += (ist[II_ARRIVED] - ist[II_FINISHED]) * dt
+                fs[IF_FEE] += fs[IF_FEE_RATE] * dt
+                fs[IF_ENERGY] += fs[IF_POWER] * dt
+                if n:
+                    fs[IF_BUSY] += ist[II_HELD] * dt
+            now = t_next
+            fs[IF_NOW] = now
+            ist[II_EVENTS] += 1
+            if not fluct:
+                # The trivial measurement (the caller uses this loop without fluctuation only then).
+                if n and now - fs[IF_MEASURE_TIME] > 0 and n != ist[II_N_MULTI]:
+                    ist[II_MEASURE_VERSION] += 1
+                fs[IF_MEASURE_TIME] = now
+            if due:
+                for c in range(due):
+                    if s_flag[0, due_out[c]]:
+                        ist[II_DUE] = due
+                        return IDLE_MULTI
+                # _complete_due: the due jobs in slot order, each released in turn (a release moves
+                # the last slot into the freed one).
+                for c in range(due):
+                    k = due_out[c]
+                    last = ist[II_N] - 1
+                    job = s_int[0, k]
+                    m = s_int[1, k]
+                    g = gpus[job]
+                    r = ist[II_RELEASED]
+                    released[0, r] = job
+                    released[1, r] = s_int[0, last] if k != last else -1
+                    released[2, r] = m
+                    ist[II_RELEASED] = r + 1
+                    for d in range(c + 1, due):
+                        if due_out[d] == last:
+                            due_out[d] = k
+                    release_slot(k, last, job, now, s_float, s_int, s_flag, job_block, duration, gpus, m, g,  # noqa: F821
+                                 machine_int, machine_rows[1], type_int, machine_type, True, status)
+                    t = machine_type[m]
+                    ist[II_HELD] -= g
+                    ist[II_FREE] += g
+                    fs[IF_FEE_RATE] += -g * price_s[t]
+                    fs[IF_POWER] += -g * extra_w[t]
+                    ist[II_N] = last
+                    if not static_rates:
+                        ist[II_DIRTY] = 1
+                    ist[II_FINISHED] += 1
+            if arrival < num_jobs and submit[arrival] <= now:
+                while ist[II_NEXT_ARRIVAL] < num_jobs and submit[ist[II_NEXT_ARRIVAL]] <= now:
+                    job = ist[II_NEXT_ARRIVAL]
+                    status[job] = 1                                   # PENDING
+                    # The smallest request among the queue's ``window`` oldest jobs.
+                    if ist[II_PENDING] == 0 or (ist[II_PENDING] < window and gpus[job] < ist[II_SMALLEST]):
+                        ist[II_SMALLEST] = gpus[job]
+                    ist[II_PENDING] += 1
+                    ist[II_PENDING_GPUS] += gpus[job]
+                    ist[II_NEXT_ARRIVAL] += 1
+                    ist[II_ARRIVED] += 1
+            if fluct and now >= fs[IF_NEXT_FLUCT] - TIME_EPS:
+                ist[II_AT] = 1
+                if fluct_draws(fs, ist, s_float, s_flag, next_switch, since, switch_due_out):  # noqa: F821
+                    return IDLE_DRAWS
+                if fluct_apply(fs, ist, s_float, s_int, s_flag, machine_rows, pool, empty, machine_float,  # noqa: F821
+                               scratch, log_speed, log_mult, factors, next_switch, since, switch_due_out,
+                               straggling, no_draws, no_draws, no_draws, no_draws):
+                    return IDLE_EXP
+                fluct_finish(fs, ist, machine_rows[0], static, factors)  # noqa: F821
+        at = -1
+        now = fs[IF_NOW]
+        if now >= fs[IF_NEXT_TICK] - TIME_EPS:
+            fs[IF_LAST_TICK] = now
+            fs[IF_NEXT_TICK] = now + tick
+
+
+def _fluct_draws(fs, ist, s_float, s_flag, next_switch, since, switch_due_out):
+    """How many random draws the fluctuation update due now makes (``_update_fluctuation``): the
+    measurement's normals (one per measured job, when there is noise), the OU step's (one per
+    machine), then one uniform and one exponential per straggler switch due (found here with
+    ``switch_due``, into ``switch_due_out`` / ``since``). Writes ``II_MEASURED`` (jobs measured),
+    ``II_NORMALS`` and ``II_SWITCHES``; returns whether any draw is needed."""
+    now = fs[IF_NOW]
+    n = ist[II_N]
+    count = 0
+    if n and now - fs[IF_MEASURE_TIME] > 0:
+        if ist[II_RESTARTING]:
+            count = measurable_count(n, s_flag[1], s_float[4], now)  # noqa: F821
+        else:
+            count = n - ist[II_N_MULTI]
+    ist[II_MEASURED] = count
+    normals = count if fs[IF_NOISE] > 0 else 0
+    switches = 0
+    dt = now - fs[IF_FLUCT_TIME]
+    n_machines = len(next_switch)
+    if dt != 0 and n_machines != 0:
+        if fs[IF_SIGMA] > 0:
+            normals += n_machines
+        if fs[IF_F_TIME] + dt >= fs[IF_F_NEXT_MIN]:
+            switches = switch_due(next_switch, fs[IF_F_TIME] + dt, switch_due_out, since)  # noqa: F821
+    ist[II_NORMALS] = normals
+    ist[II_SWITCHES] = switches
+    return normals > 0 or switches > 0
+
+
+def _fluct_apply(fs, ist, s_float, s_int, s_flag, machine_rows, pool, empty, machine_float, scratch, log_speed,
+                 log_mult, factors, next_switch, since, switch_due_out, straggling, z, u, e, ex):
+    """``_update_fluctuation`` up to the factors' exp, with the draws ``_fluct_draws`` counted
+    (``z``: the measurement's normals then the OU step's; ``u`` / ``e``: the switches' uniforms and
+    exponentials; ``ex``: numpy's exp of their decay exponents, when more than one): the
+    measurement (``measure_rates``), then ``FluctuationProcess.advance`` (``ou_step``, the
+    switches as ``_switch`` makes them, the log-factors). Returns whether the factors need their
+    exp (not when no time passed)."""
+    now = fs[IF_NOW]
+    dt = now - fs[IF_FLUCT_TIME]
+    dt_measure = now - fs[IF_MEASURE_TIME]
+    fs[IF_MEASURE_TIME] = now
+    count = ist[II_MEASURED]
+    used = 0
+    if count:
+        n = ist[II_N]
+        dirty = ist[II_DIRTY] != 0
+        noise = fs[IF_NOISE]
+        if noise > 0:
+            used = count
+        measure_rates(n, dirty, s_float, s_int, s_flag, machine_rows, fs[IF_ALPHA],  # noqa: F821
+                      pool if dirty and ist[II_N_MULTI] else empty, now, ist[II_RESTARTING] != 0, ist[II_N_MULTI],
+                      z[:used], noise, -math.expm1(-dt_measure / fs[IF_TAU]), machine_float, scratch)
+        ist[II_DIRTY] = 0
+        ist[II_MEASURE_VERSION] += 1
+    n_machines = len(log_speed)
+    if dt == 0 or n_machines == 0:
+        return False
+    ftime = fs[IF_F_TIME] + dt
+    fs[IF_F_TIME] = ftime
+    switching = ftime >= fs[IF_F_NEXT_MIN]
+    if fs[IF_SIGMA] > 0:
+        if dt != fs[IF_F_CACHE_DT]:
+            theta = fs[IF_THETA]
+            fs[IF_F_DECAY] = math.exp(-theta * dt)
+            fs[IF_F_NOISE] = fs[IF_SIGMA] * math.sqrt(-math.expm1(-2.0 * theta * dt))
+            fs[IF_F_CACHE_DT] = dt
+        ou_step(log_speed, z[used: used + n_machines], fs[IF_F_NOISE], fs[IF_F_DECAY], log_mult,  # noqa: F821
+                factors[:0] if switching else factors)
+    if switching:
+        count = ist[II_SWITCHES]
+        pi, tot = fs[IF_PI], fs[IF_TOT]
+        if count == 1:                             # FluctuationProcess._switch, scalar work
+            i = switch_due_out[0]
+            x = math.exp(-tot * since[0])
+            p_on = pi + (1.0 - pi) * x if not straggling[i] else pi * (1.0 - x)
+            on = u[0] < p_on
+            straggling[i] = on
+            log_mult[i] = (fs[IF_LOG_SLOW] if on else 0.0) - fs[IF_SHIFT]
+            if on:
+                next_switch[i] = ftime + fs[IF_ON_MEAN] * e[0]
+            elif fs[IF_LAM] > 0:
+                next_switch[i] = ftime + fs[IF_OFF_MEAN] * e[0]
+            else:
+                next_switch[i] = np.inf
+        elif count:
+            fs[IF_F_NEXT_MIN] = switch_apply(  # noqa: F821
+                count, switch_due_out, ex, u, e, straggling, log_mult, next_switch, pi, fs[IF_LOG_SLOW],
+                fs[IF_SHIFT], ftime, fs[IF_ON_MEAN], fs[IF_OFF_MEAN] if fs[IF_LAM] > 0 else np.inf)
+        if count <= 1:
+            # np.minimum.reduce of the next switch times (nan first, as it propagates nan)
+            best = np.inf
+            for v in next_switch:
+                if v < best or v != v:
+                    best = v
+                    if v != v:
+                        break
+            fs[IF_F_NEXT_MIN] = best
+    if switching or not fs[IF_SIGMA] > 0:
+        for i in range(n_machines):
+            factors[i] = log_speed[i] + log_mult[i]
+    return True
+
+
+def _fluct_finish(fs, ist, machine_factor, static, factors):
+    """The end of ``_update_fluctuation`` after the factors' exp: the machine factors, the time of
+    the update and of the next one (``_fluct_period``), every speed to refresh."""
+    now = fs[IF_NOW]
+    fs[IF_FLUCT_TIME] = now
+    for i in range(len(static)):
+        machine_factor[i] = static[i] * factors[i]
+    interval = fs[IF_INTERVAL]
+    fs[IF_NEXT_FLUCT] = now + (interval if ist[II_PENDING] else max(interval, fs[IF_QUIET]))
+    ist[II_DIRTY] = 1
+
 def _with_globals(template, name, **parts):
     """A copy of ``template`` whose globals name the given compiled parts (see _make_run_to_next)."""
     fn = types.FunctionType(template.__code__, dict(globals(), **parts), name)
@@ -773,6 +1061,13 @@ def _numba_kernels():
     event = jit(_with_globals(_event, "event", run_to_next=run_to_next))
     measure_rates = jit(_with_globals(_measure_rates, "measure_rates", refresh_rates=refresh_rates,
                                       measure=measure))
+    fluct_draws = jit(_with_globals(_fluct_draws, "fluct_draws", measurable_count=measurable_count,
+                                    switch_due=switch_due))
+    fluct_apply = jit(_with_globals(_fluct_apply, "fluct_apply", measure_rates=measure_rates, ou_step=ou_step,
+                                    switch_apply=switch_apply))
+    fluct_finish = jit(_fluct_finish)
+    idle_events = jit(_with_globals(_idle_events, "idle_events", event=event, release_slot=release_slot,
+                                    fluct_draws=fluct_draws, fluct_apply=fluct_apply, fluct_finish=fluct_finish))
 
     return SimpleNamespace(name="numba", ou_step=ou_step, switch_due=switch_due, switch_apply=switch_apply,
                            ou_switch_due=ou_switch_due,
@@ -780,7 +1075,7 @@ def _numba_kernels():
                            refresh_rates=refresh_rates, next_finish=next_finish,
                            accrue_due=accrue_due, run_to_next=run_to_next,
                            measurable_count=measurable_count, measure=measure, observe=observe,
-                           release_slot=release_slot, place_launch=place_launch)
+                           release_slot=release_slot, place_launch=place_launch, idle_events=idle_events)
 
 
 _NUMPY = SimpleNamespace(name="numpy", ou_step=_np_ou_step, switch_due=_np_switch_due, ou_switch_due=_np_ou_switch_due,
@@ -788,7 +1083,7 @@ _NUMPY = SimpleNamespace(name="numpy", ou_step=_np_ou_step, switch_due=_np_switc
                          accrue_due=_np_accrue_due, run_to_next=_np_run_to_next,
                          measurable_count=_np_measurable_count,
                          measure=_np_measure, observe=None, release_slot=None,
-                         place_launch=None)
+                         place_launch=None, idle_events=None)
 _loaded: dict[str, SimpleNamespace] = {"numpy": _NUMPY}
 
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
+import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,6 +50,11 @@ from cluster_env.world.throughputs import (
 NOT_ARRIVED, PENDING, RUNNING, FINISHED = 0, 1, 2, 3
 
 _EPS = kernels.TIME_EPS
+# The compiled skip-idle loop's scalars (kernels.IF_* then kernels.II_*, adjacent in one buffer):
+# packed from IF_NOW to II_RELEASED, read back from IF_NOW to the end.
+_IDLE_OFFSET = 8 * kernels.IF_NOW
+_IDLE_PACK = struct.Struct(f"{kernels.IF_SIZE - kernels.IF_NOW}d{kernels.II_RELEASED + 1}q")
+_IDLE_UNPACK = struct.Struct(f"{kernels.IF_SIZE - kernels.IF_NOW}d{kernels.II_SIZE}q")
 
 
 @dataclass
@@ -277,10 +283,56 @@ class ClusterSimulator:
         self._power = float(self.gpus_per_type @ self.idle_watts)   # watts
         self._price_per_s = (self.price / 3600.0).tolist()
         self._extra_watts = (self.busy_watts - self.idle_watts).tolist()
+        # The compiled skip-idle loop (kernels.idle_events): without allowed-type restrictions, and
+        # where an event needs no random draw outside the fluctuation update (fluctuation on, or
+        # the trivial measurement).
+        k = kernels
+        self._idle_kernel = self._k.idle_events if (
+            self._k.idle_events is not None and self.allowed is None
+            and (self.fluct is not None or self._trivial_measure)) else None
+        if self._idle_kernel is not None:
+            self._init_idle_kernel(n, cap)
 
         self._arrive_until(0.0)
 
     # ------------------------------------------------------------------ setup helpers
+    def _init_idle_kernel(self, n: int, cap: int) -> None:
+        """The arrays of the compiled skip-idle loop (``kernels.idle_events``): its scalars (both
+        arrays in one buffer, so that they go in with one ``struct`` pack and out with one unpack),
+        the episode's constants among them, and the arrays it works on."""
+        k, fl, world = kernels, self.fluct, self.world
+        self._idle_raw = bytearray(8 * (k.IF_SIZE + k.II_SIZE))
+        fs = self._idle_f = np.frombuffer(self._idle_raw, dtype=np.float64, count=k.IF_SIZE)
+        ist = self._idle_i = np.frombuffer(self._idle_raw, dtype=np.int64, count=k.II_SIZE, offset=8 * k.IF_SIZE)
+        fs[k.IF_TIME_LIMIT], fs[k.IF_ALPHA], fs[k.IF_TICK] = self.time_limit, self.alpha, self.scheduling_tick
+        fs[k.IF_NOISE], fs[k.IF_TAU] = float(world.measurement_noise), world.measurement_tau
+        ist[k.II_NUM_JOBS], ist[k.II_FLUCT] = n, fl is not None
+        ist[k.II_STAMP], ist[k.II_STATIC_RATES] = self._trivial_measure, self._static_rates
+        self._released = np.zeros((3, cap), dtype=np.int64)
+        self._no_draws = np.zeros(0)
+        if fl is not None:
+            params = world.fluctuation_params
+            # FluctuationProcess._switch's constants, computed as it computes them.
+            lam, mu = params.straggler_rate, 1.0 / fl._on_mean
+            self._fluct_tot = lam + mu
+            fs[k.IF_SIGMA], fs[k.IF_THETA], fs[k.IF_LAM] = params.sigma, params.theta, lam
+            fs[k.IF_TOT], fs[k.IF_PI] = self._fluct_tot, lam / self._fluct_tot
+            fs[k.IF_ON_MEAN], fs[k.IF_OFF_MEAN] = fl._on_mean, fl._off_mean
+            fs[k.IF_SHIFT], fs[k.IF_LOG_SLOW] = fl._shift, fl._log_slow
+            fs[k.IF_INTERVAL], fs[k.IF_QUIET] = params.interval, world.quiet_fluctuation_interval
+            fluct_arrays = (fl.log_speed, fl._log_mult, fl.factors, fl._next_switch, fl._since, fl._due,
+                            fl.straggling)
+        else:
+            fluct_arrays = (self._no_draws,) * 5 + (self._empty, np.zeros(0, dtype=bool))
+        # Everything idle_events takes after ``resume``, before and after the machine pool (passed at
+        # each call: it is replaced when it grows), and before the draws.
+        self._idle_head = (fs, ist, self._s_float, self._s_int, self._s_flag, self._machine_rows)
+        self._idle_args = (
+            self._empty, self._scratch, self._due, self._machine_int, self._type_int, self._job_block, self.jobs.status,
+            self.duration, self.gpus, self.machine_type, self.submit, np.array(self._price_per_s),
+            np.array(self._extra_watts), self._machine_float, self._released) + fluct_arrays + (
+            self.machines.static,)
+
     @staticmethod
     def _fewest_machines(gpus: np.ndarray, allowed: "np.ndarray | None", cluster: Cluster) -> np.ndarray:
         """(N,) int64: the fewest machines of its allowed types that can hold each job's GPUs."""
@@ -696,6 +748,9 @@ class ClusterSimulator:
         the ``window`` oldest pending ones fits, and no running job may be chosen
         (``running_choice``: a preemption window exists); stops at the end or when nothing is left
         to happen."""
+        if self._idle_kernel is not None and self.event_log is None and self.allocation_log is None:
+            self._advance_while_idle_compiled(window, running_choice)
+            return
         gpus, pending, allowed = self._gpus_list, self.pending, self.allowed
         # Inside this loop the queue only grows at its end (arrivals): the smallest request among
         # its head is recomputed only when its length changed.
@@ -715,6 +770,86 @@ class ClusterSimulator:
             if not (self.next_arrival < self.num_jobs or self._n):
                 return
             self.advance()
+
+    def _advance_while_idle_compiled(self, window: int, running_choice: bool) -> None:
+        """``advance_while_idle`` as one compiled call (``kernels.idle_events``): the scalars go in
+        and come back through two small arrays, and the completed jobs and the arrivals are then
+        entered into the Python containers. The fluctuation update's random draws and ``exp`` stay
+        numpy calls (the reference's streams and bits), made here when the loop asks for them;
+        the completion of a spread job runs here too, between calls."""
+        k, fl = kernels, self.fluct
+        raw, pack, unpack = self._idle_raw, _IDLE_PACK.pack_into, _IDLE_UNPACK.unpack_from
+        head, args = self._idle_head, self._idle_args
+        pending, gpus = self.pending, self._gpus_list
+        smallest = min(map(gpus.__getitem__, pending[:window])) if pending else 0
+        none = self._no_draws
+        while True:
+            if fl is not None:
+                f_time, f_min, f_cache, f_decay, f_noise = (fl.time, fl._next_min, fl._cache_dt, fl._decay,
+                                                            fl._noise)
+                if f_cache is None:
+                    f_cache = math.nan
+            else:
+                f_time = f_min = f_cache = f_decay = f_noise = 0.0
+            pack(raw, _IDLE_OFFSET,
+                 self.now, self.job_seconds, self.fee, self.energy_joules, self.busy_gpu_seconds, self._fee_rate,
+                 self._power, self._next_fluct, self._next_tick, self.last_tick, self._measure_time,
+                 self._next_finish, self._fluct_time, f_time, f_min, f_cache, f_decay, f_noise,
+                 self._n, self._n_multi, self._held_total, self.free_total, self.next_arrival, self.arrived_count,
+                 self.finished_count, self.events, self.measure_version, self._restarting, self._dirty, len(pending),
+                 smallest, self.pending_gpus, window, running_choice, 0)
+            arrival = self.next_arrival
+            code = self._idle_kernel(k.IDLE_FRESH, *head, self._mpool, *args, none, none, none, none)
+            while code == k.IDLE_DRAWS or code == k.IDLE_EXP:
+                if code == k.IDLE_DRAWS:
+                    ist = self._idle_i
+                    normals, switches = int(ist[k.II_NORMALS]), int(ist[k.II_SWITCHES])
+                    rng = self.rng
+                    z = rng.standard_normal(normals) if normals else none
+                    u = e = ex = none
+                    if switches:
+                        if switches > 1:
+                            ex = np.exp(-self._fluct_tot * fl._since[:switches])
+                        u = rng.random(switches)
+                        e = rng.standard_exponential(switches)
+                    code = self._idle_kernel(k.IDLE_RESUME_DRAWS, *head, self._mpool, *args, z, u, e, ex)
+                else:
+                    np.exp(fl.factors, out=fl.factors)
+                    code = self._idle_kernel(k.IDLE_RESUME_EXP, *head, self._mpool, *args, none, none, none, none)
+            (self.now, self.job_seconds, self.fee, self.energy_joules, self.busy_gpu_seconds, self._fee_rate,
+             self._power, self._next_fluct, self._next_tick, self.last_tick, self._measure_time, self._next_finish,
+             self._fluct_time, f_time, f_min, f_cache, f_decay, f_noise,
+             self._n, self._n_multi, self._held_total, self.free_total, self.next_arrival, self.arrived_count,
+             self.finished_count, self.events, self.measure_version, restarting, dirty, _, smallest,
+             self.pending_gpus, _, _, count, _, _, _, _, due, _, _, _, _) = unpack(raw, _IDLE_OFFSET)
+            self._restarting, self._dirty = restarting != 0, dirty != 0
+            if fl is not None:
+                fl.time, fl._next_min, fl._decay, fl._noise = f_time, f_min, f_decay, f_noise
+                fl._cache_dt = None if math.isnan(f_cache) else f_cache
+            if self.next_arrival != arrival:
+                pending.extend(range(arrival, self.next_arrival))
+            if count:
+                self._enter_releases(count)
+            if code == k.IDLE_DONE:
+                return
+            if code == k.IDLE_MULTI:
+                self._event_tail(due)
+                smallest = min(map(gpus.__getitem__, pending[:window])) if pending else 0
+            else:
+                raise RuntimeError("no future event: nothing running and no arrival left")
+
+    def _enter_releases(self, count: int) -> None:
+        """The Python side of the ``count`` completions the compiled loop recorded in
+        ``_released`` (job, job moved into its slot or -1, machine), in order."""
+        slots, alloc, machine_jobs, log = self._slot, self.alloc, self.machine_jobs, self.machine_log
+        jobs, moved, machines = self._released[:, :count].tolist()
+        for job, mover, m in zip(jobs, moved, machines):
+            slot = slots.pop(job)
+            if mover >= 0:
+                slots[mover] = slot
+            del alloc[job]
+            del machine_jobs[m][job]
+            log.append(m)
 
     def advance(self) -> float:
         """Run the clock to the next event and process every event at that time.
@@ -783,16 +918,23 @@ class ClusterSimulator:
                 self._measure_time = now
             else:
                 self._measure()
+        self._event_tail(due)
+        return dt
+
+    def _event_tail(self, due: int) -> None:
+        """The end of an event (``advance``, and the compiled skip-idle loop when a spread job
+        completes): the ``due`` completions, the arrivals, the fluctuation update, the tick."""
+        now = self.now
         if due:
             self._complete_due(due)
+        arrival = self.next_arrival
         if arrival < self.num_jobs and self._submit_list[arrival] <= now:
             self._arrive_until(now)
-        if fluct is not None and now >= self._next_fluct - _EPS:
+        if self.fluct is not None and now >= self._next_fluct - _EPS:
             self._update_fluctuation()
         if now >= self._next_tick - _EPS:
             self.last_tick = now
             self._next_tick = now + self.scheduling_tick
-        return dt
 
     def _measure(self, extra: int = 0) -> "np.ndarray | None":
         """Measured machine speeds: a noisy moving average of each single-machine job's observed
