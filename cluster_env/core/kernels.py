@@ -170,6 +170,56 @@ def _measure_rates(n, dirty, s_float, s_int, s_flag, machine_rows, alpha, pool, 
             w_fresh, machine_float[0], machine_float[1], scratch)
 
 
+# The arrays of the compiled skip-idle loop (``idle_events``) live in three arenas, one per dtype
+# (one argument each: numba converts every argument of every call, about 70 ns apiece): the
+# simulator's blocks are views of them from the start. Each part: (name, rows, length), in order.
+ARENA_FLOAT = (("s_float", 6, "cap"), ("job_block", 9, "n"), ("machine_rows", 2, "m"), ("machine_float", 2, "m"),
+               ("fluct", 5, "m"), ("static", 1, "m"), ("submit", 1, "n"), ("duration", 1, "n"),
+               ("type_float", 2, "t"), ("scratch", 1, "cap"), ("normals", 1, "cap+m"), ("draws", 3, "m"))
+ARENA_INT = (("s_int", 4, "cap"), ("machine_int", 2, "m"), ("type_int", 2, "t"), ("gpus", 1, "n"),
+             ("machine_type", 1, "m"), ("due", 1, "cap"), ("released", 3, "cap"), ("fluct_due", 1, "m"))
+ARENA_BOOL = (("s_flag", 2, "cap"), ("straggling", 1, "m"))
+_ARENA_HEADER = 4 + len(ARENA_FLOAT) + len(ARENA_INT) + len(ARENA_BOOL)   # cap, n, m, t, offsets
+
+
+def arenas(n: int, m: int, t: int, cap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
+    """The three zero-filled arenas (float64, int64 with a header of sizes and offsets, bool) for
+    ``n`` jobs, ``m`` machines, ``t`` GPU types and ``cap`` slots, and every part as a view
+    (shape ``(length,)`` for one row, else ``(rows, length)``)."""
+    sizes = {"cap": cap, "n": n, "m": m, "t": t, "cap+m": cap + m}
+    header = [cap, n, m, t]
+    out, views = [], {}
+    for parts, dtype, start in ((ARENA_FLOAT, np.float64, 0), (ARENA_INT, np.int64, _ARENA_HEADER),
+                                (ARENA_BOOL, np.bool_, 0)):
+        offset, spans = start, []
+        for name, rows, length in parts:
+            spans.append((name, rows, sizes[length], offset))
+            header.append(offset)
+            offset += rows * sizes[length]
+        buf = np.zeros(offset, dtype=dtype)
+        for name, rows, length, off in spans:
+            view = buf[off: off + rows * length]
+            views[name] = view if rows == 1 else view.reshape(rows, length)
+        out.append(buf)
+    out[1][:_ARENA_HEADER] = header
+    return out[0], out[1], out[2], views
+
+
+def _arena_views(fa, ia, ba):
+    """``arenas``' parts inside the compiled loop (the order of ``ARENA_*``)."""
+    cap, n, m, t = ia[0], ia[1], ia[2], ia[3]
+    o = ia[4:]
+    return (fa[o[0]: o[0] + 6 * cap].reshape((6, cap)), fa[o[1]: o[1] + 9 * n].reshape((9, n)),
+            fa[o[2]: o[2] + 2 * m].reshape((2, m)), fa[o[3]: o[3] + 2 * m].reshape((2, m)),
+            fa[o[4]: o[4] + 5 * m].reshape((5, m)), fa[o[5]: o[5] + m], fa[o[6]: o[6] + n], fa[o[7]: o[7] + n],
+            fa[o[8]: o[8] + 2 * t].reshape((2, t)), fa[o[9]: o[9] + cap], fa[o[10]: o[10] + cap + m],
+            fa[o[11]: o[11] + 3 * m].reshape((3, m)),
+            ia[o[12]: o[12] + 4 * cap].reshape((4, cap)), ia[o[13]: o[13] + 2 * m].reshape((2, m)),
+            ia[o[14]: o[14] + 2 * t].reshape((2, t)), ia[o[15]: o[15] + n], ia[o[16]: o[16] + m],
+            ia[o[17]: o[17] + cap], ia[o[18]: o[18] + 3 * cap].reshape((3, cap)), ia[o[19]: o[19] + m],
+            ba[o[20]: o[20] + 2 * cap].reshape((2, cap)), ba[o[21]: o[21] + m])
+
+
 # The compiled skip-idle loop's scalar state (``idle_events``): the simulator's Python scalars,
 # packed into two small arrays for the call and read back after it. Constants of the episode
 # first, then the values the caller writes before a fresh call (``IF_NOW`` to ``IF_F_NOISE``,
@@ -195,25 +245,33 @@ IDLE_DONE, IDLE_DRAWS, IDLE_EXP, IDLE_MULTI, IDLE_NO_EVENT = range(5)
 IDLE_FRESH, IDLE_RESUME_DRAWS, IDLE_RESUME_EXP = range(3)
 
 
-def _idle_events(resume, fs, ist, s_float, s_int, s_flag, machine_rows, pool, empty, scratch, due_out, machine_int,
-                 type_int, job_block, status, duration, gpus, machine_type, submit, price_s, extra_w,
-                 machine_float, released, log_speed, log_mult, factors, next_switch, since, switch_due_out,
-                 straggling, static, z, u, e, ex):
+def _idle_events(resume, fs, ist, fa, ia, ba, status, pool):
     """The simulator's ``advance_while_idle`` (no allowed-type restrictions, compiled backend):
     advance through decision epochs where advancing is the only legal decision, event after event,
     in one call. ``fs`` / ``ist``: the simulator's float and integer scalars (``IF_*`` / ``II_*``),
-    read and written in place. Each event is ``ClusterSimulator.advance`` operation for operation:
+    read and written in place; ``fa`` / ``ia`` / ``ba``: the arenas of its arrays (``arenas``);
+    ``pool``: the spread jobs' machines. Each event is ``ClusterSimulator.advance`` operation for operation:
     ``event`` (``run_to_next`` plus the trivial measurement's time stamps), the accounting, the
     completions of single-machine jobs (``release_slot``), the arrivals, the fluctuation update
     (``fluct_apply`` and ``fluct_finish``) and the scheduling tick. The fluctuation arrays are
-    ``FluctuationProcess``'s (``switch_due_out`` / ``since``: its ``_due`` / ``_since``).
+    ``FluctuationProcess``'s (the simulator gives it arena views; ``switch_due_out`` / ``since``: its
+    ``_due`` / ``_since``).
 
     What needs Python is handed back with the state in ``fs`` / ``ist`` (see ``IDLE_*``): numpy's
-    random draws ``z``, ``u``, ``e`` and ``exp`` ``ex`` (then ``IDLE_RESUME_DRAWS``) and numpy's
+    random draws and ``exp`` into the arena's ``normals`` and ``draws`` rows (then
+    ``IDLE_RESUME_DRAWS``) and numpy's
     ``exp`` of ``factors`` (then ``IDLE_RESUME_EXP``; nothing else may change in between), the
     completions of an event that include a spread job, no future event. Each completed job is
     recorded in ``released`` (rows: job, the job moved into its slot or -1, its machine;
     ``II_RELEASED`` of them) for the caller's dictionaries. Returns an ``IDLE_*`` code."""
+    (s_float, job_block, machine_rows, machine_float, fluct_rows, static, submit, duration, type_float, scratch,
+     z, draws, s_int, machine_int, type_int, gpus, machine_type, due_out, released, switch_due_out, s_flag,
+     straggling) = arena_views(fa, ia, ba)  # noqa: F821
+    log_speed, log_mult, factors, next_switch, since = (fluct_rows[0], fluct_rows[1], fluct_rows[2], fluct_rows[3],
+                                                        fluct_rows[4])
+    u, e, ex = draws[0], draws[1], draws[2]
+    price_s, extra_w = type_float[0], type_float[1]
+    empty = due_out[:0]
     num_jobs, window = ist[II_NUM_JOBS], ist[II_WINDOW]
     time_limit, alpha, tick = fs[IF_TIME_LIMIT], fs[IF_ALPHA], fs[IF_TICK]
     fluct, stamp, static_rates = ist[II_FLUCT] != 0, ist[II_STAMP] != 0, ist[II_STATIC_RATES] != 0
@@ -1066,8 +1124,11 @@ def _numba_kernels():
     fluct_apply = jit(_with_globals(_fluct_apply, "fluct_apply", measure_rates=measure_rates, ou_step=ou_step,
                                     switch_apply=switch_apply))
     fluct_finish = jit(_fluct_finish)
+    # Inlined: each caller takes only the views it uses (building all of them costs a microsecond).
+    arena_views = numba.njit(inline="always", error_model="numpy")(_arena_views)
     idle_events = jit(_with_globals(_idle_events, "idle_events", event=event, release_slot=release_slot,
-                                    fluct_draws=fluct_draws, fluct_apply=fluct_apply, fluct_finish=fluct_finish))
+                                    fluct_draws=fluct_draws, fluct_apply=fluct_apply, fluct_finish=fluct_finish,
+                                    arena_views=arena_views))
 
     return SimpleNamespace(name="numba", ou_step=ou_step, switch_due=switch_due, switch_apply=switch_apply,
                            ou_switch_due=ou_switch_due,

@@ -152,14 +152,27 @@ class ClusterSimulator:
         self.fluct = FluctuationProcess(m, params, rng, self._k) if world.fluctuation else None
 
         # The arrays the compiled kernels read are rows of a few blocks (one argument each instead
-        # of one per array: numba converts every argument of every call, tens of ns apiece).
+        # of one per array: numba converts every argument of every call, tens of ns apiece), and
+        # the blocks are parts of three arenas, one per dtype (kernels.arenas: the compiled
+        # skip-idle loop takes the three).
+        cap = max(1, min(n, self.total_gpus))          # running slots: each running job holds a GPU
+        *self._arenas, parts = kernels.arenas(n, m, t, cap)
+        parts["static"][:] = static
+        static = parts["static"]
+        parts["submit"][:] = workload.submit
+        parts["duration"][:] = workload.duration
+        parts["gpus"][:] = workload.gpus
+        parts["machine_type"][:] = cluster.machine_type
+        self._arena_parts = parts
+        if self.fluct is not None:
+            self._adopt_fluctuation_arrays(parts)
         # progress, attained, executed, held, executed before this run, held before this run,
         # nominal speed, first start, finish
-        self._job_block = np.zeros((9, n))
+        self._job_block = parts["job_block"]
         self._job_block[7:] = np.nan
-        self._machine_int = np.zeros((2, m), dtype=np.int64)    # free GPUs, running jobs
+        self._machine_int = parts["machine_int"]          # free GPUs, running jobs
         self._machine_int[0] = self.machine_gpus
-        self._machine_float = np.empty((2, m))             # measured speed, time measured
+        self._machine_float = parts["machine_float"]       # measured speed, time measured
         self._machine_float[0] = 1.0
         self._machine_float[1] = -np.inf
         self.jobs = JobState(
@@ -174,35 +187,34 @@ class ClusterSimulator:
         )
         # Machine factor and machines.jobs - 1 as floats (the contention term's input without an
         # int-to-float cast), rows of one block: one argument for the compiled kernels.
-        self._machine_rows = np.empty((2, m))
+        self._machine_rows = parts["machine_rows"]
         self.machine_factor = self._machine_rows[0]
         np.multiply(static, self.fluct.factors if self.fluct is not None else np.ones(m), out=self.machine_factor)
         self._crowd = self._machine_rows[1]
         self._crowd[:] = -1.0
 
-        # Running jobs in compact slots (cap: every running job holds at least one GPU).
-        cap = max(1, min(n, self.total_gpus))
+        # Running jobs in compact slots.
         self._n = 0
         self._slot = {}                                    # job id -> slot
         # One block per dtype (a slot moves with three copies); each name is a row view:
-        self._s_float = np.zeros((6, cap))
+        self._s_float = parts["s_float"]
         (self._s_left,                                     # (cap,) work left (reference seconds)
          self._s_rate,                                     # (cap,) true speed
          self._s_nominal,                                  # (cap,) nominal speed
          self._s_acomm,                                    # (cap,) alpha x comm intensity of the job type
          self._s_until,                                    # (cap,) end of the restart overhead
          self._s_t0) = self._s_float                       # (cap,) launch time
-        self._s_int = np.zeros((4, cap), dtype=np.int64)
+        self._s_int = parts["s_int"]
         (self._s_job,                                      # (cap,) job id in the slot
          self._s_fm,                                       # (cap,) first machine of the placement
          self._s_moff,                                     # (cap,) its machines in _mpool (compiled kernels)
          self._s_mlen) = self._s_int                       # (cap,) how many machines it spans
-        self._s_flag = np.zeros((2, cap), dtype=bool)
+        self._s_flag = parts["s_flag"]
         (self._s_multi,                                    # (cap,) placed on more than one machine
          self._s_single) = self._s_flag                    # (cap,) not _s_multi (its speed is measured)
         self._slot_arrays = (self._s_float, self._s_int, self._s_flag)
-        self._scratch = np.zeros(cap)                      # (cap,) per-event temporaries
-        self._due = np.zeros(cap, dtype=np.int64)          # (cap,) slots found finished by an event
+        self._scratch = parts["scratch"]                   # (cap,) per-event temporaries
+        self._due = parts["due"]                           # (cap,) slots found finished by an event
         self._no_layout = (np.zeros(0, dtype=np.int64),) * 3
         # Compiled kernels refresh every speed in about the time of one numpy call, so they skip
         # the bookkeeping of which jobs a launch or release touched.
@@ -238,7 +250,7 @@ class ClusterSimulator:
         self.pending_gpus = 0                         # GPUs requested by pending jobs
         self.alloc: dict[int, list[tuple[int, int]]] = {}   # job -> [(machine, gpus)]
         self.machine_jobs: list[dict[int, int]] = [dict() for _ in range(m)]  # machine -> {job: gpus}
-        self._type_int = np.zeros((2, t), dtype=np.int64)
+        self._type_int = parts["type_int"]
         self._type_int[0] = self.gpus_per_type
         self.free_per_type = self._type_int[0]                                 # (T,)
         self.held_per_type = self._type_int[1]                                 # (T,)
@@ -291,16 +303,29 @@ class ClusterSimulator:
             self._k.idle_events is not None and self.allowed is None
             and (self.fluct is not None or self._trivial_measure)) else None
         if self._idle_kernel is not None:
-            self._init_idle_kernel(n, cap)
+            self._init_idle_kernel(n)
 
         self._arrive_until(0.0)
 
     # ------------------------------------------------------------------ setup helpers
-    def _init_idle_kernel(self, n: int, cap: int) -> None:
-        """The arrays of the compiled skip-idle loop (``kernels.idle_events``): its scalars (both
-        arrays in one buffer, so that they go in with one ``struct`` pack and out with one unpack),
-        the episode's constants among them, and the arrays it works on."""
-        k, fl, world = kernels, self.fluct, self.world
+    def _adopt_fluctuation_arrays(self, parts: dict) -> None:
+        """Give the fluctuation process arena views for its arrays (the same values; it updates
+        them in place only), so that the compiled skip-idle loop reaches them through the arenas."""
+        fl = self.fluct
+        rows = parts["fluct"]
+        for i, name in enumerate(("log_speed", "_log_mult", "factors", "_next_switch", "_since")):
+            rows[i] = getattr(fl, name)
+            setattr(fl, name, rows[i])
+        parts["fluct_due"][:] = fl._due
+        fl._due = parts["fluct_due"]
+        parts["straggling"][:] = fl.straggling
+        fl.straggling = parts["straggling"]
+
+    def _init_idle_kernel(self, n: int) -> None:
+        """The scalars of the compiled skip-idle loop (``kernels.idle_events``): both arrays in one
+        buffer, so that they go in with one ``struct`` pack and out with one unpack; the episode's
+        constants among them."""
+        k, fl, world, parts = kernels, self.fluct, self.world, self._arena_parts
         self._idle_raw = bytearray(8 * (k.IF_SIZE + k.II_SIZE))
         fs = self._idle_f = np.frombuffer(self._idle_raw, dtype=np.float64, count=k.IF_SIZE)
         ist = self._idle_i = np.frombuffer(self._idle_raw, dtype=np.int64, count=k.II_SIZE, offset=8 * k.IF_SIZE)
@@ -308,8 +333,10 @@ class ClusterSimulator:
         fs[k.IF_NOISE], fs[k.IF_TAU] = float(world.measurement_noise), world.measurement_tau
         ist[k.II_NUM_JOBS], ist[k.II_FLUCT] = n, fl is not None
         ist[k.II_STAMP], ist[k.II_STATIC_RATES] = self._trivial_measure, self._static_rates
-        self._released = np.zeros((3, cap), dtype=np.int64)
-        self._no_draws = np.zeros(0)
+        parts["type_float"][0] = self._price_per_s
+        parts["type_float"][1] = self._extra_watts
+        self._released = parts["released"]
+        self._normals, (self._uniforms, self._exponentials, self._exps) = parts["normals"], parts["draws"]
         if fl is not None:
             params = world.fluctuation_params
             # FluctuationProcess._switch's constants, computed as it computes them.
@@ -320,18 +347,9 @@ class ClusterSimulator:
             fs[k.IF_ON_MEAN], fs[k.IF_OFF_MEAN] = fl._on_mean, fl._off_mean
             fs[k.IF_SHIFT], fs[k.IF_LOG_SLOW] = fl._shift, fl._log_slow
             fs[k.IF_INTERVAL], fs[k.IF_QUIET] = params.interval, world.quiet_fluctuation_interval
-            fluct_arrays = (fl.log_speed, fl._log_mult, fl.factors, fl._next_switch, fl._since, fl._due,
-                            fl.straggling)
-        else:
-            fluct_arrays = (self._no_draws,) * 5 + (self._empty, np.zeros(0, dtype=bool))
-        # Everything idle_events takes after ``resume``, before and after the machine pool (passed at
-        # each call: it is replaced when it grows), and before the draws.
-        self._idle_head = (fs, ist, self._s_float, self._s_int, self._s_flag, self._machine_rows)
-        self._idle_args = (
-            self._empty, self._scratch, self._due, self._machine_int, self._type_int, self._job_block, self.jobs.status,
-            self.duration, self.gpus, self.machine_type, self.submit, np.array(self._price_per_s),
-            np.array(self._extra_watts), self._machine_float, self._released) + fluct_arrays + (
-            self.machines.static,)
+        # What idle_events takes after ``resume`` and before the machine pool (passed at each call:
+        # it is replaced when it grows).
+        self._idle_args = (fs, ist, *self._arenas, self.jobs.status)
 
     @staticmethod
     def _fewest_machines(gpus: np.ndarray, allowed: "np.ndarray | None", cluster: Cluster) -> np.ndarray:
@@ -779,10 +797,9 @@ class ClusterSimulator:
         the completion of a spread job runs here too, between calls."""
         k, fl = kernels, self.fluct
         raw, pack, unpack = self._idle_raw, _IDLE_PACK.pack_into, _IDLE_UNPACK.unpack_from
-        head, args = self._idle_head, self._idle_args
+        args, kernel = self._idle_args, self._idle_kernel
         pending, gpus = self.pending, self._gpus_list
         smallest = min(map(gpus.__getitem__, pending[:window])) if pending else 0
-        none = self._no_draws
         while True:
             if fl is not None:
                 f_time, f_min, f_cache, f_decay, f_noise = (fl.time, fl._next_min, fl._cache_dt, fl._decay,
@@ -799,23 +816,24 @@ class ClusterSimulator:
                  self.finished_count, self.events, self.measure_version, self._restarting, self._dirty, len(pending),
                  smallest, self.pending_gpus, window, running_choice, 0)
             arrival = self.next_arrival
-            code = self._idle_kernel(k.IDLE_FRESH, *head, self._mpool, *args, none, none, none, none)
+            code = kernel(k.IDLE_FRESH, *args, self._mpool)
             while code == k.IDLE_DRAWS or code == k.IDLE_EXP:
                 if code == k.IDLE_DRAWS:
+                    # The draws _update_fluctuation makes, in its order, into the arena's rows.
                     ist = self._idle_i
                     normals, switches = int(ist[k.II_NORMALS]), int(ist[k.II_SWITCHES])
                     rng = self.rng
-                    z = rng.standard_normal(normals) if normals else none
-                    u = e = ex = none
+                    if normals:
+                        rng.standard_normal(out=self._normals[:normals])
                     if switches:
                         if switches > 1:
-                            ex = np.exp(-self._fluct_tot * fl._since[:switches])
-                        u = rng.random(switches)
-                        e = rng.standard_exponential(switches)
-                    code = self._idle_kernel(k.IDLE_RESUME_DRAWS, *head, self._mpool, *args, z, u, e, ex)
+                            np.exp(-self._fluct_tot * fl._since[:switches], out=self._exps[:switches])
+                        rng.random(out=self._uniforms[:switches])
+                        rng.standard_exponential(out=self._exponentials[:switches])
+                    code = kernel(k.IDLE_RESUME_DRAWS, *args, self._mpool)
                 else:
                     np.exp(fl.factors, out=fl.factors)
-                    code = self._idle_kernel(k.IDLE_RESUME_EXP, *head, self._mpool, *args, none, none, none, none)
+                    code = kernel(k.IDLE_RESUME_EXP, *args, self._mpool)
             (self.now, self.job_seconds, self.fee, self.energy_joules, self.busy_gpu_seconds, self._fee_rate,
              self._power, self._next_fluct, self._next_tick, self.last_tick, self._measure_time, self._next_finish,
              self._fluct_time, f_time, f_min, f_cache, f_decay, f_noise,
