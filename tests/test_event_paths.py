@@ -10,6 +10,7 @@ import pytest
 
 import cluster_env
 from cluster_env.core import kernels, simulator
+from cluster_env.world.fluctuation import FluctuationParams
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from episode_digests import digest  # noqa: E402
@@ -122,3 +123,42 @@ def test_machine_rows_follow_changes_and_many_measurement_times():
     (a, most), (b, _) = seen
     assert most > 8
     assert len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b))
+
+
+_STRAGGLERS_ONLY = FluctuationParams(static_sigma=0.072, sigma=0.0, theta=1.0 / 80.0, interval=300.0,
+                                     straggler_rate=4e-4, straggler_mean_duration=780.0, straggler_slowdown=0.2)
+_OU_ONLY = FluctuationParams(static_sigma=0.072, sigma=0.048, theta=1.0 / 80.0, interval=120.0,
+                             straggler_rate=0.0, straggler_mean_duration=780.0, straggler_slowdown=0.2)
+
+
+@pytest.mark.parametrize("policy,seed,overrides", [
+    ("fifo+spread", 10, {}),                                              # spread completions: the loop hands back
+    ("fifo", 11, {"measurement_noise": 0.0}),                             # OU normals only
+    ("fifo", 12, {"fluctuation_params": _STRAGGLERS_ONLY}),               # switches without OU draws
+    ("fifo", 13, {"fluctuation_params": _OU_ONLY, "quiet_fluctuation_interval": 120.0}),   # never a switch
+    ("fifo", 14, {"max_time": 200_000.0}),                                # the time limit inside the loop
+    ("tiresias", 15, {"preemption": True, "restart_overhead": 30.0}),     # running candidates, restarts
+    ("fifo", 16, {"all_effects_off": True, "jobs_per_episode": 300}),     # trivial measurement stamps
+])
+def test_compiled_skip_idle_loop_matches_numpy(policy, seed, overrides):
+    """The skip-idle loop compiled as one call (kernels.idle_events: events, completions,
+    arrivals, fluctuation updates with numpy's draws and exp) gives the numpy reference's
+    episodes on each of its paths."""
+    assert _digest("numba", "philly-v0", policy, seed, **overrides) == \
+        _digest("numpy", "philly-v0", policy, seed, **overrides)
+
+
+def test_skip_idle_epochs_run_in_the_compiled_loop(monkeypatch):
+    """On philly-v0 (FIFO + first-fit) every event between decisions runs inside the compiled
+    loop: the Python ``advance`` never runs, and the fluctuation updates run in Python only when a
+    job spread over machines completes at the same event (a handful per episode)."""
+    advances = _counting(monkeypatch, "advance")
+    updates = _counting(monkeypatch, "_update_fluctuation")
+    with kernels.use("numba"):
+        env = cluster_env.parallel_env("philly-v0", split="test")
+        obs, _ = env.reset(seed=0)
+        assert env.sim._idle_kernel is not None
+        while env.agents:
+            obs, *_ = env.step({a: int(o["action_mask"].argmax()) for a, o in obs.items()})
+    assert env.sim.events > 1000 and env.sim.done
+    assert advances == [] and len(updates) < env.sim.events // 50
