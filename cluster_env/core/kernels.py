@@ -233,16 +233,29 @@ IF_SIZE = 34
 (II_N, II_N_MULTI, II_HELD, II_FREE, II_NEXT_ARRIVAL, II_ARRIVED, II_FINISHED, II_EVENTS, II_MEASURE_VERSION,
  II_RESTARTING, II_DIRTY, II_PENDING, II_SMALLEST, II_PENDING_GPUS, II_WINDOW, II_RUNNING_CHOICE, II_RELEASED,
  II_NUM_JOBS, II_FLUCT, II_STAMP, II_STATIC_RATES, II_DUE, II_NORMALS, II_SWITCHES, II_MEASURED, II_AT) = range(26)
-II_SIZE = 26
+II_RNG = 26         # 6 words: the addresses of the simulator's numpy bit generator (rng_addresses)
+II_SIZE = 32
 #: What ``idle_events`` returns: a decision epoch (or nothing left to happen) was reached; a
-#: fluctuation update needs its random draws (``II_NORMALS`` standard normals, then ``II_SWITCHES``
-#: uniforms and as many exponentials, and for more than one switch numpy's ``exp`` of the
-#: switches' decay exponents: resume with ``IDLE_RESUME_DRAWS``); the update needs numpy's ``exp``
-#: of the fluctuation factors (resume with ``IDLE_RESUME_EXP``); the event's completions include a
-#: job spread over several machines (``II_DUE`` slots in ``due_out``: the caller finishes the
-#: event); no future event.
-IDLE_DONE, IDLE_DRAWS, IDLE_EXP, IDLE_MULTI, IDLE_NO_EVENT = range(5)
-IDLE_FRESH, IDLE_RESUME_DRAWS, IDLE_RESUME_EXP = range(3)
+#: fluctuation update with more than one straggler switch needs numpy's ``exp`` of the switches'
+#: decay exponents (``II_SWITCHES`` of them, into the arena's ``draws`` row 2: resume with
+#: ``IDLE_RESUME_SWITCH``); the update needs numpy's ``exp`` of the fluctuation factors (resume
+#: with ``IDLE_RESUME_EXP``); the event's completions include a job spread over several machines
+#: (``II_DUE`` slots in ``due_out``: the caller finishes the event); no future event.
+IDLE_DONE, IDLE_SWITCH_EXP, IDLE_EXP, IDLE_MULTI, IDLE_NO_EVENT = range(5)
+IDLE_FRESH, IDLE_RESUME_SWITCH, IDLE_RESUME_EXP = range(3)
+
+
+def rng_addresses(rng: np.random.Generator) -> np.ndarray:
+    """(6,) int64: what numba's ``Generator`` holds of ``rng``'s bit generator (its state and the
+    addresses of its ``next_*`` functions), so that a compiled loop draws from the very same
+    stream without converting the Python object at each call (about 8 us apiece). ``rng`` must
+    outlive every use of the addresses."""
+    import ctypes
+
+    ct = rng.bit_generator.ctypes
+    address = lambda f: ctypes.cast(f, ctypes.c_void_p).value  # noqa: E731
+    return np.array([ct.state_address, ct.state.value, address(ct.next_uint64), address(ct.next_uint32),
+                     address(ct.next_double), ct.bit_generator.value], dtype=np.int64)
 
 
 def _idle_events(resume, fs, ist, fa, ia, ba, status, pool):
@@ -257,10 +270,11 @@ def _idle_events(resume, fs, ist, fa, ia, ba, status, pool):
     ``FluctuationProcess``'s (the simulator gives it arena views; ``switch_due_out`` / ``since``: its
     ``_due`` / ``_since``).
 
-    What needs Python is handed back with the state in ``fs`` / ``ist`` (see ``IDLE_*``): numpy's
-    random draws and ``exp`` into the arena's ``normals`` and ``draws`` rows (then
-    ``IDLE_RESUME_DRAWS``) and numpy's
-    ``exp`` of ``factors`` (then ``IDLE_RESUME_EXP``; nothing else may change in between), the
+    The random draws come from the simulator's numpy generator (``rng_addresses`` in ``ist``:
+    numba's ``Generator``, numpy's streams). What needs Python is handed back with the state in
+    ``fs`` / ``ist`` (see ``IDLE_*``): numpy's ``exp`` of several switches' decay exponents (then
+    ``IDLE_RESUME_SWITCH``) and of ``factors`` (then ``IDLE_RESUME_EXP``; nothing else may change
+    in between), the
     completions of an event that include a spread job, no future event. Each completed job is
     recorded in ``released`` (rows: job, the job moved into its slot or -1, its machine;
     ``II_RELEASED`` of them) for the caller's dictionaries. Returns an ``IDLE_*`` code."""
@@ -280,12 +294,11 @@ def _idle_events(resume, fs, ist, fa, ia, ba, status, pool):
     at = -1
     if resume != IDLE_FRESH:
         at = ist[II_AT]
-        if resume == IDLE_RESUME_DRAWS and fluct_apply(  # noqa: F821
+        if resume == IDLE_RESUME_SWITCH and fluct_apply(  # noqa: F821
                 fs, ist, s_float, s_int, s_flag, machine_rows, pool, empty, machine_float, scratch, log_speed,
                 log_mult, factors, next_switch, since, switch_due_out, straggling, z, u, e, ex):
             return IDLE_EXP
         fluct_finish(fs, ist, machine_rows[0], static, factors)  # noqa: F821
-    no_draws = factors[:0]
     while True:
         if at == -1:
             # advance_while_idle's checks, then advance's periodic events due while nothing ran.
@@ -300,10 +313,10 @@ def _idle_events(resume, fs, ist, fa, ia, ba, status, pool):
             if fluct and fs[IF_NEXT_FLUCT] <= fs[IF_NOW]:
                 ist[II_AT] = 0
                 if fluct_draws(fs, ist, s_float, s_flag, next_switch, since, switch_due_out):  # noqa: F821
-                    return IDLE_DRAWS
+                    return IDLE_SWITCH_EXP
                 if fluct_apply(fs, ist, s_float, s_int, s_flag, machine_rows, pool, empty, machine_float,  # noqa: F821
                                scratch, log_speed, log_mult, factors, next_switch, since, switch_due_out,
-                               straggling, no_draws, no_draws, no_draws, no_draws):
+                               straggling, z, u, e, ex):
                     return IDLE_EXP
                 fluct_finish(fs, ist, machine_rows[0], static, factors)  # noqa: F821
         if at != 1:
@@ -389,10 +402,10 @@ def _idle_events(resume, fs, ist, fa, ia, ba, status, pool):
             if fluct and now >= fs[IF_NEXT_FLUCT] - TIME_EPS:
                 ist[II_AT] = 1
                 if fluct_draws(fs, ist, s_float, s_flag, next_switch, since, switch_due_out):  # noqa: F821
-                    return IDLE_DRAWS
+                    return IDLE_SWITCH_EXP
                 if fluct_apply(fs, ist, s_float, s_int, s_flag, machine_rows, pool, empty, machine_float,  # noqa: F821
                                scratch, log_speed, log_mult, factors, next_switch, since, switch_due_out,
-                               straggling, no_draws, no_draws, no_draws, no_draws):
+                               straggling, z, u, e, ex):
                     return IDLE_EXP
                 fluct_finish(fs, ist, machine_rows[0], static, factors)  # noqa: F821
         at = -1
@@ -407,7 +420,8 @@ def _fluct_draws(fs, ist, s_float, s_flag, next_switch, since, switch_due_out):
     measurement's normals (one per measured job, when there is noise), the OU step's (one per
     machine), then one uniform and one exponential per straggler switch due (found here with
     ``switch_due``, into ``switch_due_out`` / ``since``). Writes ``II_MEASURED`` (jobs measured),
-    ``II_NORMALS`` and ``II_SWITCHES``; returns whether any draw is needed."""
+    ``II_NORMALS`` and ``II_SWITCHES``; returns whether the switches need numpy's ``exp`` of their
+    decay exponents (more than one switch: ``_switch`` calls numpy then)."""
     now = fs[IF_NOW]
     n = ist[II_N]
     count = 0
@@ -428,17 +442,20 @@ def _fluct_draws(fs, ist, s_float, s_flag, next_switch, since, switch_due_out):
             switches = switch_due(next_switch, fs[IF_F_TIME] + dt, switch_due_out, since)  # noqa: F821
     ist[II_NORMALS] = normals
     ist[II_SWITCHES] = switches
-    return normals > 0 or switches > 0
+    return switches > 1
 
 
 def _fluct_apply(fs, ist, s_float, s_int, s_flag, machine_rows, pool, empty, machine_float, scratch, log_speed,
                  log_mult, factors, next_switch, since, switch_due_out, straggling, z, u, e, ex):
-    """``_update_fluctuation`` up to the factors' exp, with the draws ``_fluct_draws`` counted
-    (``z``: the measurement's normals then the OU step's; ``u`` / ``e``: the switches' uniforms and
-    exponentials; ``ex``: numpy's exp of their decay exponents, when more than one): the
-    measurement (``measure_rates``), then ``FluctuationProcess.advance`` (``ou_step``, the
-    switches as ``_switch`` makes them, the log-factors). Returns whether the factors need their
-    exp (not when no time passed)."""
+    """``_update_fluctuation`` up to the factors' exp, drawing what ``_fluct_draws`` counted from
+    the simulator's generator in the reference's order (into ``z``: the measurement's normals then
+    the OU step's; ``u`` / ``e``: the switches' uniforms, then their exponentials; ``ex``: numpy's
+    exp of their decay exponents, when more than one): the measurement (``measure_rates``), then
+    ``FluctuationProcess.advance`` (``ou_step``, the switches as ``_switch`` makes them, the
+    log-factors). Returns whether the factors need their exp (not when no time passed)."""
+    rng = generator_from(ist[II_RNG: II_RNG + 6])  # noqa: F821
+    for i in range(ist[II_NORMALS]):
+        z[i] = rng.standard_normal()
     now = fs[IF_NOW]
     dt = now - fs[IF_FLUCT_TIME]
     dt_measure = now - fs[IF_MEASURE_TIME]
@@ -473,6 +490,10 @@ def _fluct_apply(fs, ist, s_float, s_int, s_flag, machine_rows, pool, empty, mac
     if switching:
         count = ist[II_SWITCHES]
         pi, tot = fs[IF_PI], fs[IF_TOT]
+        for k in range(count):
+            u[k] = rng.random()
+        for k in range(count):
+            e[k] = rng.standard_exponential()
         if count == 1:                             # FluctuationProcess._switch, scalar work
             i = switch_due_out[0]
             x = math.exp(-tot * since[0])
@@ -709,6 +730,41 @@ def prune_cache(path: str, limit: int = CACHE_LIMIT_BYTES) -> int:
 
 
 # ---------------------------------------------------------------------------------- numba backend
+def _generator_intrinsic():
+    """A compiled ``generator_from(addresses)``: numba's ``Generator`` on the bit generator whose
+    ``rng_addresses`` are given (what numba's own conversion of a ``Generator`` argument builds,
+    without the Python object: no reference is kept, the caller keeps the generator alive)."""
+    from numba.core import cgutils
+    from numba.core import types as nt
+    from numba.extending import intrinsic
+
+    generator = nt.NumPyRandomGeneratorType("numpy_random_generator")
+    bit_generator = nt.NumPyRandomBitGeneratorType("bit_generator")
+
+    @intrinsic
+    def generator_from(typingctx, addresses):
+        def codegen(context, builder, sig, args):
+            words = context.make_array(sig.args[0])(context, builder, args[0])
+
+            def word(i):
+                return builder.load(cgutils.gep_inbounds(builder, words.data, i))
+
+            bits = cgutils.create_struct_proxy(bit_generator)(context, builder)
+            bits.parent = cgutils.get_null_value(bits.parent.type)
+            bits.state_address, bits.state = word(0), word(1)
+            bits.fnptr_next_uint64, bits.fnptr_next_uint32, bits.fnptr_next_double = word(2), word(3), word(4)
+            bits.bit_generator = word(5)
+            gen = cgutils.create_struct_proxy(generator)(context, builder)
+            gen.bit_generator = bits._getvalue()
+            gen.meminfo = cgutils.get_null_value(gen.meminfo.type)
+            gen.parent = cgutils.get_null_value(gen.parent.type)
+            return gen._getvalue()
+
+        return generator(addresses), codegen
+
+    return generator_from
+
+
 def _numba_kernels():
     """Compile-on-first-use versions of the numpy kernels (same operations, element by element)."""
     import numba
@@ -719,6 +775,8 @@ def _numba_kernels():
         dispatcher = compile_(fn)
         _attach_cache(dispatcher)
         return dispatcher
+
+    generator_from = _generator_intrinsic()
 
     @jit
     def refresh_rates(n, fm, machine_factor, crowd, nominal, acomm, rate, alpha, multi_slots, flat, seg):
@@ -1122,7 +1180,7 @@ def _numba_kernels():
     fluct_draws = jit(_with_globals(_fluct_draws, "fluct_draws", measurable_count=measurable_count,
                                     switch_due=switch_due))
     fluct_apply = jit(_with_globals(_fluct_apply, "fluct_apply", measure_rates=measure_rates, ou_step=ou_step,
-                                    switch_apply=switch_apply))
+                                    switch_apply=switch_apply, generator_from=generator_from))
     fluct_finish = jit(_fluct_finish)
     # Inlined: each caller takes only the views it uses (building all of them costs a microsecond).
     arena_views = numba.njit(inline="always", error_model="numpy")(_arena_views)
@@ -1203,11 +1261,19 @@ def warm_up() -> float:
     import cluster_env
 
     t0 = time.perf_counter()
-    # 300 jobs of philly-v0 (every effect on): all but the restart paths run.
+    # 300 jobs of philly-v0 (every effect on): all but the restart paths run. The first allowed
+    # action mostly (the compiled skip-idle loop's path), now and then "advance" where allowed
+    # (the per-event Python path and its kernels).
     env = cluster_env.parallel_env("philly-v0", jobs_per_episode=300)
     obs, _ = env.reset(seed=0)
+    steps = 0
     while env.agents:
-        obs, *_ = env.step({agent: int(o["action_mask"].argmax()) for agent, o in obs.items()})
+        actions = {agent: int(o["action_mask"].argmax()) for agent, o in obs.items()}
+        mask = obs["orderer"]["action_mask"]
+        if steps % 7 == 3 and mask[-1]:
+            actions["orderer"] = len(mask) - 1
+        obs, *_ = env.step(actions)
+        steps += 1
     return time.perf_counter() - t0
 
 

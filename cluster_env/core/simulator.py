@@ -51,10 +51,10 @@ NOT_ARRIVED, PENDING, RUNNING, FINISHED = 0, 1, 2, 3
 
 _EPS = kernels.TIME_EPS
 # The compiled skip-idle loop's scalars (kernels.IF_* then kernels.II_*, adjacent in one buffer):
-# packed from IF_NOW to II_RELEASED, read back from IF_NOW to the end.
+# packed from IF_NOW to II_RELEASED, read back from IF_NOW to II_AT.
 _IDLE_OFFSET = 8 * kernels.IF_NOW
 _IDLE_PACK = struct.Struct(f"{kernels.IF_SIZE - kernels.IF_NOW}d{kernels.II_RELEASED + 1}q")
-_IDLE_UNPACK = struct.Struct(f"{kernels.IF_SIZE - kernels.IF_NOW}d{kernels.II_SIZE}q")
+_IDLE_UNPACK = struct.Struct(f"{kernels.IF_SIZE - kernels.IF_NOW}d{kernels.II_AT + 1}q")
 
 
 @dataclass
@@ -335,8 +335,9 @@ class ClusterSimulator:
         ist[k.II_STAMP], ist[k.II_STATIC_RATES] = self._trivial_measure, self._static_rates
         parts["type_float"][0] = self._price_per_s
         parts["type_float"][1] = self._extra_watts
+        ist[k.II_RNG: k.II_RNG + 6] = k.rng_addresses(self.rng)     # self.rng outlives every call
         self._released = parts["released"]
-        self._normals, (self._uniforms, self._exponentials, self._exps) = parts["normals"], parts["draws"]
+        self._exps = parts["draws"][2]
         if fl is not None:
             params = world.fluctuation_params
             # FluctuationProcess._switch's constants, computed as it computes them.
@@ -792,9 +793,10 @@ class ClusterSimulator:
     def _advance_while_idle_compiled(self, window: int, running_choice: bool) -> None:
         """``advance_while_idle`` as one compiled call (``kernels.idle_events``): the scalars go in
         and come back through two small arrays, and the completed jobs and the arrivals are then
-        entered into the Python containers. The fluctuation update's random draws and ``exp`` stay
-        numpy calls (the reference's streams and bits), made here when the loop asks for them;
-        the completion of a spread job runs here too, between calls."""
+        entered into the Python containers. The fluctuation update draws from ``self.rng`` inside
+        the loop (numba's generator on the same stream); its ``exp`` stays numpy's (the
+        reference's bits), called here when the loop asks for it; the completion of a spread job
+        runs here too, between calls."""
         k, fl = kernels, self.fluct
         raw, pack, unpack = self._idle_raw, _IDLE_PACK.pack_into, _IDLE_UNPACK.unpack_from
         args, kernel = self._idle_args, self._idle_kernel
@@ -817,20 +819,12 @@ class ClusterSimulator:
                  smallest, self.pending_gpus, window, running_choice, 0)
             arrival = self.next_arrival
             code = kernel(k.IDLE_FRESH, *args, self._mpool)
-            while code == k.IDLE_DRAWS or code == k.IDLE_EXP:
-                if code == k.IDLE_DRAWS:
-                    # The draws _update_fluctuation makes, in its order, into the arena's rows.
-                    ist = self._idle_i
-                    normals, switches = int(ist[k.II_NORMALS]), int(ist[k.II_SWITCHES])
-                    rng = self.rng
-                    if normals:
-                        rng.standard_normal(out=self._normals[:normals])
-                    if switches:
-                        if switches > 1:
-                            np.exp(-self._fluct_tot * fl._since[:switches], out=self._exps[:switches])
-                        rng.random(out=self._uniforms[:switches])
-                        rng.standard_exponential(out=self._exponentials[:switches])
-                    code = kernel(k.IDLE_RESUME_DRAWS, *args, self._mpool)
+            while code == k.IDLE_SWITCH_EXP or code == k.IDLE_EXP:
+                if code == k.IDLE_SWITCH_EXP:
+                    # _switch's numpy exp of several switches' decay exponents (before their draws).
+                    switches = int(self._idle_i[k.II_SWITCHES])
+                    np.exp(-self._fluct_tot * fl._since[:switches], out=self._exps[:switches])
+                    code = kernel(k.IDLE_RESUME_SWITCH, *args, self._mpool)
                 else:
                     np.exp(fl.factors, out=fl.factors)
                     code = kernel(k.IDLE_RESUME_EXP, *args, self._mpool)
