@@ -220,11 +220,12 @@ KERNEL_STATS = """
     k = kernels.active()
     stats = {n: getattr(k, n).stats for n in vars(k) if hasattr(getattr(k, n), "stats")}
     print(json.dumps({"misses": sum(len(s.cache_misses) for s in stats.values()),
+                      "most_misses": max(len(s.cache_misses) for s in stats.values()),
                       "hits": sum(len(s.cache_hits) for s in stats.values()),
                       # the kernels built with compiled parts as globals (run_to_next inside event;
-                      # refresh_rates and measure inside measure_rates; all of them inside idle_events)
-                      "fused_hits": len(stats["event"].cache_hits) + len(stats["measure_rates"].cache_hits)
-                      + len(stats["idle_events"].cache_hits),
+                      # event, release_slot, measure_rates and the fluctuation step inside
+                      # idle_events, the skip-idle loop)
+                      "fused_hits": len(stats["event"].cache_hits) + len(stats["idle_events"].cache_hits),
                       "warnings": [str(w.message) for w in caught if "kernel cache" in str(w.message)
                                    or "compiled-kernel cache" in str(w.message)]}))
 """
@@ -236,13 +237,16 @@ def test_second_process_loads_every_kernel_from_the_cache(tmp_path):
     first = python(KERNEL_STATS, env=env)
     assert first.returncode == 0, first.stderr
     files = sorted(p.name for p in (tmp_path / "cache").rglob("*") if p.is_file())
-    assert json.loads(first.stdout.splitlines()[-1])["misses"] > 0 and files
+    compiled = json.loads(first.stdout.splitlines()[-1])
+    # One specialisation per kernel: a compiled caller passing other argument types (a literal
+    # instead of a bool) would compile a second one in every fresh install.
+    assert compiled["misses"] > 0 and compiled["most_misses"] == 1 and files, compiled
     second = python(KERNEL_STATS, env=env)
     assert second.returncode == 0, second.stderr
     stats = json.loads(second.stdout.splitlines()[-1])
     # Nothing compiled; the kernels built on compiled parts (run_to_next's kind, whose cache used
     # to miss in every process) among those loaded.
-    assert stats["misses"] == 0 and stats["fused_hits"] == 3 and stats["hits"] >= 6, stats
+    assert stats["misses"] == 0 and stats["fused_hits"] == 2 and stats["hits"] >= 5, stats
     assert sorted(p.name for p in (tmp_path / "cache").rglob("*") if p.is_file()) == files   # no new file
 
 

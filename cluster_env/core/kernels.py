@@ -289,6 +289,9 @@ def _idle_events(resume, fs, ist, fa, ia, ba, status, pool):
     num_jobs, window = ist[II_NUM_JOBS], ist[II_WINDOW]
     time_limit, alpha, tick = fs[IF_TIME_LIMIT], fs[IF_ALPHA], fs[IF_TICK]
     fluct, stamp, static_rates = ist[II_FLUCT] != 0, ist[II_STAMP] != 0, ist[II_STATIC_RATES] != 0
+    # A completion: True, typed as a plain bool (a literal True would compile a second
+    # specialisation of release_slot beside the Python caller's).
+    finished = ist[II_NUM_JOBS] >= 0
     # Where the loop resumes: -1 at its checks; 0 at an event (after the update of a fluctuation
     # that fell due while nothing ran); 1 at the end of an event (after its fluctuation update).
     at = -1
@@ -378,7 +381,7 @@ def _idle_events(resume, fs, ist, fa, ia, ba, status, pool):
                         if due_out[d] == last:
                             due_out[d] = k
                     release_slot(k, last, job, now, s_float, s_int, s_flag, job_block, duration, gpus, m, g,  # noqa: F821
-                                 machine_int, machine_rows[1], type_int, machine_type, True, status)
+                                 machine_int, machine_rows[1], type_int, machine_type, finished, status)
                     t = machine_type[m]
                     ist[II_HELD] -= g
                     ist[II_FREE] += g
@@ -594,12 +597,11 @@ def _np_switch_due(next_switch, time, due_out, since_out):
     return k
 
 
-def _np_ou_switch_due(log_speed, z, noise, decay, log_mult, out, switching, next_switch, time, due_out,
-                      since_out):
+def _ou_switch_due(log_speed, z, noise, decay, log_mult, out, switching, next_switch, time, due_out, since_out):
     """``ou_step``, then, if ``switching``, ``switch_due`` (one call); returns the due count (0
-    when not switching)."""
-    _np_ou_step(log_speed, z, noise, decay, log_mult, out)
-    return _np_switch_due(next_switch, time, due_out, since_out) if switching else 0
+    when not switching). A template: each backend's copy has its own parts as globals."""
+    ou_step(log_speed, z, noise, decay, log_mult, out)  # noqa: F821
+    return switch_due(next_switch, time, due_out, since_out) if switching else 0  # noqa: F821
 
 
 def _np_switch_apply(count, due, ex, u, e, straggling, log_mult, next_switch, pi, log_slow, shift, time,
@@ -1133,24 +1135,7 @@ def _numba_kernels():
                 k += 1
         return k
 
-    @jit
-    def ou_switch_due(log_speed, z, noise, decay, log_mult, out, switching, next_switch, time, due_out,
-                      since_out):
-        add = len(out) > 0
-        for i in range(len(log_speed)):
-            x = log_speed[i] * decay + z[i] * noise
-            log_speed[i] = x
-            if add:
-                out[i] = x + log_mult[i]
-        if not switching:
-            return 0
-        k = 0
-        for i in range(len(next_switch)):
-            if next_switch[i] <= time:
-                due_out[k] = i
-                since_out[k] = time - next_switch[i]
-                k += 1
-        return k
+    ou_switch_due = jit(_with_globals(_ou_switch_due, "ou_switch_due", ou_step=ou_step, switch_due=switch_due))
 
     @jit
     def switch_apply(count, due, ex, u, e, straggling, log_mult, next_switch, pi, log_slow, shift, time,
@@ -1197,7 +1182,9 @@ def _numba_kernels():
                            release_slot=release_slot, place_launch=place_launch, idle_events=idle_events)
 
 
-_NUMPY = SimpleNamespace(name="numpy", ou_step=_np_ou_step, switch_due=_np_switch_due, ou_switch_due=_np_ou_switch_due,
+_NUMPY = SimpleNamespace(name="numpy", ou_step=_np_ou_step, switch_due=_np_switch_due,
+                         ou_switch_due=_with_globals(_ou_switch_due, "ou_switch_due", ou_step=_np_ou_step,
+                                                     switch_due=_np_switch_due),
                          switch_apply=_np_switch_apply, refresh_rates=_np_refresh_rates, next_finish=_np_next_finish,
                          accrue_due=_np_accrue_due, run_to_next=_np_run_to_next,
                          measurable_count=_np_measurable_count,
