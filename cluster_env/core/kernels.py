@@ -25,7 +25,9 @@ The compiled backend has a few more kernels that fuse a whole step of the simula
 of arrays (fewer arguments to convert per call): ``event`` (``run_to_next`` plus the time stamps
 of a trivial measurement), ``measure_rates``, ``place_launch``, ``release_slot`` and
 ``ou_switch_due`` (both backends); the simulator uses them when the compiled backend is active
-and its numpy reference code otherwise.
+and its numpy reference code otherwise. ``idle_events`` runs the simulator's whole skip-idle loop
+(every event until the next decision) in one call, on the simulator's arrays in three arenas
+(``arenas``), drawing from its numpy generator through ``rng_addresses``.
 
 Spread jobs' machines reach ``refresh_rates`` / ``run_to_next`` as three arrays whose meaning is
 the backend's: numpy takes (slots, concatenated machine lists, segment starts); numba takes
