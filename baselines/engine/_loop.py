@@ -29,13 +29,13 @@ from cluster_env.core import kernels as _kernels
 from cluster_env.core.engine import sim as _sim
 from cluster_env.core.engine.layout import *  # noqa: F401,F403 - numba reads them as compile-time constants
 # The dynamics, as module globals (numba caches calls to compiled functions through globals).
-from cluster_env.core.engine.sim import (advance, place, preempt, skip_idle, start,  # noqa: F401
+from cluster_env.core.engine.sim import (advance, stash, place, preempt, skip_idle, start,  # noqa: F401
                                          sync_running, top_running, usable_free)
 
 START, PREEMPT_JOB, ADVANCE = 0, 1, 2
 _F32_SIGN = 0x7FFFFFFF
 
-_sim.prune_stale_cache(__file__, _kernels.__file__, _sim.__file__)
+_sim.prune_stale_cache(__file__, _kernels.__file__, _sim.__file__, _sim._ref.__file__)
 _jit = _sim.jit
 
 @_jit
@@ -484,6 +484,7 @@ def end_step(S):
 @_jit
 def run_episode(S, rng, orng, prng, thresholds, limits):
     """One episode from the state right after the simulator's construction (``env.reset``)."""
+    S = stash(S)            # one pointer to uncounted arrays for every call below (engine.ref)
     ic, pi = S[11], S[13]
     orderer = pi[ORDERER]
     placer = pi[PLACER]

@@ -19,12 +19,14 @@ import numba
 import numpy as np
 
 from cluster_env.core import kernels as _kernels
+from cluster_env.core.engine import ref as _ref
 from cluster_env.core.engine import sim as _sim
 from cluster_env.core.engine.layout import *  # noqa: F401,F403 - compile-time constants
 from cluster_env.core.engine.sim import (advance, observe_kernel, place, preempt, skip_idle,  # noqa: F401
-                                         start, sync_running, top_running)
+                                         stash, start, sync_running, top_running)
+from cluster_env.core.engine.state import STATE_ITEMS
 
-_sim.prune_stale_cache(__file__, _kernels.__file__, _sim.__file__)
+_sim.prune_stale_cache(__file__, _kernels.__file__, _sim.__file__, _sim._ref.__file__)
 jit = _sim.jit
 
 
@@ -54,6 +56,19 @@ E_SIZE = 13
 # max_time (inf: none)
 (EF_AGE_NOW, EF_PREEMPT_AT, EF_DENOM, EF_MAX_TIME) = range(4)
 EF_SIZE = 4
+#: O's items, dtype and number of dimensions each (``CompiledBackend._episode_arrays`` builds it).
+OBS_ITEMS = (("i8", 1), ("f8", 1), ("f4", 2), ("b1", 2), ("f8", 2), ("f4", 2), ("f8", 2), ("i8", 2), ("f8", 2),
+             ("i8", 1), ("i8", 1), ("f8", 1), ("i8", 1), ("f8", 1))
+
+# Each env's S and O live in the backend's arrays; the step reads them through two byte images
+# per env, rows of two uint8 arrays (cluster_env.core.engine.ref: one pointer per env, no tuple
+# to fetch from a list and no reference counts to update per env and call).
+STATE_TYPE = _ref.tuple_type(STATE_ITEMS)
+OBS_TYPE = _ref.tuple_type(OBS_ITEMS)
+STATE_BYTES = _ref.image_size(STATE_TYPE)
+OBS_BYTES = _ref.image_size(OBS_TYPE)
+store_state, load_state = _ref.image_access(STATE_TYPE)
+store_obs, load_obs = _ref.image_access(OBS_TYPE)
 
 
 @jit_inline
@@ -128,9 +143,35 @@ def observe_row(S, O, i, jobs, machines, glob, plc, order_pad, place_pad, job_id
             order_mask[len(order_mask) - 1] = 1
 
 
+# The generators in a numba typed list, made and changed by compiled (disk-cached) functions: the
+# typed list's own Python methods compile their numba code in every new process (seconds).
 @jit
-def reset_row(S, O, rng, i, jobs, machines, glob, plc, order_pad, place_pad, job_ids):
-    """The end of ``ClusterParallelEnv.reset``: skip the idle epochs, observe into row ``i``."""
+def rng_list(rng):
+    """A typed list holding ``rng``."""
+    out = numba.typed.List()
+    out.append(rng)
+    return out
+
+
+@jit
+def rng_append(rngs, rng):
+    rngs.append(rng)
+
+
+@jit
+def rng_set(rngs, i, rng):
+    rngs[i] = rng
+
+
+@jit
+def reset_row(S, O, state_images, obs_images, rng, i, jobs, machines, glob, plc, order_pad, place_pad, job_ids):
+    """The end of ``ClusterParallelEnv.reset``: skip the idle epochs, observe into row ``i``; keep
+    images of the new episode's ``S`` and ``O`` in row ``i`` of ``state_images`` / ``obs_images``
+    (for :func:`step_all`; the caller keeps the arrays alive while the images are used)."""
+    store_state(state_images[i], S)
+    store_obs(obs_images[i], O)
+    S = load_state(state_images[i])
+    O = load_obs(obs_images[i])
     jobs[i, :, :] = 0.0
     plc[i, :] = 0.0
     order_pad[i, :] = 0
@@ -141,19 +182,24 @@ def reset_row(S, O, rng, i, jobs, machines, glob, plc, order_pad, place_pad, job
 
 
 @jit
-def step_all(states, obs, rngs, actions, valid, jobs, machines, glob, plc, order_pad, place_pad, job_ids,
+def step_all(state_images, obs_images, rngs, actions, valid, jobs, machines, glob, plc, order_pad, place_pad, job_ids,
              rewards, terminated, truncated, num_steps, phase, times, placing_job, tick, ended):
     """One decision in every env (``PythonBackend.step``'s calls, compiled); writes the envs whose
     episode ended into ``ended`` and returns their count (negative: -1 - the env whose simulator
     met an error)."""
+    # The output buffers and the images as uncounted arrays too: the rows and slices taken per env
+    # below would otherwise update their reference counts atomically.
+    out = stash((jobs, machines, glob, plc, order_pad, place_pad, job_ids, state_images, obs_images))
+    jobs, machines, glob, plc, order_pad, place_pad, job_ids = out[0], out[1], out[2], out[3], out[4], out[5], out[6]
+    state_images, obs_images = out[7], out[8]
     jobs[:] = 0.0
     plc[:] = 0.0
     order_pad[:] = 0
     place_pad[:] = 0
     n_ended = 0
-    for i in range(len(states)):
-        S = states[i]
-        O = obs[i]
+    for i in range(len(rngs)):
+        S = load_state(state_images[i])
+        O = load_obs(obs_images[i])
         rng = rngs[i]
         sc, ic, pi = S[10], S[11], S[13]
         E, EF = O[O_E], O[O_EF]

@@ -72,7 +72,11 @@ class CompiledBackend(VectorBackend):
         self._states: list = [None] * n
         self._obs: list = [None] * n
         self._sims: list = [None] * n
-        self._typed = None                     # numba typed lists, made once every env has started
+        self._rngs = None                      # numba typed list of the generators, made at the first step
+        # Each env's state and observation tuples as byte images the compiled step reads (see
+        # _compiled_step); the tuples' arrays stay alive in _states and _obs.
+        self._state_images = np.zeros((n, self._c.STATE_BYTES), dtype=np.uint8)
+        self._obs_images = np.zeros((n, self._c.OBS_BYTES), dtype=np.uint8)
         self._ended = np.zeros(n, dtype=np.int64)
 
     # ------------------------------------------------------------------ contract
@@ -101,12 +105,11 @@ class CompiledBackend(VectorBackend):
         state = build_state(env, sim)
         obs = self._episode_arrays(env, sim, state)
         self._states[index], self._obs[index], self._sims[index] = state, obs, sim
-        if self._typed is not None:
-            states, obs_list, rngs = self._typed
-            states[index], obs_list[index], rngs[index] = state, obs, rng
+        if self._rngs is not None:
+            self._c.rng_set(self._rngs, index, rng)
         b = self.buffers
-        err = self._c.reset_row(state, obs, rng, index, b.jobs, b.machines, b.global_, b.placing, b.order_pad,
-                                b.place_pad, b.job_ids)
+        err = self._c.reset_row(state, obs, self._state_images, self._obs_images, rng, index, b.jobs, b.machines,
+                                b.global_, b.placing, b.order_pad, b.place_pad, b.job_ids)
         if err:
             raise RuntimeError(f"compiled backend: simulator error {int(err)} in env {index}'s reset")
         c = self._c
@@ -118,13 +121,12 @@ class CompiledBackend(VectorBackend):
         b.num_steps[index] = 0
 
     def step(self, actions: np.ndarray, valid: np.ndarray) -> list[int]:
-        if self._typed is None:
-            self._typed = self._make_typed()
-        states, obs, rngs = self._typed
+        if self._rngs is None:
+            self._rngs = self._make_typed()
         b = self.buffers
-        count = self._c.step_all(states, obs, rngs, actions, valid, b.jobs, b.machines, b.global_, b.placing,
-                                 b.order_pad, b.place_pad, b.job_ids, b.rewards, b.terminated, b.truncated,
-                                 b.num_steps, b.phase, b.time, b.placing_job, b.tick, self._ended)
+        count = self._c.step_all(self._state_images, self._obs_images, self._rngs, actions, valid, b.jobs, b.machines,
+                                 b.global_, b.placing, b.order_pad, b.place_pad, b.job_ids, b.rewards, b.terminated,
+                                 b.truncated, b.num_steps, b.phase, b.time, b.placing_job, b.tick, self._ended)
         if count < 0:
             raise RuntimeError(f"compiled backend: simulator error {int(self._states[-1 - count][11][self._c.ERROR])} "
                                f"in env {-1 - count}")
@@ -143,7 +145,7 @@ class CompiledBackend(VectorBackend):
         return {"metrics": metrics, "offered_load": self.envs[index].offered_load}
 
     def close(self) -> None:
-        self._typed = None
+        self._rngs = None
         self._states = [None] * self.num_envs
         self._obs = [None] * self.num_envs
         self._sims = [None] * self.num_envs
@@ -185,12 +187,12 @@ class CompiledBackend(VectorBackend):
                 np.zeros(K + R, dtype=i64), E, EF, np.zeros(n, dtype=i64), np.full(n, np.nan))
 
     def _make_typed(self):
-        from numba import typed
-
         if any(s is None for s in self._states):
             raise RuntimeError("step() before every env was reset")
-        envs = self.envs
-        return (typed.List(self._states), typed.List(self._obs), typed.List([e._np_random for e in envs]))
+        rngs = self._c.rng_list(self.envs[0]._np_random)
+        for env in self.envs[1:]:
+            self._c.rng_append(rngs, env._np_random)
+        return rngs
 
 
 def make_backend(envs: list[ClusterParallelEnv], buffers: Buffers, backend: Any = "auto") -> VectorBackend:

@@ -26,12 +26,13 @@ import numpy as np
 
 from cluster_env.core import kernels as _kernels
 from cluster_env.core.engine.layout import *  # noqa: F401,F403 - numba reads them as compile-time constants
+from cluster_env.core.engine.ref import stash  # noqa: F401 - the episode loops' entry (see ref)
+from cluster_env.core.engine import ref as _ref
 
 # The simulator's compiled kernels, as module globals (numba caches a function that calls other
 # compiled functions through globals; through a closure it would recompile in every process).
 _K = _kernels._load("numba")
 refresh_rates = _K.refresh_rates
-run_to_next = _K.run_to_next
 measurable_count = _K.measurable_count
 measure_kernel = _K.measure
 ou_step = _K.ou_step
@@ -69,7 +70,7 @@ def prune_stale_cache(module_file: str, *dependencies: str) -> None:
                     pass
 
 
-prune_stale_cache(__file__, _kernels.__file__)
+prune_stale_cache(__file__, _kernels.__file__, _ref.__file__)
 
 
 def jit(fn):
@@ -89,6 +90,74 @@ def np_exp_inplace(a):
         np.exp(a, out=a)
 
 
+
+
+# ------------------------------------------------------------------------------ next event
+@_jit
+def run_running(S, now, t_other):
+    """The kernels' ``run_to_next`` (:func:`cluster_env.core.kernels._run_to_next`: the same
+    operations in the same order, hence the same bits) on the state's running-job slots: the
+    speeds refreshed when dirty, the next event time, every job's remaining work brought to it and
+    the jobs due then (into the state's due slots). Returns (next event time, earliest finish,
+    restart overhead still running, due count).
+
+    Written over the slot rows in place rather than through row views (each view a reference
+    count update and a descriptor to pass), and with the next-finish divisions in a loop of their
+    own, which the compiler vectorises (the search, with its early exit on NaN, it does not)."""
+    sf, ic = S[7], S[11]
+    scratch, due = S[19], S[20]
+    n = ic[N_RUN]
+    if ic[DIRTY] != 0:
+        refresh_all(S)
+    best = np.inf
+    if ic[RESTARTING] != 0:                        # next_finish, restarting
+        restarting = False
+        for i in range(n):
+            u = sf[S_UNTIL, i]
+            if u > now:
+                restarting = True
+            v = (u if u > now else now) + sf[S_LEFT, i] / sf[S_RATE, i]
+            if v < best or v != v:
+                best = v
+                if v != v:
+                    break
+        finish = best
+    else:                                          # next_finish
+        restarting = False
+        for i in range(n):
+            scratch[i] = sf[S_LEFT, i] / sf[S_RATE, i]
+        for i in range(n):
+            v = scratch[i]
+            if v < best or v != v:
+                best = v
+                if v != v:
+                    break
+        finish = now + best
+    t_next = min(t_other, finish)
+    if not math.isfinite(t_next):
+        return t_next, finish, restarting, 0
+    check = finish <= t_next * (1 + TIME_EPS) + TIME_EPS
+    tol = max(1e-6, 4.0 * (np.nextafter(t_next, np.inf) - t_next)) if check else 0.0
+    dt = t_next - now
+    if dt > 0:                                     # accrue_due
+        if restarting:
+            end = now + dt
+            for i in range(n):
+                u = sf[S_UNTIL, i]
+                e = end - (u if u > now else now)
+                e = min(max(e, 0.0), dt)
+                sf[S_LEFT, i] -= sf[S_RATE, i] * e
+        else:
+            for i in range(n):
+                sf[S_LEFT, i] -= sf[S_RATE, i] * dt
+    if not check:
+        return t_next, finish, restarting, 0
+    count = 0
+    for i in range(n):
+        if sf[S_LEFT, i] <= sf[S_RATE, i] * tol + 1e-12:
+            due[count] = i
+            count += 1
+    return t_next, finish, restarting, count
 
 
 # ------------------------------------------------------------------------------ pending queue
@@ -464,8 +533,7 @@ def complete_due(S, count):
 @_jit
 def advance(S, rng):
     """``ClusterSimulator.advance``."""
-    jf, mf, sf, si, sc, ic, pf, pi = S[0], S[2], S[7], S[8], S[10], S[11], S[12], S[13]
-    pool_m, scratch, due, empty_i = S[17], S[19], S[20], S[21]
+    jf, sc, ic, pf, pi = S[0], S[10], S[11], S[12], S[13]
     now = sc[NOW]
     if now >= pf[TIME_LIMIT]:
         return
@@ -482,18 +550,8 @@ def advance(S, rng):
     n = ic[N_RUN]
     count = 0
     if n:
-        dirty = ic[DIRTY] != 0
         t_other = min(t_next, sc[NEXT_FLUCT], sc[NEXT_TICK])
-        if dirty and ic[N_MULTI] > 0:
-            t_next, finish, restarting, count = run_to_next(
-                n, dirty, si[S_FM], mf[FACTOR], mf[CROWD], sf[S_NOMINAL], sf[S_ACOMM], sf[S_RATE], pf[ALPHA],
-                pool_m, si[S_MOFF], si[S_MLEN], sf[S_LEFT], sf[S_UNTIL], now, ic[RESTARTING] != 0, t_other,
-                scratch, due)
-        else:
-            t_next, finish, restarting, count = run_to_next(
-                n, dirty, si[S_FM], mf[FACTOR], mf[CROWD], sf[S_NOMINAL], sf[S_ACOMM], sf[S_RATE], pf[ALPHA],
-                empty_i, empty_i, empty_i, sf[S_LEFT], sf[S_UNTIL], now, ic[RESTARTING] != 0, t_other,
-                scratch, due)
+        t_next, finish, restarting, count = run_running(S, now, t_other)
         sc[NEXT_FINISH] = finish
         ic[RESTARTING] = 1 if restarting else 0
         ic[DIRTY] = 0

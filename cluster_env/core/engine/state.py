@@ -13,6 +13,16 @@ import numpy as np
 
 from cluster_env.core.engine import layout as L
 
+#: The state tuple's items, dtype and number of dimensions each (what :func:`build_state` returns;
+#: the compiled loops that read states from memory, :mod:`cluster_env.core.engine.ref`, are typed
+#: from it).
+STATE_ITEMS = (("f8", 2), ("i8", 2), ("f8", 2), ("i8", 2), ("b1", 2), ("f8", 2), ("i8", 2),   # jf ji mf mi mb tf ti
+               ("f8", 2), ("i8", 2), ("b1", 2),                                                # sf si sb
+               ("f8", 1), ("i8", 1), ("f8", 1), ("i8", 1),                                     # sc ic pf pi
+               ("f8", 2), ("f8", 2), ("b1", 2),                                                # speed spread allowed
+               ("i8", 1), ("i8", 1), ("f8", 1), ("i8", 1), ("i8", 1), ("f8", 1), ("i8", 1),   # pool .. due jobs
+               ("i8", 1), ("i8", 1), ("b1", 1), ("f4", 1), ("i4", 1), ("i8", 2))              # cand .. table
+
 
 def build_state(env: Any, sim: Any) -> tuple:
     """The engine's state arrays from ``env``'s simulator ``sim`` right after construction (nothing

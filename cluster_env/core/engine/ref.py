@@ -1,0 +1,146 @@
+"""A state tuple passed by reference: the compiled engine's functions take one pointer, not the
+arrays.
+
+numba passes a tuple argument by value: every array's descriptor (7 or 9 machine words), about
+2 KB for the engine's 30 arrays, copied at each call, and it increments and decrements, atomically,
+the reference count of every array a function takes out of it. Per event (a few dozen calls) that
+was most of the engine's time. A :class:`Ref` is a pointer to a copy of the tuple's descriptors
+whose arrays do not take part in numba's reference counting (their ``meminfo`` is null: the caller
+keeps them alive for the whole call); ``ref[i]`` reads one descriptor, so the functions' code is
+unchanged (``ji, ic = S[1], S[11]``).
+
+* :func:`stash` ``(state)``: a Ref to a copy of ``state`` in the calling function's stack frame
+  (valid until it returns);
+* :func:`image_access` ``(tuple type)``: intrinsics that store the same copy into the bytes of a
+  uint8 array (kept between calls) and make a Ref of it, for a loop over many episodes (the
+  vector step).
+
+This module imports numba: import it only when numba is available.
+"""
+from __future__ import annotations
+
+import functools
+
+from numba.core import cgutils, types
+from numba.core.datamodel import models, register_default
+from numba.core.imputils import impl_ret_new_ref, lower_builtin
+from numba.core.typing.templates import AbstractTemplate, infer, signature
+from numba.extending import intrinsic
+
+
+class Ref(types.Type):
+    """Pointer to a tuple of arrays; ``ref[i]`` (a constant ``i``) is the tuple's item ``i``."""
+
+    def __init__(self, dtype: types.BaseTuple) -> None:
+        self.dtype = dtype
+        super().__init__(name=f"Ref({dtype})")
+
+    @property
+    def key(self):
+        return self.dtype
+
+
+register_default(Ref)(models.PointerModel)
+
+
+@infer
+class _RefGetItem(AbstractTemplate):
+    key = "static_getitem"
+
+    def generic(self, args, kws):
+        ref, idx = args
+        if isinstance(ref, Ref) and isinstance(idx, int) and -len(ref.dtype) <= idx < len(ref.dtype):
+            return signature(ref.dtype.types[idx], *args)
+        return None
+
+
+@lower_builtin("static_getitem", Ref, types.IntegerLiteral)
+def _ref_getitem(context, builder, sig, args):
+    ref_ty, idx_ty = sig.args
+    idx = idx_ty.literal_value % len(ref_ty.dtype)
+    item_ty = ref_ty.dtype.types[idx]
+    ptr = cgutils.gep_inbounds(builder, args[0], 0, idx)
+    value = context.data_model_manager[item_ty].load_from_data_pointer(builder, ptr)
+    # The arrays behind a Ref are uncounted (null meminfo, see _detached): no increment to emit
+    # (the decrement numba emits when the variable dies is a no-op on a null meminfo).
+    return impl_ret_new_ref(context, builder, item_ty, value)
+
+
+def _check(state) -> bool:
+    return isinstance(state, types.BaseTuple) and all(isinstance(t, types.Array) for t in state)
+
+
+def _detached(context, builder, state_ty, value):
+    """``value`` (a tuple of arrays) with every array's meminfo and parent set to null, as data."""
+    for i, ty in enumerate(state_ty):
+        ary = context.make_array(ty)(context, builder, value=builder.extract_value(value, i))
+        ary.meminfo = cgutils.get_null_value(ary.meminfo.type)
+        ary.parent = cgutils.get_null_value(ary.parent.type)
+        value = builder.insert_value(value, ary._getvalue(), i)
+    return context.data_model_manager[state_ty].as_data(builder, value)
+
+
+@intrinsic
+def stash(typingctx, state):
+    """A :class:`Ref` to an uncounted copy of the tuple ``state``, in the caller's stack frame."""
+    if not _check(state):
+        return None
+
+    def codegen(context, builder, sig, args):
+        data = _detached(context, builder, state, args[0])
+        slot = cgutils.alloca_once(builder, data.type)
+        builder.store(data, slot)
+        return slot
+
+    return Ref(state)(state), codegen
+
+
+def tuple_type(items) -> types.Tuple:
+    """The numba type of a tuple of C-contiguous arrays given as (numpy dtype, ndim) pairs."""
+    import numpy as np
+    from numba.np.numpy_support import from_dtype
+
+    return types.Tuple([types.Array(from_dtype(np.dtype(dt)), nd, "C") for dt, nd in items])
+
+
+def image_size(state_ty: types.BaseTuple) -> int:
+    """Bytes of the image of a tuple of numba type ``state_ty`` (see :func:`image_access`)."""
+    from numba.core.registry import cpu_target
+
+    context = cpu_target.target_context
+    return context.get_abi_sizeof(context.get_data_type(state_ty))
+
+
+@functools.lru_cache(maxsize=None)
+def image_access(state_ty: types.BaseTuple):
+    """Two intrinsics for tuples of numba type ``state_ty`` kept as byte images (a uint8 array of
+    :func:`image_size` bytes): ``store(image, state)`` writes an uncounted copy of ``state`` into
+    ``image`` (a typing error for a tuple of another type), ``load(image)`` is a :class:`Ref` to it.
+    The arrays must stay alive as long as the image is loaded."""
+
+    @intrinsic
+    def store(typingctx, image, state):
+        if state != state_ty or not isinstance(image, types.Array):
+            return None
+
+        def codegen(context, builder, sig, args):
+            data = _detached(context, builder, state, args[1])
+            ary = context.make_array(image)(context, builder, value=args[0])
+            builder.store(data, builder.bitcast(ary.data, data.type.as_pointer()))
+            return context.get_dummy_value()
+
+        return types.none(image, state), codegen
+
+    @intrinsic
+    def load(typingctx, image):
+        if not isinstance(image, types.Array):
+            return None
+
+        def codegen(context, builder, sig, args):
+            ary = context.make_array(image)(context, builder, value=args[0])
+            data_ty = context.get_data_type(state_ty)
+            return builder.bitcast(ary.data, data_ty.as_pointer())
+
+        return Ref(state_ty)(image), codegen
+
+    return store, load
