@@ -108,7 +108,7 @@ class _Episode:
         mask = feats["order_mask"]
         r["order_mask"].append((mask[:n].copy(), mask[self.K:].copy()))
         for key, value in (("agent", agent), ("action", action), ("learned", learned), ("reward", reward),
-                           ("done", done), ("time", time)):
+                           ("done", done), ("time", time), ("prior", int(feats.get("prior", -1)))):
             r[key].append(value)
         self.total += reward
 
@@ -131,11 +131,14 @@ def _assemble(episodes: list[_Episode], K: int) -> Rollout:
             order_mask[i, used:] = mtail
             i += 1
     steps["jobs"], steps["order_mask"] = jobs, order_mask
-    for key in ("machines", "global", "placing", "place_mask", "agent", "action", "learned", "reward", "done", "time"):
+    for key in ("machines", "global", "placing", "place_mask", "agent", "action", "learned", "reward", "done", "time",
+                "prior"):
         steps[key] = np.asarray([v for e in episodes for v in e.rows[key]], dtype=STEP_FIELDS[key])
     # Orderer actions at or beyond K (running rows, advance) move down to the trimmed layout.
     shift = (steps["agent"] == ORDERER) & (steps["action"] >= K)
     steps["action"][shift] -= K - used
+    shift = (steps["agent"] == ORDERER) & (steps["prior"] >= K)      # the prior's action likewise
+    steps["prior"][shift] -= K - used
     meta = []
     for e in episodes:
         metrics = e.info.get("metrics", {}) if e.info else {}

@@ -45,6 +45,10 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--orderer", default="learned", help="'learned' or a heuristic orderer (ablation)")
     p.add_argument("--placer", default="learned", help="'learned' or a heuristic placer (ablation)")
     p.add_argument("--no-gp", action="store_true", help="feed zeros instead of the RWGP posterior (ablation)")
+    p.add_argument("--prior", default=None, metavar="POLICY",
+                   help="residual policy on this heuristic (e.g. las+fastest): logits = network + bonus on the "
+                        "heuristic's action; the output layers start at zero, so the agent starts as the heuristic")
+    p.add_argument("--prior-bonus", type=float, default=None, help="logit bonus of the prior's action (default 3)")
     p.add_argument("--no-work-conserving", action="store_true",
                    help="let the orderer idle while a job could start (needed to imitate Tiresias)")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
@@ -103,6 +107,12 @@ def cmd_train(args: argparse.Namespace) -> int:
                     "work_conserving": not args.no_work_conserving, "env_overrides": agent_env}
         if args.hidden is not None:
             agent_kw["hidden"] = args.hidden
+        if args.prior is not None:
+            agent_kw["prior"] = args.prior
+        if args.prior_bonus is not None:
+            if args.prior is None:
+                raise ValueError("--prior-bonus needs --prior (the heuristic whose action gets the bonus)")
+            agent_kw["prior_bonus"] = args.prior_bonus
         train = TrainConfig(scenario=args.scenario, seed=args.seed, env_kwargs=parse_env_overrides(args.env),
                             **train_kw)
         trainer = make_trainer(train, DualAgentConfig(**agent_kw), out)

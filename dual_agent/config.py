@@ -43,6 +43,8 @@ class DualAgentConfig:
     gp_rank: int = 64              # low-rank size of the RWGP kernel (exact below it)
     gp_steps: int = 3              # p of the p-step random-walk kernel
     env_overrides: dict = field(default_factory=dict)   # settings the agent was trained with (e.g. preemption)
+    prior: Optional[str] = None    # residual policy on this heuristic (e.g. "las+fastest"); None: plain network
+    prior_bonus: float = 3.0       # logit added to the prior's action
 
     def __post_init__(self) -> None:
         from baselines.registry import ORDERERS, PLACERS
@@ -61,6 +63,11 @@ class DualAgentConfig:
                 raise ValueError(f"{name} must be a bool, got {getattr(self, name)!r}")
         if not isinstance(self.env_overrides, dict):
             raise ValueError(f"env_overrides must be a dict, got {self.env_overrides!r}")
+        if self.prior is not None:
+            from dual_agent.prior import check_prior
+
+            check_prior(self.prior)
+        _positive("prior_bonus", self.prior_bonus, allow_zero=True)
 
     def to_dict(self) -> dict:
         return asdict(self)

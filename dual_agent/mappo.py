@@ -32,12 +32,13 @@ from dual_agent.checkpoint import load_checkpoint, save_checkpoint
 from dual_agent.config import DualAgentConfig, TrainConfig
 from dual_agent.networks import masked_logits
 from dual_agent.policy import DualAgentPolicy, build_model, required_env, spaces_signature
+from dual_agent.prior import add_prior_bonus
 from dual_agent.rollout import Rollout, RolloutWorkers, make_env
 
 LOG_COLUMNS = ("iteration", "timesteps", "wall_s", "steps_per_s", "episodes", "episode_return", "train_avg_jct",
                "policy_loss", "value_loss", "entropy_orderer", "entropy_placer", "approx_kl", "clip_frac", "learned_frac",
                "adv_abs", "val_avg_jct")
-_TENSOR_KEYS = ("jobs", "machines", "global", "placing", "order_mask", "place_mask")
+_TENSOR_KEYS = ("jobs", "machines", "global", "placing", "order_mask", "place_mask", "prior")
 
 
 @dataclass
@@ -121,6 +122,15 @@ class MAPPOTrainer:
         bar = _progress(progress, cfg.timesteps, self.timesteps)
         start, done_iters = time.perf_counter(), 0
         workers = self._make_collector()
+        if self.iteration == 0 and cfg.eval_every and self.agent_cfg.prior is not None and self.best is None:
+            # A residual policy starts as its heuristic: score that start, so that best.pt is never
+            # a checkpoint that validates worse than the untrained agent (the heuristic itself).
+            self.best = self.evaluate()
+            self.save(self.out_dir / "best.pt", with_train=False)
+            row = {k: None for k in LOG_COLUMNS}
+            row.update(iteration=0, timesteps=0, wall_s=0.0, val_avg_jct=self.best)
+            self.log.append(row)
+            self._write_log(row)
         try:
             while self.timesteps < cfg.timesteps:
                 if max_iterations is not None and done_iters >= max_iterations:
@@ -221,8 +231,12 @@ class MAPPOTrainer:
         ent = {0: [0.0, 0], 1: [0.0, 0]}
         n_mb = 0
         self.model.train()
+        # Without a critic only the learned decisions enter the loss: the minibatches are drawn from
+        # them alone (a placer-only agent decides about 5% of the steps; shuffling every step gave
+        # hundreds of minibatches of a few decisions each).
+        pool = np.arange(len(rollout)) if critic else np.flatnonzero(rollout.steps["learned"])
         for _ in range(cfg.epochs):
-            for idx in _chunks(len(rollout), cfg.minibatch, rng.permutation(len(rollout)), device=dev):
+            for idx in _chunks(len(pool), cfg.minibatch, pool[rng.permutation(len(pool))], device=dev):
                 if critic:
                     value_loss = ((self.model.value({k: v[idx] for k, v in batch.items()}) - returns[idx]) ** 2).mean()
                     loss = cfg.value_coef * value_loss
@@ -269,13 +283,16 @@ class MAPPOTrainer:
         """Log-probability and entropy of the acting agent's decision, per step.
 
         Each actor runs only on its own steps: the orderer on ORDER steps, the orderer's summary
-        and the placer on PLACE steps.
+        and the placer on PLACE steps. With a prior, its bonus is added to the recorded prior
+        action of each step, as when acting.
         """
         n = len(agent)
+        bonus = self.agent_cfg.prior_bonus if self.agent_cfg.prior is not None else 0.0
         logp, entropy = torch.zeros(n, device=agent.device), torch.zeros(n, device=agent.device)
         order, place = (agent == 0).nonzero().squeeze(1), (agent == 1).nonzero().squeeze(1)
         if len(order):
             logits, _ = self.model.orderer(sub["jobs"][order], sub["machines"][order], sub["global"][order])
+            logits = add_prior_bonus(logits, sub["prior"][order], bonus)
             dist = Categorical(logits=masked_logits(logits, sub["order_mask"][order]))
             logp = logp.index_copy(0, order, dist.log_prob(action[order]))
             entropy = entropy.index_copy(0, order, dist.entropy())
@@ -283,6 +300,7 @@ class MAPPOTrainer:
             _, _, summary = self.model.orderer.summarise(sub["jobs"][place], sub["machines"][place],
                                                          sub["global"][place])
             logits = self.model.placer(sub["machines"][place], sub["placing"][place], summary.detach())
+            logits = add_prior_bonus(logits, sub["prior"][place], bonus)
             dist = Categorical(logits=masked_logits(logits, sub["place_mask"][place]))
             logp = logp.index_copy(0, place, dist.log_prob(action[place]))
             entropy = entropy.index_copy(0, place, dist.entropy())

@@ -5,7 +5,8 @@
 and the infos. Each step it refreshes the Random Walk GP from the measured machine speeds, then
 the acting agent decides: the ordering agent in the ORDER phase, the placement agent (with the
 ordering agent's summary of the queue) in the PLACE phase. Deterministic by default (arg max);
-``deterministic=False`` samples, which is how the training workers explore.
+``deterministic=False`` samples, which is how the training workers explore. With a ``prior``
+heuristic in the config, the agent is a residual policy on it (:mod:`dual_agent.prior`).
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from baselines.obs import is_place_phase
 from dual_agent.config import LEARNED, DualAgentConfig
 from dual_agent.inference import actor_logits
 from dual_agent.networks import GP_FEATURES, DualAgentModel
+from dual_agent.prior import NO_PRIOR, add_prior_bonus, make_prior, zero_output_layers
 
 ORDERER, PLACER = 0, 1
 
@@ -44,7 +46,11 @@ def spaces_signature(env: Any) -> dict:
 
 
 def build_model(config: DualAgentConfig, spaces: dict) -> DualAgentModel:
-    return DualAgentModel(hidden=config.hidden, **feature_dims(spaces))
+    """Fresh networks for ``config``; with a prior, the actor heads' output layers start at zero."""
+    model = DualAgentModel(hidden=config.hidden, **feature_dims(spaces))
+    if config.prior is not None:
+        zero_output_layers(model)
+    return model
 
 
 class DualAgentPolicy:
@@ -75,6 +81,8 @@ class DualAgentPolicy:
         self._orderer = _heuristic("orderer", config.orderer)
         self._placer = _heuristic("placer", config.placer)
         self.teacher: Any = None   # training warm start: a baseline whose decisions are recorded instead
+        self._prior = make_prior(config.prior)   # residual policy: the heuristic whose action gets a bonus
+        self._prior_action = NO_PRIOR            # the prior's action at the current step
         self.model.eval()
         self.reset(None)
 
@@ -107,6 +115,9 @@ class DualAgentPolicy:
         self.rng = np.random.default_rng(sample_seq)
         if self.teacher is not None:
             self.teacher.reset(seed)
+        if self._prior is not None:
+            self._prior.reset(seed)
+        self._prior_action = NO_PRIOR
         self._new_episode = True
         # Jobs started or preempted at the instant ``_touched_at`` (the guard only asks about "now",
         # and time never goes back, so older instants are forgotten).
@@ -121,7 +132,9 @@ class DualAgentPolicy:
         """The networks' inputs for one step: features, GP-augmented machines and both masks.
 
         With ``infos``, the orderer's mask also forbids touching a job again in the instant it was
-        started or preempted (a preempt-restart loop at one instant would never end).
+        started or preempted (a preempt-restart loop at one instant would never end), and with a
+        prior the heuristic is asked for its action (``"prior"``; -1 when none), which the acting
+        agent's mask then always allows.
         """
         obs = observations["orderer"]
         if self._new_episode:
@@ -136,9 +149,21 @@ class DualAgentPolicy:
         if self.config.work_conserving:
             order_mask = work_conserving_mask(order_mask, obs["jobs"])
         gp = self.gp.features(machines) if self.gp is not None else np.zeros((len(machines), GP_FEATURES), np.float32)
+        place_mask = observations["placer"]["action_mask"].astype(bool)
+        self._prior_action = NO_PRIOR
+        if self._prior is not None and infos is not None and self.teacher is None:
+            agent = PLACER if is_place_phase(obs) else ORDERER
+            if (self._orderer if agent == ORDERER else self._placer) is None:   # a learned half acts
+                act = self._prior.act(observations, infos)["orderer" if agent == ORDERER else "placer"]
+                self._prior_action = int(act)
+                mask = order_mask if agent == ORDERER else place_mask
+                if not mask[act]:   # the agent's own rules must never forbid following the heuristic
+                    mask = mask.copy()
+                    mask[act] = True
+                    order_mask, place_mask = (mask, place_mask) if agent == ORDERER else (order_mask, mask)
         return {"jobs": obs["jobs"], "machines": np.concatenate([machines, gp], axis=1), "global": obs["global"],
-                "placing": obs["placing"], "order_mask": order_mask,
-                "place_mask": observations["placer"]["action_mask"].astype(bool)}
+                "placing": obs["placing"], "order_mask": order_mask, "place_mask": place_mask,
+                "prior": self._prior_action}
 
     def decide(self, observations: dict, infos: dict) -> tuple[int, int, bool, dict[str, np.ndarray]]:
         """(acting agent, its action, whether a learned half decided it, the features it saw).
@@ -203,7 +228,12 @@ class DualAgentPolicy:
         return int((feats["order_mask"] if agent == ORDERER else feats["place_mask"]).sum()) > 1
 
     def choose_from_logits(self, agent: int, logits: np.ndarray, mask: np.ndarray) -> int:
-        """The action from the network's logits (float64) under ``mask``: arg max or a sample."""
+        """The action from the network's logits (float64) under ``mask``: arg max or a sample.
+
+        With a prior, its bonus is added here to the heuristic's action of this step (the one
+        :meth:`features` computed last): every path from logits to an action goes through here.
+        """
+        logits = add_prior_bonus(logits, self._prior_action, self.config.prior_bonus)
         if not np.isfinite(logits[mask]).all():
             # NaN logits would pick the first legal action without notice (arg max of NaNs).
             raise FloatingPointError(
@@ -276,6 +306,9 @@ def work_conserving_mask(order_mask: np.ndarray, jobs: np.ndarray) -> np.ndarray
 def required_env(config: DualAgentConfig) -> dict:
     """Environment settings the agent needs: its heuristic halves' (e.g. Tiresias: preemption), then its own."""
     needs: dict = {}
+    prior = make_prior(config.prior)
+    if prior is not None:   # a residual policy needs what its heuristic needs (LAS: preemption)
+        needs.update(prior.env_overrides)
     for agent, name in (("placer", config.placer), ("orderer", config.orderer)):
         half = _heuristic(agent, name)
         if half is not None:

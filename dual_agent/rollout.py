@@ -17,7 +17,8 @@ import numpy as np
 #: Per-step arrays of a rollout and their dtypes.
 STEP_FIELDS = {"jobs": np.float32, "machines": np.float32, "global": np.float32, "placing": np.float32,
                "order_mask": bool, "place_mask": bool, "agent": np.int8, "action": np.int64,
-               "learned": bool, "reward": np.float32, "done": bool, "time": np.float64}
+               "learned": bool, "reward": np.float32, "done": bool, "time": np.float64,
+               "prior": np.int64}   # the prior heuristic's action (dual_agent.prior), -1 without one
 
 
 @dataclass
@@ -80,6 +81,7 @@ def collect(policy: Any, env: Any, seeds: list[int], min_steps: int) -> Rollout:
             rows["reward"].append(rewards["orderer"])
             rows["done"].append(done)
             rows["time"].append(decided_at)
+            rows["prior"].append(int(feats.get("prior", -1)))
             total += rewards["orderer"]
             n += 1
             if done:
