@@ -161,3 +161,14 @@ def test_paired_script_against_every_info_agnostic_heuristic(tmp_path):
     assert "best info-agnostic reference on these windows" in proc.stdout
     same = data["summaries"]["las+fastest"]     # the untrained residual agent is its prior
     assert (same["ratio"], same["lo"], same["hi"]) == (1.0, 1.0, 1.0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario, prior", [(HETERO, "las+fastest"), ("philly-v1", "las")])
+def test_untrained_residual_agent_is_its_heuristic_on_a_full_preempting_window(scenario, prior):
+    # A full test window: LAS preempts at its ticks (short windows never do), and the orderer is
+    # learned, so every tick is a network decision that the bonus must settle as LAS does.
+    agent = _agent(DualAgentConfig(prior=prior, env_overrides={"observation": "extended"}), scenario=scenario)
+    mine = evaluate(agent, scenario, split="test", seeds=[0], backend="serial")[0]
+    theirs = evaluate(prior, scenario, split="test", seeds=[0])[0]
+    assert mine["preemptions"] > 100 and _metrics(mine) == _metrics(theirs)
