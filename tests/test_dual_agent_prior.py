@@ -172,3 +172,15 @@ def test_untrained_residual_agent_is_its_heuristic_on_a_full_preempting_window(s
     mine = evaluate(agent, scenario, split="test", seeds=[0], backend="serial")[0]
     theirs = evaluate(prior, scenario, split="test", seeds=[0])[0]
     assert mine["preemptions"] > 100 and _metrics(mine) == _metrics(theirs)
+
+
+def test_prior_margin_script_smoke(tmp_path):
+    from pathlib import Path
+
+    agent = _agent(DualAgentConfig(prior="las+fastest", orderer="las"))
+    path = save_checkpoint(tmp_path / "agent.pt", agent.model, agent.config, agent.spaces, HETERO)
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "prior_margin.py"
+    proc = subprocess.run([sys.executable, str(script), str(path), "--seeds", "0", "--jobs-per-episode", "15"],
+                          capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "max 0.000" in proc.stdout and "decisions overturned 0" in proc.stdout   # zero output layers
