@@ -324,17 +324,19 @@ def order_priority(S, rule, thresholds, limits):
 
 # ------------------------------------------------------------------------------ placers
 @_jit
-def place_oracle(S, ok):
-    """``OraclePlacer.place`` over the allowed machines ``ok``: machines holding the whole need
-    (else all) whose speed (``FastestFirst``'s float32 features, product in float64) is within the
-    tolerance of the best or where the job loses at most ``slack`` seconds,
-    ``duration x (1/speed - 1/best)`` (duration: numpy's expm1 of the float32 ``duration_log``);
-    of those the tightest fit (fewest free GPUs; most when none holds the need), then the slowest,
-    then the lowest index (``np.lexsort((ok, speed, tight))``)."""
-    jf, mf, mi, ic, pf, pi, job_speed = S[0], S[2], S[3], S[11], S[12], S[13], S[14]
-    job = ic[PLACING]
-    need = ic[NEED]
-    m_count = pi[NM]
+def placed_speed(S, job, m):
+    """The speed ``job`` would run at on machine ``m``: nominal x measured, each rounded to the
+    observation's float32, the product in float64."""
+    mf, mi, job_speed = S[2], S[3], S[14]
+    return np.float64(np.float32(job_speed[job, mi[MTYPE, m]])) * np.float64(np.float32(mf[MEASURED, m]))
+
+
+@_jit
+def fastest_speed(S, ok, job, need):
+    """(whether a machine ``ok`` allows holds the whole ``need``, the best :func:`placed_speed`
+    among the allowed machines that do, or among all allowed ones when none does); the speed is
+    ``-inf`` when no machine is allowed. Shared by the fastest-first and oracle placers."""
+    mi, m_count = S[3], S[13][NM]
     any_whole = False
     any_ok = False
     for m in range(m_count):
@@ -342,14 +344,31 @@ def place_oracle(S, ok):
             any_ok = True
             if mi[FREE, m] >= need:
                 any_whole = True
-    if not any_ok:
-        return -1
     best = -np.inf
-    for m in range(m_count):
-        if ok[m] and (mi[FREE, m] >= need or not any_whole):
-            speed = np.float64(np.float32(job_speed[job, mi[MTYPE, m]])) * np.float64(np.float32(mf[MEASURED, m]))
-            if speed > best:
-                best = speed
+    if any_ok:
+        for m in range(m_count):
+            if ok[m] and (mi[FREE, m] >= need or not any_whole):
+                speed = placed_speed(S, job, m)
+                if speed > best:
+                    best = speed
+    return any_whole, best
+
+
+@_jit
+def place_oracle(S, ok):
+    """``OraclePlacer.place`` over the allowed machines ``ok``: machines holding the whole need
+    (else all) whose speed (``FastestFirst``'s float32 features, product in float64) is within the
+    tolerance of the best or where the job loses at most ``slack`` seconds,
+    ``duration x (1/speed - 1/best)`` (duration: numpy's expm1 of the float32 ``duration_log``);
+    of those the tightest fit (fewest free GPUs; most when none holds the need), then the slowest,
+    then the lowest index (``np.lexsort((ok, speed, tight))``)."""
+    jf, mi, ic, pf, pi = S[0], S[3], S[11], S[12], S[13]
+    job = ic[PLACING]
+    need = ic[NEED]
+    m_count = pi[NM]
+    any_whole, best = fastest_speed(S, ok, job, need)
+    if best == -np.inf:
+        return -1
     duration = expm1_memo(S, job, np.float32(math.log1p(jf[DURATION, job])), E_KEY, E_VAL)
     bar = best * pf[ORACLE_TOL]
     inv_best = 1.0 / best
@@ -360,7 +379,7 @@ def place_oracle(S, ok):
     for m in range(m_count):
         if not (ok[m] and (mi[FREE, m] >= need or not any_whole)):
             continue
-        speed = np.float64(np.float32(job_speed[job, mi[MTYPE, m]])) * np.float64(np.float32(mf[MEASURED, m]))
+        speed = placed_speed(S, job, m)
         lost = duration * (1.0 / speed - inv_best)
         if not (speed >= bar or lost <= slack):
             continue
@@ -373,7 +392,7 @@ def place_oracle(S, ok):
 @_jit
 def place_decide(S, code, prng):
     """The placer's machine for the job being placed (-1: none allowed)."""
-    mf, mi, ic, pf, pi, job_speed = S[2], S[3], S[11], S[12], S[13], S[14]
+    mf, mi, ic, pf, pi = S[2], S[3], S[11], S[12], S[13]
     allowed = S[16]
     job = ic[PLACING]
     need = ic[NEED]
@@ -430,27 +449,15 @@ def place_decide(S, code, prng):
         return -1
     # P_FASTEST: nominal speed x measured speed (float32 features, product in float64); prefer
     # machines that hold the whole need; near ties to the tightest fit / the most free GPUs.
-    any_whole = False
-    any_ok = False
-    for m in range(m_count):
-        if ok[m]:
-            any_ok = True
-            if mi[FREE, m] >= need:
-                any_whole = True
-    if not any_ok:
+    any_whole, best = fastest_speed(S, ok, job, need)
+    if best == -np.inf:
         return -1
-    best = -np.inf
-    for m in range(m_count):
-        if ok[m] and (mi[FREE, m] >= need or not any_whole):
-            speed = np.float64(np.float32(job_speed[job, mi[MTYPE, m]])) * np.float64(np.float32(mf[MEASURED, m]))
-            if speed > best:
-                best = speed
     bar = best * pf[TOL_FACTOR]
     pick = -1
     for m in range(m_count):
         if not (ok[m] and (mi[FREE, m] >= need or not any_whole)):
             continue
-        speed = np.float64(np.float32(job_speed[job, mi[MTYPE, m]])) * np.float64(np.float32(mf[MEASURED, m]))
+        speed = placed_speed(S, job, m)
         if not speed >= bar:
             continue
         if pick < 0:
