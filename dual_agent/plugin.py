@@ -3,7 +3,10 @@
 * ``cluster_bench.policies``: ``dual`` -> :data:`DUAL` (the pretrained agent of the scenario,
   part of ``cluster-bench run``'s default policies where a checkpoint ships);
 * ``cluster_bench.resolvers``: :func:`resolve_checkpoint` (names ending in ``.pt``);
-* ``cluster_bench.commands``: ``train`` -> :func:`dual_agent.cli.register_command`.
+* ``cluster_bench.policies``: ``dual-priority`` -> :data:`DUAL_PRIORITY` (the shipped priority-mode agent);
+* ``cluster_bench.resolvers``: names ending in ``.priority.json`` load a priority-mode agent;
+* ``cluster_bench.commands``: ``train`` -> :func:`dual_agent.cli.register_command`, ``train-priority`` ->
+  :func:`dual_agent.priority_cli.register_command`.
 
 Nothing here imports torch; the policy is built when asked for.
 """
@@ -34,8 +37,44 @@ class _DualEntry:
 DUAL = _DualEntry()
 
 
+class _PriorityEntry:
+    """``make(scenario)``: the shipped priority-mode agent (:mod:`dual_agent.priority`) of the
+    scenario; ``default_for(scenario)``: whether one ships (then ``cluster-bench run`` includes it)."""
+
+    description = "the dual agent's ordering agent in priority mode (LAS + a learned score), trained with ES"
+
+    def make(self, scenario: Optional[str] = None) -> Any:
+        from dual_agent.priority import load_priority_agent
+
+        if scenario is None:
+            raise ValueError("policy 'dual-priority' needs the scenario to pick its shipped agent")
+        path = priority_pretrained_path(scenario)
+        if not path.is_file():
+            raise FileNotFoundError(f"no priority agent ships for scenario {scenario!r} ({path}); "
+                                    f"train one with: cluster-bench train-priority --scenario {scenario}")
+        return load_priority_agent(path, scenario=scenario, name="dual-priority")
+
+    def default_for(self, scenario: str) -> bool:
+        return priority_pretrained_path(scenario).is_file()
+
+
+DUAL_PRIORITY = _PriorityEntry()
+
+
+def priority_pretrained_path(scenario: str) -> Path:
+    """Where the shipped priority agent of ``scenario`` lives (it may not exist)."""
+    from dual_agent import PRETRAINED_DIR
+
+    return PRETRAINED_DIR / f"{scenario}.priority.json"
+
+
 def resolve_checkpoint(name: str, scenario: Optional[str] = None) -> Any:
-    """A dual agent from a checkpoint path (``path/to/agent.pt``); None for any other name."""
+    """A dual agent from a checkpoint path (``path/to/agent.pt``) or a priority agent from
+    ``path/to/agent.priority.json``; None for any other name."""
+    if name.endswith(".priority.json"):
+        from dual_agent.priority import load_priority_agent
+
+        return load_priority_agent(name, name=f"dual-priority({Path(name).name[:-len('.priority.json')]})")
     if not name.endswith(".pt"):
         return None
     from dual_agent.policy import DualAgentPolicy

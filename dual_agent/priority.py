@@ -1,0 +1,256 @@
+"""A learned priority index on top of least-attained-service: the ordering agent in *priority mode*.
+
+The ordering agent of :mod:`dual_agent.networks` picks one candidate row per decision, so changing
+one preemption of LAS needs the network to out-score its prior at every tick of a window (15k to
+143k decisions per 1,000-job window on Philly). Here the ordering agent scores candidates
+instead, and the scores feed LAS's own scheduling rule
+(:class:`baselines.orderers.PreemptivePriority`: start the best job of the should-run set, preempt
+at a tick, backfill, advance). A candidate's priority key (lower runs first) is::
+
+    key = log1p(attained GPU-seconds) + score(phi(row))
+
+with ``phi`` the row's :data:`PRIORITY_FEATURES` (the extended observation's, never durations)
+and ``score`` a linear map (``hidden=0``, the default) or a one-hidden-layer tanh network plus the
+linear map. All weights start at zero, so the untrained agent **is** LAS, decision for decision
+(tested against the compiled ``las`` baseline). A learned weight reads as a rule: ``+1`` on
+``gpus_log2`` orders by ``attained x GPUs^(1/ln 2)``, i.e. smaller jobs earlier at equal service.
+
+The agent is a plain numpy policy (no torch at run time): :class:`PriorityAgentPolicy` composes
+the orderer with a placer (a heuristic placer by name: the ``placer`` field), carries its
+environment needs (``preemption=True``, ``observation="extended"``) and is saved as one JSON file
+(:func:`save_priority_agent`, :func:`load_priority_agent`; names ending in ``.priority.json`` load
+in the harness and ``cluster-bench run``). Training: :mod:`dual_agent.es`.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from baselines.orderers import PreemptivePriority, _visible
+from baselines.policy import ComposedPolicy
+from baselines.registry import PLACERS
+from cluster_env.envs.observation_ext import global_features, job_features
+
+#: Per-row inputs of the score, each about unit scale (names are the model's contract; the
+#: checkpoint stores them and refuses another list).
+PRIORITY_FEATURES = (
+    "gpus_log2",          # log2(GPUs requested)
+    "tenant_dev",         # tenant's mean log1p(run time) of finished jobs minus everyone's; 0 unknown
+    "tenant_recent_dev",  # the same with the moving averages (recent finishes)
+    "tenant_known",       # 1 once one of the tenant's jobs finished in the episode
+    "comm_intensity",     # how communication-heavy the job type is (Gavel), in [0, 1]
+    "best_speed",         # nominal speed on the fastest GPU type it may use
+    "restarts",           # log1p(times preempted) / 3
+    "wait",               # log1p(seconds since submission) / 10
+    "running",            # 1 for a running candidate (a bias against preempting it)
+)
+FORMAT = "hetero-cluster-sched/priority-agent"
+VERSION = 1
+SUFFIX = ".priority.json"
+
+_JF = {n: i for i, n in enumerate(job_features("extended"))}
+_GF = {n: i for i, n in enumerate(global_features("extended"))}
+
+
+class PriorityCheckpointError(ValueError):
+    """A priority-agent file that cannot be used; the message names the file and the reason."""
+
+
+@dataclass
+class PriorityModel:
+    """The score ``w . phi + v . tanh(W phi + b)`` of :data:`PRIORITY_FEATURES` rows.
+
+    Fields (F = len(PRIORITY_FEATURES), H = hidden):
+        linear: (F,) weights ``w`` of the linear part.
+        hidden_w: (H, F) first-layer weights ``W`` (random at creation, so that ``v`` can learn).
+        hidden_b: (H,) first-layer biases ``b``.
+        out: (H,) output weights ``v`` (zero at creation: the score starts at 0).
+    """
+
+    linear: np.ndarray
+    hidden_w: np.ndarray
+    hidden_b: np.ndarray
+    out: np.ndarray
+
+    @classmethod
+    def zeros(cls, hidden: int = 0, seed: int = 0) -> "PriorityModel":
+        """The untrained model (score 0 everywhere: the agent is LAS)."""
+        if not isinstance(hidden, int) or hidden < 0:
+            raise ValueError(f"hidden must be an integer >= 0, got {hidden!r}")
+        f = len(PRIORITY_FEATURES)
+        rng = np.random.default_rng(seed)
+        return cls(np.zeros(f), rng.normal(0.0, 1.0 / math.sqrt(f), (hidden, f)), np.zeros(hidden), np.zeros(hidden))
+
+    @property
+    def hidden(self) -> int:
+        return int(self.out.shape[0])
+
+    def score(self, phi: np.ndarray) -> np.ndarray:
+        """(N,) scores of (N, F) feature rows."""
+        s = phi @ self.linear
+        if self.hidden:
+            s = s + np.tanh(phi @ self.hidden_w.T + self.hidden_b) @ self.out
+        return s
+
+    # The trainer perturbs the model as one flat vector: [linear, hidden_w, hidden_b, out].
+    def flat(self) -> np.ndarray:
+        return np.concatenate([self.linear, self.hidden_w.ravel(), self.hidden_b, self.out])
+
+    def with_flat(self, theta: np.ndarray) -> "PriorityModel":
+        f, h = len(PRIORITY_FEATURES), self.hidden
+        theta = np.asarray(theta, dtype=np.float64)
+        if theta.shape != (f + h * f + 2 * h,):
+            raise ValueError(f"expected {f + h * f + 2 * h} parameters, got shape {theta.shape}")
+        a, b = f, f + h * f
+        return PriorityModel(theta[:a].copy(), theta[a:b].reshape(h, f).copy(), theta[b:b + h].copy(),
+                             theta[b + h:].copy())
+
+
+def priority_features(obs: dict, rows: np.ndarray) -> np.ndarray:
+    """(len(rows), F) :data:`PRIORITY_FEATURES` of the candidate ``rows`` of an extended observation."""
+    jobs = obs["jobs"]
+    g = obs["global"]
+    if jobs.shape[1] != len(_JF):
+        raise ValueError(f"the priority agent reads the extended observation ({len(_JF)} job columns), "
+                         f"got {jobs.shape[1]}: create the environment with observation='extended'")
+    x = jobs[rows].astype(np.float64)
+    fm, fr = float(g[_GF["finished_mean_log"]]), float(g[_GF["finished_recent_log"]])
+    tm, tr = x[:, _JF["tenant_mean_log"]], x[:, _JF["tenant_recent_log"]]
+    known = (tm >= 0.0) & (fm >= 0.0)
+    phi = np.empty((len(rows), len(PRIORITY_FEATURES)))
+    phi[:, 0] = x[:, _JF["gpus_log2"]]
+    phi[:, 1] = np.where(known, tm - fm, 0.0)
+    phi[:, 2] = np.where(known, tr - fr, 0.0)
+    phi[:, 3] = known
+    phi[:, 4] = x[:, _JF["comm_intensity"]]
+    phi[:, 5] = x[:, _JF["best_speed"]]
+    phi[:, 6] = x[:, _JF["restarts_log"]] / 3.0
+    phi[:, 7] = x[:, _JF["wait_log"]] / 10.0
+    phi[:, 8] = x[:, _JF["running"]]
+    return phi
+
+
+class LearnedPriorityOrderer(PreemptivePriority):
+    """LAS's scheduling rule with the key ``log1p(attained) + model.score(phi)`` (lower runs first).
+
+    Args:
+        model: the score; :meth:`PriorityModel.zeros` gives LAS exactly.
+        preempt_at: ``"tick"`` (default) or ``"event"``, as for :class:`baselines.orderers.LAS`.
+    """
+
+    name = "learned-priority"
+    env_overrides = {"preemption": True, "observation": "extended"}
+
+    def __init__(self, model: PriorityModel, preempt_at: str = "tick") -> None:
+        super().__init__(preempt_at)
+        self.model = model
+
+    def keys(self, obs: dict, info: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        rows, ids = _visible(obs, info)
+        attained = obs["jobs"][rows, _JF["attained_all_log"]].astype(np.float64)
+        if not len(rows):
+            return rows, attained, ids
+        return rows, attained + self.model.score(priority_features(obs, rows)), ids
+
+
+@dataclass
+class PriorityAgentSpec:
+    """Everything a saved priority agent holds besides the weights."""
+
+    scenario: str
+    placer: str = "fastest"
+    preempt_at: str = "tick"
+    training: dict = field(default_factory=dict)    # command, seed, wall time, iterations, figures
+
+
+class PriorityAgentPolicy(ComposedPolicy):
+    """The priority-mode ordering agent composed with a placer; a policy for the harness.
+
+    Args:
+        model: the learned score.
+        spec: scenario, placer name, preemption timing and the training record.
+        name: display name (default ``dual-priority(<placer>)``).
+    """
+
+    def __init__(self, model: PriorityModel, spec: PriorityAgentSpec, name: Optional[str] = None) -> None:
+        if spec.placer not in PLACERS:
+            raise ValueError(f"placer must be one of {sorted(PLACERS)}, got {spec.placer!r}")
+        self.model, self.spec = model, spec
+        super().__init__(LearnedPriorityOrderer(model, spec.preempt_at), PLACERS[spec.placer](),
+                         name=name or f"dual-priority({spec.placer})")
+
+
+# ---------------------------------------------------------------- files
+def save_priority_agent(policy: PriorityAgentPolicy, path: "str | Path") -> Path:
+    """Write ``policy`` as JSON (``FORMAT``, ``VERSION``, features, spec, weights); returns the path."""
+    path = Path(path)
+    m = policy.model
+    doc = {"format": FORMAT, "version": VERSION, "features": list(PRIORITY_FEATURES), **asdict(policy.spec),
+           "weights": {"linear": m.linear.tolist(), "hidden_w": m.hidden_w.tolist(),
+                       "hidden_b": m.hidden_b.tolist(), "out": m.out.tolist()}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=1) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def _array(doc: dict, key: str, shape: tuple, path: Path) -> np.ndarray:
+    try:
+        arr = np.asarray(doc["weights"][key], dtype=np.float64)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PriorityCheckpointError(f"{path}: field weights.{key} is missing or not numeric ({exc})") from None
+    if arr.size == 0 and 0 in shape:
+        arr = arr.reshape(shape)
+    if arr.shape != shape or not np.all(np.isfinite(arr)):
+        raise PriorityCheckpointError(f"{path}: field weights.{key} must be finite numbers of shape {shape}, "
+                                      f"got shape {arr.shape}")
+    return arr
+
+
+def load_priority_agent(path: "str | Path", scenario: Optional[str] = None,
+                        name: Optional[str] = None) -> PriorityAgentPolicy:
+    """Read a file written by :func:`save_priority_agent`.
+
+    Raises:
+        PriorityCheckpointError: unreadable JSON, another format or version, other features, bad
+            weights, or (with ``scenario``) a file trained for another scenario; the message names
+            the file and the field.
+    """
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise PriorityCheckpointError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PriorityCheckpointError(f"{path}: not a priority agent (unreadable JSON: {exc})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise PriorityCheckpointError(f"{path}: field format is not {FORMAT!r}")
+    if doc.get("version") != VERSION:
+        raise PriorityCheckpointError(f"{path}: field version is {doc.get('version')!r}, this package reads {VERSION}")
+    if doc.get("features") != list(PRIORITY_FEATURES):
+        raise PriorityCheckpointError(f"{path}: field features {doc.get('features')!r} differs from this "
+                                      f"package's {list(PRIORITY_FEATURES)}")
+    f = len(PRIORITY_FEATURES)
+    try:
+        h = len(doc["weights"]["out"])
+    except (KeyError, TypeError):
+        raise PriorityCheckpointError(f"{path}: field weights.out is missing") from None
+    model = PriorityModel(_array(doc, "linear", (f,), path), _array(doc, "hidden_w", (h, f), path),
+                          _array(doc, "hidden_b", (h,), path), _array(doc, "out", (h,), path))
+    try:
+        spec = PriorityAgentSpec(scenario=str(doc["scenario"]), placer=str(doc.get("placer", "fastest")),
+                                 preempt_at=str(doc.get("preempt_at", "tick")), training=dict(doc.get("training", {})))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PriorityCheckpointError(f"{path}: field {exc} is missing or malformed") from None
+    if scenario is not None and spec.scenario != scenario:
+        raise PriorityCheckpointError(f"{path}: trained for scenario {spec.scenario!r}, not {scenario!r}")
+    try:
+        return PriorityAgentPolicy(model, spec, name=name)
+    except ValueError as exc:
+        raise PriorityCheckpointError(f"{path}: {exc}") from None

@@ -1,0 +1,68 @@
+"""``cluster-bench train-priority``: train the priority-mode ordering agent with ES.
+
+No torch: the priority agent is a numpy policy (:mod:`dual_agent.priority`, :mod:`dual_agent.es`).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+
+#: ``--smoke``: a tiny run that CI executes (seconds, not a useful agent).
+SMOKE = {"iterations": 2, "pairs": 1, "windows": 1, "jobs_per_episode": 20, "eval_every": 1, "eval_seeds": 1,
+         "eval_jobs_per_episode": 20, "workers": 1}
+
+
+def register_command(subparsers: "argparse._SubParsersAction") -> None:
+    """Entry point ``cluster_bench.commands``: add ``cluster-bench train-priority`` to the CLI."""
+    p = subparsers.add_parser(
+        "train-priority", help="train the priority-mode ordering agent (LAS + a learned score) with ES",
+        description="Train the dual agent's ordering agent in priority mode: LAS's rule with the key "
+                    "log1p(attained) + a learned score of each candidate's features, by antithetic "
+                    "evolution strategies on same-window pairs. Writes best.priority.json, "
+                    "last.priority.json and log.csv to the run folder.")
+    p.add_argument("--scenario", default="philly-hetero-v1", help="scenario to train on (default philly-hetero-v1)")
+    p.add_argument("--placer", default="fastest", help="heuristic placer the orderer is composed with (default fastest)")
+    p.add_argument("--hidden", type=int, default=None, help="0: linear score (default); H: plus a tanh layer of H units")
+    p.add_argument("--sigma", type=float, default=None, help="perturbation scale (default 0.1)")
+    p.add_argument("--lr", type=float, default=None, help="Adam step (default 0.05)")
+    p.add_argument("--pairs", type=int, default=None, help="antithetic directions per iteration (default 4)")
+    p.add_argument("--windows", type=int, default=None, help="training windows per iteration (default 4)")
+    p.add_argument("--jobs-per-episode", type=int, default=None,
+                   help="jobs of a training window (default 300; 0: the scenario's full windows)")
+    p.add_argument("--iterations", type=int, default=None, help="iterations (default 40)")
+    p.add_argument("--max-minutes", type=float, default=None, help="stop after this much wall time")
+    p.add_argument("--eval-every", type=int, default=None, help="iterations between validation runs (default 5)")
+    p.add_argument("--eval-seeds", type=int, default=None, help="full validation windows (default 6)")
+    p.add_argument("--workers", type=int, default=None, help="episode processes (default 2)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=None, help="run folder (default runs/priority-<scenario>)")
+    p.add_argument("--smoke", action="store_true", help="a tiny run for CI (seconds)")
+    p.set_defaults(func=cmd_train_priority)
+
+
+def cmd_train_priority(args: argparse.Namespace) -> int:
+    from dual_agent.es import ESConfig, train_priority
+    from dual_agent.priority import SUFFIX
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    kw = dict(SMOKE) if args.smoke else {}
+    for key in ("placer", "hidden", "sigma", "lr", "pairs", "windows", "iterations", "max_minutes", "eval_every",
+                "eval_seeds", "workers", "seed"):
+        value = getattr(args, key)
+        if value is not None:
+            kw[key] = value
+    if args.jobs_per_episode is not None:
+        kw["jobs_per_episode"] = args.jobs_per_episode or None
+    kw["out"] = args.out or f"runs/priority-{args.scenario}{'-smoke' if args.smoke else ''}"
+    config = ESConfig(scenario=args.scenario, **kw)
+    command = "cluster-bench " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    result = train_priority(config, command=command)
+    best = result.run_dir / f"best{SUFFIX}"
+    print(json.dumps({"scenario": config.scenario, "iterations": result.iterations, "wall_s": round(result.wall_s, 1),
+                      "best_validation_ratio_to_untrained": round(result.best_ratio, 5), "best": str(best),
+                      "log": str(result.run_dir / "log.csv")}, indent=2))
+    print(f"\nscore it: cluster-bench run --scenario {config.scenario} --policies las+{config.placer},{best}")
+    return 0

@@ -1,0 +1,172 @@
+"""The priority-mode ordering agent (dual_agent.priority) and its ES trainer (dual_agent.es)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import cluster_env
+from baselines import evaluate
+from baselines.harness.episode import run_episode
+from dual_agent import es
+from dual_agent.es import Adam, ESConfig, antithetic_gradient, train_priority
+from dual_agent.priority import (PRIORITY_FEATURES, LearnedPriorityOrderer, PriorityAgentPolicy, PriorityAgentSpec,
+                                 PriorityCheckpointError, PriorityModel, load_priority_agent, priority_features,
+                                 save_priority_agent)
+
+SHORT = {"jobs_per_episode": 200, "load": 6.0}   # preempts within 200 jobs
+KEYS = ("avg_jct", "p95_jct", "preemptions", "steps", "total_fee", "jobs_finished")
+
+
+def _agent(scenario="philly-hetero-v1", placer="fastest", **weights) -> PriorityAgentPolicy:
+    model = PriorityModel.zeros()
+    for name, value in weights.items():
+        model.linear[PRIORITY_FEATURES.index(name)] = value
+    return PriorityAgentPolicy(model, PriorityAgentSpec(scenario, placer))
+
+
+@pytest.mark.parametrize("scenario,placer", [("philly-hetero-v1", "fastest"), ("philly-v1", "consolidate")])
+def test_untrained_agent_is_las_record_for_record(scenario, placer):
+    ours = run_episode(_agent(scenario, placer), scenario, "validation", 2, env_kwargs=SHORT).record
+    las = evaluate(f"las+{placer}", scenario, "validation", seeds=[2], env_kwargs=SHORT)[0]
+    assert ours["preemptions"] > 0                       # the window exercises preemption
+    assert {k: ours[k] for k in KEYS} == {k: las[k] for k in KEYS}
+
+
+def test_a_learned_weight_changes_the_schedule_and_reads_as_documented():
+    env = cluster_env.parallel_env("philly-hetero-v1", "validation", preemption=True, observation="extended", **SHORT)
+    obs, infos = env.reset(seed=2)
+    orderer = LearnedPriorityOrderer(_agent(gpus_log2=1.0).model)
+    las_like = LearnedPriorityOrderer(PriorityModel.zeros())
+    driver = _agent()
+    driver.reset(2)
+    gpus = PRIORITY_FEATURES.index("gpus_log2")
+    for _ in range(3000):       # play LAS until several candidates of different sizes wait
+        rows, _, _ = orderer.keys(obs["orderer"], infos["orderer"])
+        if len(np.unique(priority_features(obs["orderer"], rows)[:, gpus])) > 1:
+            break
+        obs, _, _, _, infos = env.step(driver.act(obs, infos))
+    rows, keys, _ = orderer.keys(obs["orderer"], infos["orderer"])
+    _, keys0, _ = las_like.keys(obs["orderer"], infos["orderer"])
+    phi = priority_features(obs["orderer"], rows)
+    assert len(np.unique(phi[:, gpus])) > 1
+    np.testing.assert_allclose(keys - keys0, phi[:, gpus])
+    a = run_episode(_agent(gpus_log2=1.0), "philly-hetero-v1", "validation", 2, env_kwargs=SHORT).record
+    b = run_episode(_agent(), "philly-hetero-v1", "validation", 2, env_kwargs=SHORT).record
+    assert a["avg_jct"] != b["avg_jct"]
+
+
+def test_features_need_the_extended_observation_and_read_no_durations():
+    env = cluster_env.parallel_env("philly-hetero-v1", "validation", preemption=True, **SHORT)
+    obs, _ = env.reset(seed=0)
+    with pytest.raises(ValueError, match="observation='extended'"):
+        priority_features(obs["orderer"], np.array([0]))
+    # Hidden durations: the same features with clairvoyance on (durations visible) and off.
+    kw = dict(preemption=True, observation="extended", **SHORT)
+    hidden = cluster_env.parallel_env("philly-hetero-v1", "validation", **kw).reset(seed=0)[0]["orderer"]
+    shown = cluster_env.parallel_env("philly-hetero-v1", "validation", clairvoyant=True, **kw).reset(seed=0)[0]["orderer"]
+    rows = np.arange(5)
+    np.testing.assert_array_equal(priority_features(hidden, rows), priority_features(shown, rows))
+
+
+def test_model_flat_round_trip_and_hidden_layer_starts_at_zero_score():
+    model = PriorityModel.zeros(hidden=3, seed=4)
+    theta = np.arange(model.flat().size, dtype=float) / 10
+    again = model.with_flat(theta)
+    np.testing.assert_array_equal(again.flat(), theta)
+    phi = np.random.default_rng(0).normal(size=(6, len(PRIORITY_FEATURES)))
+    assert np.all(model.score(phi) == 0.0)
+    assert np.any(again.score(phi) != 0.0)
+    with pytest.raises(ValueError, match="parameters"):
+        model.with_flat(theta[:-1])
+    with pytest.raises(ValueError, match="hidden"):
+        PriorityModel.zeros(hidden=-1)
+
+
+def test_save_load_round_trip_and_clear_errors(tmp_path):
+    agent = _agent(gpus_log2=0.7, wait=-0.2)
+    agent.spec.training = {"seed": 3}
+    path = save_priority_agent(agent, tmp_path / "a.priority.json")
+    back = load_priority_agent(path, scenario="philly-hetero-v1")
+    np.testing.assert_array_equal(back.model.flat(), agent.model.flat())
+    assert back.spec == agent.spec and back.placer.name == "fastest"
+    with pytest.raises(PriorityCheckpointError, match="trained for scenario 'philly-hetero-v1', not 'philly-v1'"):
+        load_priority_agent(path, scenario="philly-v1")
+    doc = json.loads(path.read_text())
+    bad = tmp_path / "bad.priority.json"
+    for change, message in [({"format": "x"}, "field format"), ({"version": 9}, "field version is 9"),
+                            ({"features": ["gpus_log2"]}, "field features"),
+                            ({"weights": {**doc["weights"], "linear": [1.0, 2.0]}}, "field weights.linear"),
+                            ({"weights": {**doc["weights"], "linear": ["a"] * 9}}, "field weights.linear"),
+                            ({"placer": "nowhere"}, "placer must be one of")]:
+        bad.write_text(json.dumps({**doc, **change}))
+        with pytest.raises(PriorityCheckpointError, match=message) as err:
+            load_priority_agent(bad)
+        assert str(bad) in str(err.value)
+    bad.write_text("{not json")
+    with pytest.raises(PriorityCheckpointError, match="unreadable JSON"):
+        load_priority_agent(bad)
+    with pytest.raises(PriorityCheckpointError, match="no such file"):
+        load_priority_agent(tmp_path / "missing.priority.json")
+
+
+def test_antithetic_gradient_matches_the_true_gradient_on_a_quadratic():
+    rng = np.random.default_rng(0)
+    target = np.array([1.0, -2.0, 0.5])
+    theta, sigma = np.zeros(3), 0.1
+    eps = rng.standard_normal((40000, 3))
+    cost = lambda th: np.sum((th - target) ** 2, axis=-1)[:, None]          # log cost, one window
+    g = antithetic_gradient(cost(theta + sigma * eps), cost(theta - sigma * eps), eps, sigma)
+    np.testing.assert_allclose(g, 2 * target, atol=0.08)     # gradient of -cost at 0 is 2 * target
+
+
+def test_es_training_loop_finds_a_known_optimum(monkeypatch, tmp_path):
+    """A toy objective with a known optimum in place of episodes: log cost = |theta - target|^2
+    plus a per-window offset (which the same-window pairs must cancel)."""
+    target = np.zeros(len(PRIORITY_FEATURES))
+    target[0], target[7] = 0.8, -0.5
+
+    def toy_cost(task):
+        theta, _, _, _, split, seed, _ = task
+        return float(np.exp(np.sum((theta - target) ** 2) + (seed % 97) / 10.0))
+
+    monkeypatch.setattr(es, "_episode_cost", toy_cost)
+    config = ESConfig(scenario="philly-hetero-v1", iterations=60, pairs=4, windows=2, eval_every=20, eval_seeds=2,
+                      workers=1, lr=0.05, out=str(tmp_path / "run"))
+    result = train_priority(config, log=lambda msg: None)
+    np.testing.assert_allclose(result.last.model.flat(), target, atol=0.1)
+    assert result.best_ratio < 0.8
+    rows = (tmp_path / "run" / "log.csv").read_text().splitlines()
+    assert len(rows) == 62 and rows[0].startswith("iteration,episodes")
+    best = load_priority_agent(tmp_path / "run" / "best.priority.json", scenario="philly-hetero-v1")
+    assert best.spec.training["algorithm"] == "es" and best.spec.training["iterations"] == 60
+
+
+def test_es_config_rejects_bad_values():
+    with pytest.raises(ValueError, match="pairs"):
+        ESConfig(pairs=0)
+    with pytest.raises(ValueError, match="sigma"):
+        ESConfig(sigma=-1.0)
+    with pytest.raises(ValueError, match="eval_jobs_per_episode"):
+        ESConfig(eval_jobs_per_episode=0)
+    assert Adam(2, 0.1).step(np.array([1.0, -1.0])) == pytest.approx([0.1, -0.1])
+
+
+def test_cli_smoke_then_score_the_agent_by_path(tmp_path):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    out = tmp_path / "run"
+    proc = subprocess.run([sys.executable, "-m", "baselines", "train-priority", "--smoke", "--out", str(out)],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    best = out / "best.priority.json"
+    assert load_priority_agent(best).spec.training["command"].startswith("cluster-bench train-priority --smoke")
+    proc = subprocess.run([sys.executable, "-m", "baselines", "run", "--scenario", "philly-hetero-v1", "--seeds", "0",
+                           "--policies", f"las+fastest,{best}", "--reference", "las+fastest", "--env",
+                           "jobs_per_episode=40", "--no-plots", "--quiet", "--out", str(tmp_path / "scores")],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "dual-priority(best)" in proc.stdout
