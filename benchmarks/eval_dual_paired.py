@@ -1,5 +1,8 @@
 """Paired statistics of a dual-agent checkpoint against the strongest heuristics (issue 14).
 
+The checkpoint is a ``.pt`` file (:class:`dual_agent.DualAgentPolicy`) or a priority-mode agent
+(``.priority.json``, :mod:`dual_agent.priority`).
+
 Runs the checkpoint and every reference on the same windows (default: philly-v1, test split,
 windows 0-19, durations hidden) once, then prints, per reference, the harness's paired summary
 (``baselines.harness.stats.paired_summary``, what ``cluster-bench compare`` prints): the geometric
@@ -42,12 +45,17 @@ def evaluate_paired(checkpoint: str, scenario: str, split: str, seeds: list[int]
                     oracle: bool = False, workers: int = 1, env_kwargs: "dict | None" = None,
                     allow_transfer: bool = False) -> dict:
     """Records of the agent and references on the same windows, and the paired summaries."""
-    import torch
+    if checkpoint.endswith(".priority.json"):     # the priority-mode agent: numpy, no torch
+        from dual_agent.priority import load_priority_agent
 
-    from dual_agent import DualAgentPolicy
+        policy = load_priority_agent(checkpoint, name="dual")
+    else:
+        import torch
 
-    torch.set_num_threads(1)
-    policy = DualAgentPolicy.load(checkpoint, name="dual", allow_transfer=allow_transfer)
+        from dual_agent import DualAgentPolicy
+
+        torch.set_num_threads(1)
+        policy = DualAgentPolicy.load(checkpoint, name="dual", allow_transfer=allow_transfer)
     records, walls = [], {}
     for who in [policy, *references, *(["oracle"] if oracle else [])]:
         t0 = time.perf_counter()

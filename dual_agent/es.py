@@ -44,15 +44,17 @@ class ESConfig:
     scenario: str = "philly-hetero-v1"
     placer: str = "fastest"           # the heuristic placer the orderer is composed with
     hidden: int = 0                   # 0: linear score; H: plus a tanh layer of H units
-    sigma: float = 0.1                # perturbation scale (parameters are about unit scale)
-    lr: float = 0.05                  # Adam step
-    pairs: int = 4                    # antithetic directions per iteration
-    windows: int = 4                  # training windows per iteration (every direction plays all)
-    jobs_per_episode: Optional[int] = 300   # training windows' jobs (None: the scenario's)
+    sigma: float = 0.3                # perturbation scale (parameters are about unit scale)
+    lr: float = 0.1                   # Adam step
+    pairs: int = 3                    # antithetic directions per iteration
+    windows: int = 3                  # training windows per iteration (every direction plays all)
+    # Training windows' jobs; None: the scenario's full windows. Short windows mislead: on Philly
+    # the queue builds up over a window, and 150-400-job windows have few or no preemptions.
+    jobs_per_episode: Optional[int] = None
     iterations: int = 40
     max_minutes: Optional[float] = None     # stop after this wall time (checked between iterations)
-    eval_every: int = 5
-    eval_seeds: int = 6               # validation windows (seeds 0 .. eval_seeds - 1)
+    eval_every: int = 4
+    eval_seeds: int = 8               # validation windows (seeds 0 .. eval_seeds - 1)
     eval_jobs_per_episode: Optional[int] = None   # validation windows' jobs (None: full windows)
     workers: int = 2
     seed: int = 0

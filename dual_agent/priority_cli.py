@@ -26,16 +26,16 @@ def register_command(subparsers: "argparse._SubParsersAction") -> None:
     p.add_argument("--scenario", default="philly-hetero-v1", help="scenario to train on (default philly-hetero-v1)")
     p.add_argument("--placer", default="fastest", help="heuristic placer the orderer is composed with (default fastest)")
     p.add_argument("--hidden", type=int, default=None, help="0: linear score (default); H: plus a tanh layer of H units")
-    p.add_argument("--sigma", type=float, default=None, help="perturbation scale (default 0.1)")
-    p.add_argument("--lr", type=float, default=None, help="Adam step (default 0.05)")
-    p.add_argument("--pairs", type=int, default=None, help="antithetic directions per iteration (default 4)")
-    p.add_argument("--windows", type=int, default=None, help="training windows per iteration (default 4)")
+    p.add_argument("--sigma", type=float, default=None, help="perturbation scale (default 0.3)")
+    p.add_argument("--lr", type=float, default=None, help="Adam step (default 0.1)")
+    p.add_argument("--pairs", type=int, default=None, help="antithetic directions per iteration (default 3)")
+    p.add_argument("--windows", type=int, default=None, help="training windows per iteration (default 3)")
     p.add_argument("--jobs-per-episode", type=int, default=None,
-                   help="jobs of a training window (default 300; 0: the scenario's full windows)")
+                   help="jobs of a training window (default: the scenario's full windows)")
     p.add_argument("--iterations", type=int, default=None, help="iterations (default 40)")
     p.add_argument("--max-minutes", type=float, default=None, help="stop after this much wall time")
-    p.add_argument("--eval-every", type=int, default=None, help="iterations between validation runs (default 5)")
-    p.add_argument("--eval-seeds", type=int, default=None, help="full validation windows (default 6)")
+    p.add_argument("--eval-every", type=int, default=None, help="iterations between validation runs (default 4)")
+    p.add_argument("--eval-seeds", type=int, default=None, help="full validation windows (default 8)")
     p.add_argument("--workers", type=int, default=None, help="episode processes (default 2)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="run folder (default runs/priority-<scenario>)")
@@ -55,7 +55,7 @@ def cmd_train_priority(args: argparse.Namespace) -> int:
         if value is not None:
             kw[key] = value
     if args.jobs_per_episode is not None:
-        kw["jobs_per_episode"] = args.jobs_per_episode or None
+        kw["jobs_per_episode"] = args.jobs_per_episode
     kw["out"] = args.out or f"runs/priority-{args.scenario}{'-smoke' if args.smoke else ''}"
     config = ESConfig(scenario=args.scenario, **kw)
     command = "cluster-bench " + " ".join(shlex.quote(a) for a in sys.argv[1:])

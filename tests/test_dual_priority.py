@@ -170,3 +170,15 @@ def test_cli_smoke_then_score_the_agent_by_path(tmp_path):
                           capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "dual-priority(best)" in proc.stdout
+
+
+def test_paired_evaluation_script_reads_a_priority_agent(tmp_path):
+    path = save_priority_agent(_agent(gpus_log2=1.0), tmp_path / "a.priority.json")
+    bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "eval_dual_paired.py")
+    out = tmp_path / "paired.json"
+    proc = subprocess.run([sys.executable, bench, str(path), "--scenario", "philly-hetero-v1", "--seeds", "0-1",
+                           "--references", "las+fastest", "--jobs-per-episode", "15", "--out", str(out)],
+                          capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"), timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "dual vs las+fastest" in proc.stdout
+    assert json.loads(out.read_text())["summaries"]["las+fastest"]["n"] == 2
