@@ -114,6 +114,46 @@ def test_save_load_round_trip_and_clear_errors(tmp_path):
         load_priority_agent(tmp_path / "missing.priority.json")
 
 
+LEARNED = {"gpus_log2": 0.8, "comm_intensity": -0.26, "best_speed": -0.19, "restarts": -0.65, "wait": 0.26,
+           "running": 0.55}
+
+
+@pytest.mark.parametrize("scenario,placer", [("philly-hetero-v1", "fastest"), ("philly-v1", "consolidate")])
+def test_compiled_weighted_las_plays_the_api_agent_record_for_record(scenario, placer):
+    """The ES trainer's fast path (baselines.engine.run_weighted_las_episode) is the same agent
+    as the PettingZoo-API one, on preempting windows, for zero and for learned-like weights."""
+    from baselines.engine import run_compiled_episode, run_weighted_las_episode
+
+    zero = run_weighted_las_episode(np.zeros(len(PRIORITY_FEATURES)), placer, scenario, "validation", 2, SHORT).record
+    las = run_compiled_episode(f"las+{placer}", scenario, "validation", 2, SHORT).record
+    assert {k: zero[k] for k in KEYS} == {k: las[k] for k in KEYS}
+    agent = _agent(scenario, placer, **LEARNED)
+    preemptions = 0
+    for seed in (2, 3):
+        fast = run_weighted_las_episode(agent.model.linear, placer, scenario, "validation", seed, SHORT).record
+        api = run_episode(agent, scenario, "validation", seed, env_kwargs=SHORT).record
+        assert {k: fast[k] for k in KEYS} == {k: api[k] for k in KEYS}, (scenario, seed)
+        preemptions += api["preemptions"]
+    assert preemptions > 0                       # the windows exercise the preemption ticks
+    assert fast["policy"] == f"weighted-las+{placer}"
+
+
+def test_compiled_weighted_las_refuses_what_it_cannot_play():
+    from baselines.engine import Unsupported, run_weighted_las_episode
+
+    w = np.zeros(len(PRIORITY_FEATURES))
+    w[PRIORITY_FEATURES.index("tenant_dev")] = 0.1
+    with pytest.raises(Unsupported, match="tenant"):
+        run_weighted_las_episode(w, "fastest", "philly-v1", "train", 0)
+    with pytest.raises(ValueError, match="9 finite"):
+        run_weighted_las_episode(np.zeros(3), "fastest", "philly-v1", "train", 0)
+    with pytest.raises(ValueError, match="engine"):
+        ESConfig(engine="gpu")
+    with pytest.raises(ValueError, match="hidden=0"):
+        ESConfig(engine="compiled", hidden=4)
+    assert ESConfig(hidden=4).resolved_engine() == "api"
+
+
 def test_antithetic_gradient_matches_the_true_gradient_on_a_quadratic():
     rng = np.random.default_rng(0)
     target = np.array([1.0, -2.0, 0.5])
@@ -128,10 +168,11 @@ def test_es_training_loop_finds_a_known_optimum(monkeypatch, tmp_path):
     """A toy objective with a known optimum in place of episodes: log cost = |theta - target|^2
     plus a per-window offset (which the same-window pairs must cancel)."""
     target = np.zeros(len(PRIORITY_FEATURES))
-    target[0], target[7] = 0.8, -0.5
+    target[0], target[7] = 0.8, -0.5      # the tenant weights (1-3) stay 0 in the compiled engine
 
     def toy_cost(task):
-        theta, _, _, _, split, seed, _ = task
+        theta, _, _, _, split, seed, _, engine = task
+        assert engine == "compiled"        # the default for a linear score where numba runs
         return float(np.exp(np.sum((theta - target) ** 2) + (seed % 97) / 10.0))
 
     monkeypatch.setattr(es, "_episode_cost", toy_cost)

@@ -206,6 +206,43 @@ def run_compiled_episode(policy: str, scenario: Any, split: str, seed: int, env_
     Same arguments and result as :func:`baselines.harness.episode.run_episode` (without
     recording). Raises :class:`Unsupported` when the engine cannot run it exactly.
     """
+    codes = check_request(policy, env_kwargs)
+    return _run_codes(policy, codes, scenario, split, seed, env_kwargs, allow_env_mismatch, None, None)
+
+
+#: Entries of ``dual_agent.priority.PRIORITY_FEATURES`` the engine cannot compute (the tenants'
+#: running statistics of finished durations): their weights must be zero.
+TENANT_FEATURES = (1, 2, 3)
+N_PRIORITY_FEATURES = 9
+
+
+def run_weighted_las_episode(weights: Any, placer: str, scenario: Any, split: str, seed: int,
+                             env_kwargs: Optional[dict] = None):
+    """One episode of the priority-mode agent's linear key on LAS (``log1p(attained) + w . phi``,
+    :mod:`dual_agent.priority`) composed with the named ``placer``, in the compiled engine.
+
+    ``weights``: the 9 linear weights in ``PRIORITY_FEATURES`` order, the three tenant entries
+    zero (the engine keeps no tenant statistics). A fast surrogate for training: its key sums the
+    terms in feature order, which can differ from the API agent's numpy dot product in the last
+    bit, so near-ties may break differently (``tests/test_dual_priority.py`` measures how often
+    records agree). Raises :class:`Unsupported` where the API path must run, ValueError for bad
+    weights.
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != (N_PRIORITY_FEATURES,) or not np.isfinite(w).all():
+        raise ValueError(f"weights must be {N_PRIORITY_FEATURES} finite numbers, got {np.asarray(weights)!r}")
+    if np.any(w[list(TENANT_FEATURES)] != 0.0):
+        raise Unsupported("tenant-statistics weights (PRIORITY_FEATURES 1-3) need the API path")
+    base = f"las+{placer}"
+    codes = check_request(base, env_kwargs)
+    return _run_codes(base, (L.O_WEIGHTED, codes[1]), scenario, split, seed, env_kwargs, False, w,
+                      f"weighted-las+{placer}")
+
+
+def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, seed: int,
+               env_kwargs: Optional[dict], allow_env_mismatch: bool, weights: Optional[np.ndarray],
+               name_override: Optional[str]):
+    """:func:`run_compiled_episode` with the codes given (the environment is ``policy``'s)."""
     from gymnasium.utils import seeding
 
     from baselines.harness.episode import EpisodeResult, env_label
@@ -214,8 +251,8 @@ def run_compiled_episode(policy: str, scenario: Any, split: str, seed: int, env_
     from cluster_env.core.metrics import METRIC_KEYS, compute_metrics
     from cluster_env.core.simulator import ClusterSimulator
     from cluster_env.scenarios.load import offered_load
+    from cluster_env.world.throughputs import comm_intensity
 
-    codes = check_request(policy, env_kwargs)
     loop = _loop_module()
     env = _env_for(policy, scenario, split, env_kwargs, allow_env_mismatch)
     if env._jct_unit is None:
@@ -237,6 +274,12 @@ def run_compiled_episode(policy: str, scenario: Any, split: str, seed: int, env_
     # ComposedPolicy.reset(seed): one generator per half (the random halves draw from them).
     order_seq, place_seq = np.random.SeedSequence(seed).spawn(2)
     order_rng, place_rng = np.random.default_rng(order_seq), np.random.default_rng(place_seq)
+    if weights is None:
+        w, feat = np.zeros(N_PRIORITY_FEATURES), np.zeros((3, 0))
+    else:       # the observation's float32 gpus_log2, comm_intensity and best_speed columns
+        w = weights
+        feat = np.vstack([np.log2(sim.gpus).astype(np.float32), comm_intensity()[sim.job_type].astype(np.float32),
+                          np.asarray(sim.best_speed).astype(np.float32)]).astype(np.float64)
     limits = np.array(TIRESIAS_QUEUE_LIMITS, dtype=np.float64)
     thresholds = np.array([_expm1_threshold(x) for x in limits], dtype=np.float32)
     # The loop calls numpy for a few ufuncs (numba.objmode); Python's cyclic garbage collector,
@@ -244,7 +287,7 @@ def run_compiled_episode(policy: str, scenario: Any, split: str, seed: int, env_
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
-        loop.run_episode(state, rng, order_rng, place_rng, thresholds, limits)
+        loop.run_episode(state, rng, order_rng, place_rng, thresholds, limits, w, feat)
     finally:
         if gc_was_on:
             gc.enable()
@@ -261,7 +304,7 @@ def run_compiled_episode(policy: str, scenario: Any, split: str, seed: int, env_
     name = getattr(scenario, "name", scenario)
     if any((env_kwargs or {}).get(k) for k in ("workload_csv", "cluster_csv")):
         name = getattr(env.scenario, "name", None) or name
-    row: dict[str, Any] = {"policy": make_policy(policy).name, "scenario": name, "split": split,
+    row: dict[str, Any] = {"policy": name_override or make_policy(policy).name, "scenario": name, "split": split,
                            "seed": int(seed), "env": env_label(env_kwargs)}
     row.update({k: metrics[k] for k in METRIC_KEYS})
     row.update({"truncated": bool(ic[L.TRUNCATED]),
@@ -272,4 +315,4 @@ def run_compiled_episode(policy: str, scenario: Any, split: str, seed: int, env_
 
 
 __all__ = ["ENGINE_ENV_VAR", "Unsupported", "available", "check_request", "engine_mode", "policy_codes",
-           "run_compiled_episode", "warm_up"]
+           "run_compiled_episode", "run_weighted_las_episode", "warm_up"]

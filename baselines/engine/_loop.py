@@ -243,9 +243,41 @@ def oracle_order(S, cand, nv):
 
 
 @_jit
-def order_priority(S, rule, thresholds, limits):
-    """``PreemptivePriority.order`` with LAS's, Tiresias' or the SRPT oracle's keys (``rule``: the
-    orderer's code)."""
+def weighted_order(S, cand, nv, weights, feat):
+    """The ``nv`` candidates' job ids ordered by the priority-mode agent's linear key
+    (:class:`dual_agent.priority.LearnedPriorityOrderer` with zero tenant weights), then job id:
+    ``log1p(attained)`` plus ``weights . phi`` summed in feature order, each feature rounded to
+    the observation's float32 (``feat``: per-job float32 gpus_log2, comm_intensity, best_speed).
+    The sum's rounding may differ from numpy's dot product in the last bit (a training surrogate,
+    not an exact mirror). Then an insertion sort (a window is tens of jobs)."""
+    jf, ji, sc = S[0], S[1], S[10]
+    now = sc[NOW]
+    vals = np.empty(nv)
+    order = np.empty(nv, np.int64)
+    for i in range(nv):
+        j = cand[i]
+        run = 1.0 if ji[STATUS, j] == ST_RUNNING else 0.0
+        score = weights[0] * feat[0, j]
+        score += weights[4] * feat[1, j]
+        score += weights[5] * feat[2, j]
+        score += weights[6] * (np.float64(np.float32(math.log1p(ji[RESTARTS, j]))) / 3.0)
+        score += weights[7] * (np.float64(np.float32(math.log1p(now - jf[SUBMIT, j]))) / 10.0)
+        score += weights[8] * run
+        key = np.float64(np.float32(math.log1p(jf[ATTAINED, j]))) + score
+        p = i
+        while p > 0 and (vals[p - 1] > key or (vals[p - 1] == key and order[p - 1] > j)):
+            vals[p] = vals[p - 1]
+            order[p] = order[p - 1]
+            p -= 1
+        vals[p] = key
+        order[p] = j
+    return order
+
+
+@_jit
+def order_priority(S, rule, thresholds, limits, weights, feat):
+    """``PreemptivePriority.order`` with LAS's, Tiresias', the SRPT oracle's or the priority-mode
+    agent's keys (``rule``: the orderer's code; ``weights`` and ``feat``: :func:`weighted_order`'s)."""
     jf, ji, sc, ic, pi = S[0], S[1], S[10], S[11], S[13]
     ti, allowed = S[6], S[16]
     cand, keys = S[24], S[25]
@@ -264,6 +296,8 @@ def order_priority(S, rule, thresholds, limits):
     # Priority order: key, then job id (np.lexsort((ids, keys))).
     if rule == O_ORACLE:
         order = oracle_order(S, cand, nv)
+    elif rule == O_WEIGHTED:
+        order = weighted_order(S, cand, nv, weights, feat)
     else:
         for i in range(nv):
             j = cand[i]
@@ -489,8 +523,9 @@ def end_step(S):
 
 
 @_jit
-def run_episode(S, rng, orng, prng, thresholds, limits):
-    """One episode from the state right after the simulator's construction (``env.reset``)."""
+def run_episode(S, rng, orng, prng, thresholds, limits, weights, feat):
+    """One episode from the state right after the simulator's construction (``env.reset``);
+    ``weights`` and ``feat`` are read by the weighted orderer only (empty arrays otherwise)."""
     S = stash(S)            # one pointer to uncounted arrays for every call below (engine.ref)
     ic, pi = S[11], S[13]
     orderer = pi[ORDERER]
@@ -509,7 +544,7 @@ def run_episode(S, rng, orng, prng, thresholds, limits):
         elif orderer == O_RANDOM:
             kind, job = order_random(S, orng)
         else:
-            kind, job = order_priority(S, orderer, thresholds, limits)
+            kind, job = order_priority(S, orderer, thresholds, limits, weights, feat)
         if ic[ERROR]:
             return
         if kind == START:
