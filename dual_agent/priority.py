@@ -92,7 +92,12 @@ class PriorityModel:
 
     def score(self, phi: np.ndarray) -> np.ndarray:
         """(N,) scores of (N, F) feature rows."""
-        s = phi @ self.linear
+        # The linear part summed feature by feature (not a dot product, whose rounding depends on
+        # the BLAS): the compiled engine's weighted LAS (baselines.engine) does the same float
+        # operations in the same order, so both give the same schedules.
+        s = phi[:, 0] * self.linear[0]
+        for k in range(1, phi.shape[1]):
+            s = s + phi[:, k] * self.linear[k]
         if self.hidden:
             s = s + np.tanh(phi @ self.hidden_w.T + self.hidden_b) @ self.out
         return s
@@ -183,6 +188,21 @@ class PriorityAgentPolicy(ComposedPolicy):
         self.model, self.spec = model, spec
         super().__init__(LearnedPriorityOrderer(model, spec.preempt_at), PLACERS[spec.placer](),
                          name=name or f"dual-priority({spec.placer})")
+
+    def compiled_episode(self, scenario: Any, split: str, seed: int, env_kwargs: Optional[dict] = None,
+                         allow_env_mismatch: bool = False):
+        """The episode in the compiled engine (:func:`baselines.engine.run_weighted_las_episode`),
+        record for record what the API gives; the harness calls it. Raises
+        ``baselines.engine.Unsupported`` for what only the API plays (a hidden layer, tenant
+        weights, event-time preemption, settings the engine does not run)."""
+        from baselines.engine import Unsupported, run_weighted_las_episode
+
+        if self.model.hidden:
+            raise Unsupported("a priority agent with a hidden layer runs through the API")
+        if self.spec.preempt_at != "tick":
+            raise Unsupported("event-time preemption of a priority agent runs through the API")
+        return run_weighted_las_episode(self.model.linear, self.spec.placer, scenario, split, seed, env_kwargs,
+                                        name=self.name, allow_env_mismatch=allow_env_mismatch)
 
 
 # ---------------------------------------------------------------- files

@@ -154,6 +154,25 @@ def test_compiled_weighted_las_refuses_what_it_cannot_play():
     assert ESConfig(hidden=4).resolved_engine() == "api"
 
 
+def test_harness_plays_a_linear_priority_agent_in_the_compiled_engine(tmp_path, monkeypatch):
+    """cluster-bench run / evaluate: a saved linear agent without tenant weights runs compiled,
+    with the API's record; one with a tenant weight falls back to the API."""
+    from baselines.harness.sweep import Task, run_task
+
+    path = save_priority_agent(_agent(**LEARNED), tmp_path / "a.priority.json")
+    task = Task(str(path), "philly-hetero-v1", "validation", 3, tuple(sorted(SHORT.items())))
+    fast = run_task(task)
+    monkeypatch.setenv("CLUSTER_BENCH_ENGINE", "api")
+    api = run_task(task)
+    monkeypatch.delenv("CLUSTER_BENCH_ENGINE")
+    assert (fast.engine, api.engine) == ("compiled", "api")
+    same = [k for k in api.record if k != "wall_s"]
+    assert {k: fast.record[k] for k in same} == {k: api.record[k] for k in same}
+    assert fast.record["policy"] == "dual-priority(a)"
+    tenant = save_priority_agent(_agent(tenant_dev=0.2, **LEARNED), tmp_path / "t.priority.json")
+    assert run_task(Task(str(tenant), "philly-hetero-v1", "validation", 3, tuple(sorted(SHORT.items())))).engine == "api"
+
+
 def test_antithetic_gradient_matches_the_true_gradient_on_a_quadratic():
     rng = np.random.default_rng(0)
     target = np.array([1.0, -2.0, 0.5])

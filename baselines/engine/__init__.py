@@ -217,16 +217,17 @@ N_PRIORITY_FEATURES = 9
 
 
 def run_weighted_las_episode(weights: Any, placer: str, scenario: Any, split: str, seed: int,
-                             env_kwargs: Optional[dict] = None):
+                             env_kwargs: Optional[dict] = None, name: Optional[str] = None,
+                             allow_env_mismatch: bool = False):
     """One episode of the priority-mode agent's linear key on LAS (``log1p(attained) + w . phi``,
     :mod:`dual_agent.priority`) composed with the named ``placer``, in the compiled engine.
 
     ``weights``: the 9 linear weights in ``PRIORITY_FEATURES`` order, the three tenant entries
-    zero (the engine keeps no tenant statistics). A fast surrogate for training: its key sums the
-    terms in feature order, which can differ from the API agent's numpy dot product in the last
-    bit, so near-ties may break differently (``tests/test_dual_priority.py`` measures how often
-    records agree). Raises :class:`Unsupported` where the API path must run, ValueError for bad
-    weights.
+    zero (the engine keeps no tenant statistics). The key is computed with the same float
+    operations, in the same order, as ``PriorityModel.score`` (a sum in feature order), so the
+    records are the API agent's (``tests/test_dual_priority.py``). ``name``: the record's policy
+    name (default ``weighted-las+<placer>``). Raises :class:`Unsupported` where the API path must
+    run, ValueError for bad weights.
     """
     w = np.asarray(weights, dtype=np.float64)
     if w.shape != (N_PRIORITY_FEATURES,) or not np.isfinite(w).all():
@@ -235,8 +236,8 @@ def run_weighted_las_episode(weights: Any, placer: str, scenario: Any, split: st
         raise Unsupported("tenant-statistics weights (PRIORITY_FEATURES 1-3) need the API path")
     base = f"las+{placer}"
     codes = check_request(base, env_kwargs)
-    return _run_codes(base, (L.O_WEIGHTED, codes[1]), scenario, split, seed, env_kwargs, False, w,
-                      f"weighted-las+{placer}")
+    return _run_codes(base, (L.O_WEIGHTED, codes[1]), scenario, split, seed, env_kwargs, allow_env_mismatch, w,
+                      name or f"weighted-las+{placer}")
 
 
 def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, seed: int,

@@ -247,9 +247,9 @@ def weighted_order(S, cand, nv, weights, feat):
     """The ``nv`` candidates' job ids ordered by the priority-mode agent's linear key
     (:class:`dual_agent.priority.LearnedPriorityOrderer` with zero tenant weights), then job id:
     ``log1p(attained)`` plus ``weights . phi`` summed in feature order, each feature rounded to
-    the observation's float32 (``feat``: per-job float32 gpus_log2, comm_intensity, best_speed).
-    The sum's rounding may differ from numpy's dot product in the last bit (a training surrogate,
-    not an exact mirror). Then an insertion sort (a window is tens of jobs)."""
+    the observation's float32 (``feat``: per-job float32 gpus_log2, comm_intensity, best_speed),
+    the same operations in the same order as ``PriorityModel.score`` (the zero tenant terms add
+    nothing). Then an insertion sort (a window is tens of jobs)."""
     jf, ji, sc = S[0], S[1], S[10]
     now = sc[NOW]
     vals = np.empty(nv)

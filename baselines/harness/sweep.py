@@ -147,8 +147,31 @@ def run_task(task: Task) -> EpisodeResult:
     if result is not None:
         return result
     policy = resolve_policy(task.policy, task.scenario)
+    result = _run_compiled_hook(policy, task)
+    if result is not None:
+        return result
     return run_episode(policy, task.scenario, task.split, task.seed, dict(task.env_kwargs), record=task.record,
                        allow_env_mismatch=task.allow_env_mismatch)
+
+
+def _run_compiled_hook(policy: Any, task: Task) -> Optional[EpisodeResult]:
+    """The episode from the policy's own ``compiled_episode(scenario, split, seed, env_kwargs,
+    allow_env_mismatch)`` when it has one (a plug-in agent that the compiled engine can play,
+    with the record the API would give), or None: no hook, a recorded episode,
+    ``CLUSTER_BENCH_ENGINE=api``, or the hook raised :class:`baselines.engine.Unsupported`."""
+    from baselines import engine
+
+    hook = getattr(policy, "compiled_episode", None)
+    mode = engine.engine_mode()
+    if hook is None or task.record or mode == "api":
+        return None
+    try:
+        return hook(task.scenario, task.split, task.seed, dict(task.env_kwargs),
+                    allow_env_mismatch=task.allow_env_mismatch)
+    except engine.Unsupported:
+        if mode == "compiled":
+            raise
+        return None
 
 
 def _run_compiled(task: Task) -> Optional[EpisodeResult]:
