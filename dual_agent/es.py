@@ -51,15 +51,15 @@ class ESConfig:
     hidden: int = 0                   # 0: linear score; H: plus a tanh layer of H units
     sigma: float = 0.3                # perturbation scale (parameters are about unit scale)
     lr: float = 0.1                   # Adam step
-    pairs: int = 3                    # antithetic directions per iteration
-    windows: int = 3                  # training windows per iteration (every direction plays all)
+    pairs: int = 6                    # antithetic directions per iteration
+    windows: int = 16                 # training windows per iteration (every direction plays all)
     # Training windows' jobs; None: the scenario's full windows. Short windows mislead: on Philly
     # the queue builds up over a window, and 150-400-job windows have few or no preemptions.
     jobs_per_episode: Optional[int] = None
     iterations: int = 40
     max_minutes: Optional[float] = None     # stop after this wall time (checked between iterations)
-    eval_every: int = 4
-    eval_seeds: int = 8               # validation windows (seeds 0 .. eval_seeds - 1)
+    eval_every: int = 5
+    eval_seeds: int = 100             # validation windows (seeds 0 .. eval_seeds - 1)
     eval_jobs_per_episode: Optional[int] = None   # validation windows' jobs (None: full windows)
     workers: int = 2
     seed: int = 0

@@ -28,14 +28,14 @@ def register_command(subparsers: "argparse._SubParsersAction") -> None:
     p.add_argument("--hidden", type=int, default=None, help="0: linear score (default); H: plus a tanh layer of H units")
     p.add_argument("--sigma", type=float, default=None, help="perturbation scale (default 0.3)")
     p.add_argument("--lr", type=float, default=None, help="Adam step (default 0.1)")
-    p.add_argument("--pairs", type=int, default=None, help="antithetic directions per iteration (default 3)")
-    p.add_argument("--windows", type=int, default=None, help="training windows per iteration (default 3)")
+    p.add_argument("--pairs", type=int, default=None, help="antithetic directions per iteration (default 6)")
+    p.add_argument("--windows", type=int, default=None, help="training windows per iteration (default 16)")
     p.add_argument("--jobs-per-episode", type=int, default=None,
                    help="jobs of a training window (default: the scenario's full windows)")
     p.add_argument("--iterations", type=int, default=None, help="iterations (default 40)")
     p.add_argument("--max-minutes", type=float, default=None, help="stop after this much wall time")
-    p.add_argument("--eval-every", type=int, default=None, help="iterations between validation runs (default 4)")
-    p.add_argument("--eval-seeds", type=int, default=None, help="full validation windows (default 8)")
+    p.add_argument("--eval-every", type=int, default=None, help="iterations between validation runs (default 5)")
+    p.add_argument("--eval-seeds", type=int, default=None, help="full validation windows (default 100)")
     p.add_argument("--workers", type=int, default=None, help="episode processes (default 2)")
     p.add_argument("--engine", choices=("auto", "compiled", "api"), default=None,
                    help="where episodes run: compiled (linear score, tenant weights stay 0, ~100x faster), api "
