@@ -26,7 +26,8 @@ from cluster_env.core.engine.sim import (advance, observe_kernel, place, preempt
                                          stash, start, sync_running, top_running)
 from cluster_env.core.engine.state import STATE_ITEMS
 
-_sim.prune_stale_cache(__file__, _kernels.__file__, _sim.__file__, _sim._ref.__file__)
+_sim.prune_stale_cache(__file__, _kernels.__file__, _sim.__file__, _sim._ref.__file__,
+                       _sim._npy.__file__)
 jit = _sim.jit
 
 
