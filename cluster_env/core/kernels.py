@@ -904,7 +904,9 @@ def _numba_kernels():
         ``ep_int`` = K, R, preemption, clairvoyant, total GPUs, jobs N, then GPUs per job (N), GPU
         type per machine (M), and the free GPUs and jobs each machine row shows (2 M);
         ``ep_float`` = submit times, durations, best speeds (N each), 1 / GPUs per machine (M), a
-        memo of ages (16). ``job_state``: progress, attained, executed; ``machine_int``: free
+        memo of ages (16), and a memo of each job's wait feature: the instant it was last computed
+        at (N, NaN: never) and its value, ``log1p(now - submit)`` (N; a decision that does not move
+        the clock shows the same waits, not recomputed per row). ``job_state``: progress, attained, executed; ``machine_int``: free
         GPUs, jobs; ``machine_float``: measured speed, time measured. ``rows`` is the private
         (M, 11) machine block, brought up to date incrementally: a row's free/jobs columns only
         when its values differ from those it shows, the measured column when a measurement
@@ -922,6 +924,8 @@ def _numba_kernels():
         gpus_inv = ep_float[3 * N: 3 * N + M]
         memo_at = ep_float[3 * N + M: 3 * N + M + 8]
         memo_age = ep_float[3 * N + M + 8: 3 * N + M + 16]
+        wait_at = ep_float[3 * N + M + 16: 4 * N + M + 16]
+        wait_log = ep_float[4 * N + M + 16: 5 * N + M + 16]
         progress, attained, executed = job_state[0], job_state[1], job_state[2]
         free_total = 0
         for t in range(free_per_type.shape[0]):
@@ -941,7 +945,13 @@ def _numba_kernels():
             ids[row] = j
             for c in range(n_feat):
                 jobs[row, c] = job_static[j, c]
-            jobs[row, 3] = math.log1p(now - submit[j])
+            if wait_at[j] == now:        # the wait shown at this instant already (a memo per job)
+                jobs[row, 3] = wait_log[j]
+            else:
+                w = math.log1p(now - submit[j])
+                wait_at[j] = now
+                wait_log[j] = w
+                jobs[row, 3] = w
             if is_running or preemption:
                 jobs[row, 4] = math.log1p(attained[j])
                 jobs[row, 5] = math.log1p(executed[j])
