@@ -1,8 +1,10 @@
 """What steps the N episodes of a vector env: the backend interface and the Python backend.
 
-The vector env (:class:`cluster_env.vector.ClusterVectorEnv`) checks arguments and actions,
-applies the invalid-action mode, resets ended episodes and builds infos; a *backend* owns the N
-episodes and writes their state into the shared :class:`~cluster_env.vector.buffers.Buffers`.
+The vector env (:class:`cluster_env.vector.ClusterVectorEnv`) checks its arguments, resets ended
+episodes and builds infos; a *backend* owns the N episodes and writes their state into the shared
+:class:`~cluster_env.vector.buffers.Buffers`. The actions' checks against the masks and the
+invalid-action mode run in the backend's ``step_checked`` (in numpy by default here, inside the
+compiled step for the compiled backend), before any env steps.
 It is the seam where a compiled episode engine can later replace the per-env Python stepping
 without changing the vector env's API.
 

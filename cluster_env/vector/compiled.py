@@ -2,9 +2,10 @@
 
 :class:`CompiledBackend` keeps each episode's simulator state in the compiled engine's arrays
 (:mod:`cluster_env.core.engine`) and steps every env with one call of
-:func:`cluster_env.vector._compiled_step.step_all`: the action, the event loop to the next
-decision epoch, the default reward, the end flags and the observation written straight into the
-stacked buffers by the simulator's compiled observation kernel. Episode resets run in Python (once
+:func:`cluster_env.vector._compiled_step.step_all`: the vector env's action checks and
+invalid-action mode, the action, the event loop to the next decision epoch, the default reward,
+the end flags and the observation and ``action_mask`` written straight into the stacked buffers
+(passed as one byte image) by the simulator's compiled observation kernel. Episode resets run in Python (once
 per episode): the same generator draws as ``ClusterParallelEnv.reset`` (workload, simulator), then
 the engine's arrays are built from the fresh simulator.
 
