@@ -20,6 +20,9 @@ capsule is not the expected one, or any bit differs, :func:`exp_loop` returns ze
 engine keeps calling numpy through ``numba.objmode`` (the same bits, slower). Setting the
 environment variable ``CLUSTER_ENV_NPY_LOOPS=0`` forces that fallback.
 
+The addresses are this process's: an engine state carrying them is built, and must be used, in
+the process that runs it (states are never pickled; a forked child shares the addresses).
+
 Importing this module does not import numba; :func:`unary_inplace` does.
 """
 from __future__ import annotations
