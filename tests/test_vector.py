@@ -324,3 +324,107 @@ def test_compiled_backend_reseeding_after_steps_same_as_python():
     for k in (*FEATS, "action_mask"):
         assert outs[0][0][k].tobytes() == outs[1][0][k].tobytes(), k
     run(300)
+
+
+def _snapshot(vec: ClusterVectorEnv) -> dict:
+    from cluster_env.vector.buffers import BUFFER_FIELDS
+
+    return {k: np.copy(getattr(vec.buffers, k)) for k in BUFFER_FIELDS if k not in ("n_order", "n_place")}
+
+
+@needs_numba
+@pytest.mark.parametrize("mode,penalty", [("raise", 0.0), ("noop", 0.0), ("noop", 0.25), ("fallback", 0.0),
+                                          ("fallback", 0.5)])
+def test_action_checks_same_in_the_compiled_step_as_in_numpy(mode, penalty):
+    """The compiled backend checks the actions inside its numba step (step_checked); the Python
+    backend through the default numpy implementation. The same actions (allowed, forbidden, out of
+    range, the dict form with a wrong no-op, other dtypes and layouts) give the same errors (and
+    nothing stepped: every buffer as it was), the same invalid flags, played actions, penalties and
+    episodes, and ``action_mask`` is each env's acting agent's mask."""
+    kw = {"jobs_per_episode": 10, "preemption": True, "max_steps": 150}
+    vecs = [ClusterVectorEnv(4, "philly-v0", backend=b, invalid_action=mode, invalid_penalty=penalty, **kw)
+            for b in ("python", "compiled")]
+    assert not vecs[0].backend.writes_action_mask and vecs[1].backend.writes_action_mask
+    outs = [v.reset(seed=2) for v in vecs]
+    rng = np.random.default_rng(1)
+    A, n_order, n_place = vecs[0].n_actions, vecs[0].n_order, vecs[0].n_place
+    raised = invalid_steps = 0
+    for t in range(500):
+        obs = outs[0][0]
+        mask, phase = obs["action_mask"], obs["phase"]
+        acting = np.array([_choose(rng, m, lazy=0.5) for m in mask], dtype=np.int64)
+        kind = rng.integers(0, 10)
+        if kind == 0:                                   # a forbidden action in one env
+            i = rng.integers(0, 4)
+            forbidden = np.flatnonzero(mask[i] == 0)
+            if len(forbidden):
+                acting[i] = rng.choice(forbidden)
+        actions = acting
+        if kind == 1:                                   # out of range
+            actions = acting.copy()
+            actions[rng.integers(0, 4)] = rng.choice([-1, A, A + 5])
+        elif kind == 2:                                 # the dict form, sometimes a wrong no-op
+            o = np.where(phase == 1, n_order - 1, acting)
+            p = np.where(phase == 1, acting, n_place - 1)
+            if rng.random() < 0.5:
+                o = o.copy()
+                o[rng.integers(0, 4)] = 0
+            actions = {"orderer": o, "placer": p}
+        elif kind == 3:                                 # not contiguous, not int64
+            actions = np.stack([acting, acting], axis=1)[:, 0]
+        elif kind == 4:
+            actions = acting.astype(np.int32).tolist()
+        before = [_snapshot(v) for v in vecs]
+        results = []
+        for v in vecs:
+            try:
+                results.append(v.step(actions))
+            except Exception as exc:  # noqa: BLE001 - compared between the backends below
+                results.append(exc)
+        if isinstance(results[0], Exception):
+            raised += 1
+            assert type(results[1]) is type(results[0]) and str(results[1]) == str(results[0]), results
+            for v, snap in zip(vecs, before):                   # nothing stepped, nothing written
+                for k, value in _snapshot(v).items():
+                    assert value.tobytes() == snap[k].tobytes(), k
+            continue
+        assert not isinstance(results[1], Exception), results[1]
+        outs = results
+        (o0, r0, te0, tr0, i0), (o1, r1, te1, tr1, i1) = outs
+        for k in o0:
+            assert o0[k].tobytes() == o1[k].tobytes(), (t, k)
+        assert r0.tobytes() == r1.tobytes() and te0.tobytes() == te1.tobytes() and tr0.tobytes() == tr1.tobytes()
+        assert i0["invalid_action"].tobytes() == i1["invalid_action"].tobytes()
+        invalid_steps += int(i0["invalid_action"].any())
+        if mode == "fallback":
+            assert i0["played_action"].tolist() == i1["played_action"].tolist()
+        # action_mask: each env's acting agent's mask, zero-padded
+        for i in range(4):
+            acting_mask = o1["placer_mask"][i] if o1["phase"][i] else o1["orderer_mask"][i]
+            assert o1["action_mask"][i, : len(acting_mask)].tolist() == acting_mask.tolist()
+            assert not o1["action_mask"][i, len(acting_mask):].any()
+    assert raised > 20 and (mode == "raise" or invalid_steps > 20)
+
+
+@needs_numba
+def test_compiled_step_refuses_before_any_env_steps():
+    """A forbidden action in the last env: the compiled step raises before env 0 steps (its row,
+    rewards, counters and the invalid flags unchanged), in every mode for an action out of range."""
+    for mode in ("raise", "noop", "fallback"):
+        vec = ClusterVectorEnv(3, "philly-v0", invalid_action=mode, jobs_per_episode=10)
+        assert isinstance(vec.backend, CompiledBackend)
+        obs, infos = vec.reset(seed=0)
+        actions = np.argmax(obs["action_mask"], axis=1)
+        snap = _snapshot(vec)
+        bad = actions.copy()
+        bad[2] = vec.n_actions
+        with pytest.raises(InvalidActionError, match="env 2: .* outside Discrete"):
+            vec.step(bad)
+        if mode == "raise":
+            bad[2] = int(np.flatnonzero(obs["action_mask"][2] == 0)[0])
+            with pytest.raises(InvalidActionError, match="env 2: .* is forbidden"):
+                vec.step(bad)
+        for k, value in _snapshot(vec).items():
+            assert value.tobytes() == snap[k].tobytes(), (mode, k)
+        vec.step(actions)
+        assert infos["num_steps"].tolist() == [1, 1, 1]

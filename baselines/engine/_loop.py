@@ -35,7 +35,8 @@ from cluster_env.core.engine.sim import (advance, stash, place, preempt, skip_id
 START, PREEMPT_JOB, ADVANCE = 0, 1, 2
 _F32_SIGN = 0x7FFFFFFF
 
-_sim.prune_stale_cache(__file__, _kernels.__file__, _sim.__file__, _sim._ref.__file__)
+_sim.prune_stale_cache(__file__, _kernels.__file__, _sim.__file__, _sim._ref.__file__,
+                       _sim._npy.__file__)
 _jit = _sim.jit
 
 @_jit

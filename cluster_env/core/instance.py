@@ -148,12 +148,14 @@ class Workload:
         submit = self.submit[index].astype(np.float64)
         if rebase and len(submit):
             submit = submit - submit[0]
+        # The positions as Python ints: indexing the tuples with numpy scalars costs several times more.
+        positions = index.tolist()
         allowed = None
         if self.allowed_gpu_types is not None:
-            allowed = tuple(self.allowed_gpu_types[i] for i in index)
+            allowed = tuple(map(self.allowed_gpu_types.__getitem__, positions))
         return Workload(
             name=name or self.name,
-            job_ids=tuple(self.job_ids[i] for i in index),
+            job_ids=tuple(map(self.job_ids.__getitem__, positions)),
             submit=submit,
             duration=self.duration[index].astype(np.float64),
             gpus=self.gpus[index].astype(np.int64),

@@ -316,14 +316,11 @@ def _idle_events(resume, fs, ist, fa, ia, ba, status, pool):
             if not (ist[II_NEXT_ARRIVAL] < num_jobs or ist[II_N]):
                 return IDLE_DONE
             if fluct and fs[IF_NEXT_FLUCT] <= fs[IF_NOW]:
-                ist[II_AT] = 0
-                if fluct_draws(fs, ist, s_float, s_flag, next_switch, since, switch_due_out):  # noqa: F821
-                    return IDLE_SWITCH_EXP
-                if fluct_apply(fs, ist, s_float, s_int, s_flag, machine_rows, pool, empty, machine_float,  # noqa: F821
-                               scratch, log_speed, log_mult, factors, next_switch, since, switch_due_out,
-                               straggling, z, u, e, ex):
-                    return IDLE_EXP
-                fluct_finish(fs, ist, machine_rows[0], static, factors)  # noqa: F821
+                code = fluct_update(  # noqa: F821
+                    0, fs, ist, s_float, s_int, s_flag, machine_rows, pool, empty, machine_float, scratch, log_speed,
+                    log_mult, factors, next_switch, since, switch_due_out, straggling, z, u, e, ex, static)
+                if code != _FLUCT_DONE:
+                    return code
         if at != 1:
             now = fs[IF_NOW]
             if fs[IF_NEXT_TICK] <= now:
@@ -405,19 +402,37 @@ def _idle_events(resume, fs, ist, fa, ia, ba, status, pool):
                     ist[II_NEXT_ARRIVAL] += 1
                     ist[II_ARRIVED] += 1
             if fluct and now >= fs[IF_NEXT_FLUCT] - TIME_EPS:
-                ist[II_AT] = 1
-                if fluct_draws(fs, ist, s_float, s_flag, next_switch, since, switch_due_out):  # noqa: F821
-                    return IDLE_SWITCH_EXP
-                if fluct_apply(fs, ist, s_float, s_int, s_flag, machine_rows, pool, empty, machine_float,  # noqa: F821
-                               scratch, log_speed, log_mult, factors, next_switch, since, switch_due_out,
-                               straggling, z, u, e, ex):
-                    return IDLE_EXP
-                fluct_finish(fs, ist, machine_rows[0], static, factors)  # noqa: F821
+                code = fluct_update(  # noqa: F821
+                    1, fs, ist, s_float, s_int, s_flag, machine_rows, pool, empty, machine_float, scratch, log_speed,
+                    log_mult, factors, next_switch, since, switch_due_out, straggling, z, u, e, ex, static)
+                if code != _FLUCT_DONE:
+                    return code
         at = -1
         now = fs[IF_NOW]
         if now >= fs[IF_NEXT_TICK] - TIME_EPS:
             fs[IF_LAST_TICK] = now
             fs[IF_NEXT_TICK] = now + tick
+
+
+#: ``_fluct_update``'s result when the update finished in the loop (else an ``IDLE_*`` hand-back).
+_FLUCT_DONE = -1
+
+
+def _fluct_update(at, fs, ist, s_float, s_int, s_flag, machine_rows, pool, empty, machine_float, scratch, log_speed,
+                  log_mult, factors, next_switch, since, switch_due_out, straggling, z, u, e, ex, static):
+    """The fluctuation update due now in ``_idle_events`` (inlined at its two places: before an
+    event, ``at`` 0, and at an event's end, ``at`` 1, where the loop resumes after a hand-back):
+    ``_fluct_draws``, ``_fluct_apply``, ``_fluct_finish``. Returns ``_FLUCT_DONE``, or the
+    ``IDLE_*`` code handing numpy's ``exp`` back to Python."""
+    ist[II_AT] = at
+    if fluct_draws(fs, ist, s_float, s_flag, next_switch, since, switch_due_out):  # noqa: F821
+        return IDLE_SWITCH_EXP
+    if fluct_apply(fs, ist, s_float, s_int, s_flag, machine_rows, pool, empty, machine_float,  # noqa: F821
+                   scratch, log_speed, log_mult, factors, next_switch, since, switch_due_out,
+                   straggling, z, u, e, ex):
+        return IDLE_EXP
+    fluct_finish(fs, ist, machine_rows[0], static, factors)  # noqa: F821
+    return _FLUCT_DONE
 
 
 def _fluct_draws(fs, ist, s_float, s_flag, next_switch, since, switch_due_out):
@@ -904,12 +919,14 @@ def _numba_kernels():
         ``ep_int`` = K, R, preemption, clairvoyant, total GPUs, jobs N, then GPUs per job (N), GPU
         type per machine (M), and the free GPUs and jobs each machine row shows (2 M);
         ``ep_float`` = submit times, durations, best speeds (N each), 1 / GPUs per machine (M), a
-        memo of ages (16). ``job_state``: progress, attained, executed; ``machine_int``: free
-        GPUs, jobs; ``machine_float``: measured speed, time measured. ``rows`` is the private
-        (M, 11) machine block, brought up to date incrementally: a row's free/jobs columns only
-        when its values differ from those it shows, the measured column when a measurement
-        happened, the age column when the clock or a measurement moved (one log1p per distinct
-        measurement time); then it is copied out."""
+        memo of ages (16), and a memo of each job's wait feature: the instant it was last computed
+        at (N, NaN: never) and its value, ``log1p(now - submit)`` (N; a decision that does not move
+        the clock shows the same waits, not recomputed per row). ``job_state``: progress, attained,
+        executed; ``machine_int``: free GPUs, jobs; ``machine_float``: measured speed, time
+        measured. ``rows`` is the private (M, 11) machine block, brought up to date incrementally:
+        a row's free/jobs columns only when its values differ from those it shows, the measured
+        column when a measurement happened, the age column when the clock or a measurement moved
+        (one log1p per distinct measurement time); then it is copied out."""
         K, R, preemption, clairvoyant = ep_int[0], ep_int[1], ep_int[2] != 0, ep_int[3] != 0
         total_gpus, num_jobs = ep_int[4], ep_int[5]
         M = rows.shape[0]
@@ -922,6 +939,8 @@ def _numba_kernels():
         gpus_inv = ep_float[3 * N: 3 * N + M]
         memo_at = ep_float[3 * N + M: 3 * N + M + 8]
         memo_age = ep_float[3 * N + M + 8: 3 * N + M + 16]
+        wait_at = ep_float[3 * N + M + 16: 4 * N + M + 16]
+        wait_log = ep_float[4 * N + M + 16: 5 * N + M + 16]
         progress, attained, executed = job_state[0], job_state[1], job_state[2]
         free_total = 0
         for t in range(free_per_type.shape[0]):
@@ -941,7 +960,13 @@ def _numba_kernels():
             ids[row] = j
             for c in range(n_feat):
                 jobs[row, c] = job_static[j, c]
-            jobs[row, 3] = math.log1p(now - submit[j])
+            if wait_at[j] == now:        # the wait shown at this instant already (a memo per job)
+                jobs[row, 3] = wait_log[j]
+            else:
+                w = math.log1p(now - submit[j])
+                wait_at[j] = now
+                wait_log[j] = w
+                jobs[row, 3] = w
             if is_running or preemption:
                 jobs[row, 4] = math.log1p(attained[j])
                 jobs[row, 5] = math.log1p(executed[j])
@@ -1169,10 +1194,14 @@ def _numba_kernels():
     fluct_apply = jit(_with_globals(_fluct_apply, "fluct_apply", measure_rates=measure_rates, ou_step=ou_step,
                                     switch_apply=switch_apply, generator_from=generator_from))
     fluct_finish = jit(_fluct_finish)
+    # Inlined into the loop (a call would pass, and reference-count, its twenty arrays).
+    fluct_update = numba.njit(inline="always", error_model="numpy")(
+        _with_globals(_fluct_update, "fluct_update", fluct_draws=fluct_draws, fluct_apply=fluct_apply,
+                      fluct_finish=fluct_finish))
     # Inlined: each caller takes only the views it uses (building all of them costs a microsecond).
     arena_views = numba.njit(inline="always", error_model="numpy")(_arena_views)
     idle_events = jit(_with_globals(_idle_events, "idle_events", event=event, release_slot=release_slot,
-                                    fluct_draws=fluct_draws, fluct_apply=fluct_apply, fluct_finish=fluct_finish,
+                                    fluct_apply=fluct_apply, fluct_finish=fluct_finish, fluct_update=fluct_update,
                                     arena_views=arena_views))
 
     return SimpleNamespace(name="numba", ou_step=ou_step, switch_due=switch_due, switch_apply=switch_apply,

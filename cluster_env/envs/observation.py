@@ -157,7 +157,8 @@ class ObservationBuilder:
         # kernel, and the episode's arrays in two arenas (one argument each; see kernels.observe):
         # integers (constants, GPUs per job, GPU type per machine, the free GPUs and jobs each
         # row shows, -1: not yet written) and floats (submit, duration, best speed, 1 / GPUs per
-        # machine, a scratch memo of ages per measurement time).
+        # machine, a scratch memo of ages per measurement time, the memo of each job's wait feature:
+        # the instant it was computed at, NaN: never, and its value).
         self._rows = self._machine_static.copy()
         self._measure_shown = -1
         ep_int = np.concatenate([
@@ -166,7 +167,8 @@ class ObservationBuilder:
             np.full(2 * m, -1, dtype=np.int64)])
         ep_float = np.concatenate([
             np.asarray(sim.submit, dtype=np.float64), np.asarray(sim.duration, dtype=np.float64),
-            np.asarray(self._best_speed, dtype=np.float64), self._gpus_inv, np.zeros(16)])
+            np.asarray(self._best_speed, dtype=np.float64), self._gpus_inv, np.zeros(16), np.full(n, np.nan),
+            np.zeros(n)])
         js = sim.jobs
         # Everything the kernel reads that is fixed for the episode, or updated in place.
         self._episode_args = (

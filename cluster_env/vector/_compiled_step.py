@@ -26,7 +26,8 @@ from cluster_env.core.engine.sim import (advance, observe_kernel, place, preempt
                                          stash, start, sync_running, top_running)
 from cluster_env.core.engine.state import STATE_ITEMS
 
-_sim.prune_stale_cache(__file__, _kernels.__file__, _sim.__file__, _sim._ref.__file__)
+_sim.prune_stale_cache(__file__, _kernels.__file__, _sim.__file__, _sim._ref.__file__,
+                       _sim._npy.__file__)
 jit = _sim.jit
 
 
@@ -69,6 +70,28 @@ STATE_BYTES = _ref.image_size(STATE_TYPE)
 OBS_BYTES = _ref.image_size(OBS_TYPE)
 store_state, load_state = _ref.image_access(STATE_TYPE)
 store_obs, load_obs = _ref.image_access(OBS_TYPE)
+
+# B: the stacked buffers the step reads and writes (cluster_env.vector.buffers) and the per-env
+# images, as one more byte image: one argument instead of twenty arrays to unbox per call. The
+# feature arrays are views into the flat block (layout "A"; a C-contiguous one, N = 1, is stored
+# as "A" too: one specialisation of the step).
+(B_JOBS, B_MACHINES, B_GLOBAL, B_PLACING, B_ORDER_PAD, B_PLACE_PAD, B_JOB_IDS, B_REWARDS, B_TERMINATED,
+ B_TRUNCATED, B_NUM_STEPS, B_PHASE, B_TIME, B_PLACING_JOB, B_TICK, B_ENDED, B_ACTION_MASK, B_INVALID, B_PLAYED,
+ B_STATE_IMAGES, B_OBS_IMAGES) = range(21)
+BUF_ITEMS = (("f4", 3, "A"), ("f4", 3, "A"), ("f4", 2, "A"), ("f4", 2, "A"), ("i1", 2), ("i1", 2), ("i8", 2),
+             ("f8", 1), ("b1", 1), ("b1", 1), ("i8", 1), ("i1", 1), ("f8", 1), ("i8", 1), ("b1", 1), ("i8", 1),
+             ("i1", 2), ("b1", 1), ("i8", 1), ("u1", 2), ("u1", 2))
+BUF_TYPE = _ref.tuple_type(BUF_ITEMS)
+BUF_BYTES = _ref.image_size(BUF_TYPE)
+store_bufs, load_bufs = _ref.image_access(BUF_TYPE)
+
+#: ``step_all``'s ``mode``: the actions are not checked (``flags`` says which are allowed, the
+#: backend contract's ``valid``), or checked against ``action_mask`` before any env steps with the
+#: vector env's invalid-action mode (``flags``: the dict form's other agent did not send its no-op).
+UNCHECKED, RAISE, NOOP, FALLBACK = -1, 0, 1, 2
+#: ``step_all``'s result when the checks refuse the actions (nothing was stepped): an action
+#: outside ``Discrete(A)``, or a forbidden one in mode RAISE.
+REFUSED = -(1 << 62)
 
 
 @jit_inline
@@ -182,29 +205,65 @@ def reset_row(S, O, state_images, obs_images, rng, i, jobs, machines, glob, plc,
 
 
 @jit
-def step_all(state_images, obs_images, rngs, actions, valid, jobs, machines, glob, plc, order_pad, place_pad, job_ids,
-             rewards, terminated, truncated, num_steps, phase, times, placing_job, tick, ended):
-    """One decision in every env (``PythonBackend.step``'s calls, compiled); writes the envs whose
-    episode ended into ``ended`` and returns their count (negative: -1 - the env whose simulator
-    met an error)."""
-    # The output buffers and the images as uncounted arrays too: the rows and slices taken per env
-    # below would otherwise update their reference counts atomically.
-    out = stash((jobs, machines, glob, plc, order_pad, place_pad, job_ids, state_images, obs_images))
-    jobs, machines, glob, plc, order_pad, place_pad, job_ids = out[0], out[1], out[2], out[3], out[4], out[5], out[6]
-    state_images, obs_images = out[7], out[8]
+def store_buffers(image, B):
+    """Write the image of the buffers tuple ``B`` (the caller keeps its arrays alive)."""
+    store_bufs(image, B)
+
+
+@jit
+def step_all(buf_image, rngs, actions, flags, mode, penalty):
+    """One decision in every env (``PythonBackend.step``'s calls, compiled), the buffers those of
+    the image ``buf_image`` (``B_*``). With a checking ``mode`` (RAISE, NOOP, FALLBACK) first the
+    vector env's action checks (``ClusterVectorEnv.step``): every action in ``Discrete(A)`` and, in
+    mode RAISE, allowed by ``action_mask`` (and ``flags`` False), else REFUSED before any env steps;
+    NOOP ignores a forbidden action, FALLBACK plays the row's lowest allowed action; the invalid
+    flags, the played actions and the penalty are written. Then every env steps and its
+    ``action_mask`` row is written. Writes the envs whose episode ended into ``ended`` and returns
+    their count (negative: -1 - the env whose simulator met an error, or REFUSED)."""
+    B = load_bufs(buf_image)
+    jobs, machines, glob, plc, order_pad, place_pad, job_ids = B[0], B[1], B[2], B[3], B[4], B[5], B[6]
+    rewards, terminated, truncated, num_steps, phase, times = B[7], B[8], B[9], B[10], B[11], B[12]
+    placing_job, tick, ended, action_mask, invalid, played = B[13], B[14], B[15], B[16], B[17], B[18]
+    state_images, obs_images = B[19], B[20]
+    n = len(rngs)
+    n_act = action_mask.shape[1]
+    if mode != UNCHECKED:
+        # Every check before any write: a refused step leaves every buffer as it was.
+        for i in range(n):
+            a = actions[i]
+            if a < 0 or a >= n_act:
+                return REFUSED
+            if mode == RAISE and (action_mask[i, a] == 0 or flags[i]):
+                return REFUSED
+        for i in range(n):
+            a = actions[i]
+            forbidden = action_mask[i, a] == 0
+            invalid[i] = forbidden or flags[i]
+            if forbidden and mode == FALLBACK:
+                # np.argmax over the row: the first of its largest entries
+                best = 0
+                for j in range(1, n_act):
+                    if action_mask[i, j] > action_mask[i, best]:
+                        best = j
+                a = best
+            played[i] = a
     jobs[:] = 0.0
     plc[:] = 0.0
     order_pad[:] = 0
     place_pad[:] = 0
     n_ended = 0
-    for i in range(len(rngs)):
+    for i in range(n):
         S = load_state(state_images[i])
         O = load_obs(obs_images[i])
         rng = rngs[i]
         sc, ic, pi = S[10], S[11], S[13]
         E, EF = O[O_E], O[O_EF]
-        a = actions[i]
-        ok = valid[i]
+        if mode == UNCHECKED:
+            a = actions[i]
+            ok = flags[i]
+        else:
+            a = played[i]
+            ok = mode != NOOP or action_mask[i, a] != 0
         K = E[E_K]
         if E[E_PHASE] == ORDER:
             if not ok:
@@ -232,7 +291,10 @@ def step_all(state_images, obs_images, rngs, actions, valid, jobs, machines, glo
             return -1 - i
         E[E_STEPS] += 1
         js = sc[JOB_SECONDS]
-        rewards[i] = -(js - sc[JS_LAST]) / EF[EF_DENOM]
+        reward = -(js - sc[JS_LAST]) / EF[EF_DENOM]
+        if mode != UNCHECKED and penalty != 0.0 and invalid[i]:
+            reward -= penalty
+        rewards[i] = reward
         sc[JS_LAST] = js
         now = sc[NOW]
         done = ic[FINISHED] == pi[NJ]
@@ -241,7 +303,12 @@ def step_all(state_images, obs_images, rngs, actions, valid, jobs, machines, glo
         truncated[i] = trunc
         num_steps[i] = E[E_STEPS]
         observe_row(S, O, i, jobs, machines, glob, plc, order_pad, place_pad, job_ids, False)
-        phase[i] = E[E_PHASE]
+        p = E[E_PHASE]
+        phase[i] = p
+        # ClusterVectorEnv._update_action_mask: the acting agent's padded mask
+        src = place_pad if p == PLACE else order_pad
+        for j in range(n_act):
+            action_mask[i, j] = src[i, j]
         times[i] = now
         placing_job[i] = ic[PLACING]
         tick[i] = sc[LAST_TICK] == now

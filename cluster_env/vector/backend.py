@@ -1,8 +1,10 @@
 """What steps the N episodes of a vector env: the backend interface and the Python backend.
 
-The vector env (:class:`cluster_env.vector.ClusterVectorEnv`) checks arguments and actions,
-applies the invalid-action mode, resets ended episodes and builds infos; a *backend* owns the N
-episodes and writes their state into the shared :class:`~cluster_env.vector.buffers.Buffers`.
+The vector env (:class:`cluster_env.vector.ClusterVectorEnv`) checks its arguments, resets ended
+episodes and builds infos; a *backend* owns the N episodes and writes their state into the shared
+:class:`~cluster_env.vector.buffers.Buffers`. The actions' checks against the masks and the
+invalid-action mode run in the backend's ``step_checked`` (in numpy by default here, inside the
+compiled step for the compiled backend), before any env steps.
 It is the seam where a compiled episode engine can later replace the per-env Python stepping
 without changing the vector env's API.
 
@@ -39,12 +41,18 @@ class VectorBackend(abc.ABC):
       whose episode ended in this step (a list, usually empty).
     * ``episode_info(i)`` the end-of-episode extras of env ``i``: ``{"metrics": {...},
       "offered_load": float}``; ``close()``.
+    * ``step_checked(actions, other_bad, mode, penalty)`` (what the vector env calls): the vector
+      env's action checks, then ``step``; see :meth:`step_checked`. The default implementation
+      here checks in numpy and calls ``step``; a backend may do both in one compiled call.
 
-    ``action_mask`` and ``invalid`` are the vector env's to write.
+    ``action_mask`` is the vector env's to write unless the backend's ``writes_action_mask`` is
+    True (its ``step_checked`` and ``reset`` then write the stepped and reset rows).
     """
 
     buffers: Buffers
     num_envs: int
+    #: Whether ``step_checked`` and ``reset`` write ``buffers.action_mask`` (else the vector env does).
+    writes_action_mask: bool = False
 
     @abc.abstractmethod
     def reset(self, index: int, seed: Optional[int], options: Optional[dict]) -> None:
@@ -60,6 +68,41 @@ class VectorBackend(abc.ABC):
 
     def close(self) -> None:
         """Release what the backend holds."""
+
+    def step_checked(self, actions: np.ndarray, other_bad: Optional[np.ndarray], mode: str,
+                     penalty: float) -> Optional[list[int]]:
+        """The vector env's step after its argument checks: ``actions`` (N,) int64 the acting agents'
+        actions (not yet checked against ``Discrete(A)``), ``other_bad`` (N,) bool or None where the
+        dict form's other agent did not send its no-op, ``mode`` the invalid-action mode
+        (``"raise"``, ``"noop"``, ``"fallback"``), ``penalty`` the invalid-action penalty.
+
+        Returns None, with nothing stepped and no buffer written, when an action is outside
+        ``Discrete(A)`` or (mode ``"raise"``) forbidden by ``action_mask`` or flagged in
+        ``other_bad`` (the vector env then raises its error). Otherwise: ``"noop"`` ignores a
+        forbidden action, ``"fallback"`` plays the row's lowest allowed action; writes ``invalid``
+        (forbidden or flagged), ``played`` (the actions played) and subtracts ``penalty`` from the
+        invalid envs' rewards; returns what :meth:`step` returns."""
+        b = self.buffers
+        if (actions.view(np.uint64) >= b.action_mask.shape[1]).any():
+            return None
+        valid = b.action_mask.view(np.bool_)[np.arange(self.num_envs), actions]
+        invalid = None
+        if not valid.all() or (other_bad is not None and other_bad.any()):
+            invalid = ~valid if other_bad is None else ~valid | other_bad
+            if mode == "raise":
+                return None
+            if mode == "fallback":
+                actions = np.where(valid, actions, np.argmax(b.action_mask, axis=1))
+                valid = np.ones(self.num_envs, dtype=bool)
+        b.played[:] = actions
+        ended = self.step(actions, valid)
+        if invalid is None:
+            b.invalid.fill(False)
+        else:
+            b.invalid[:] = invalid
+            if penalty:
+                b.rewards[invalid] -= penalty
+        return ended
 
 
 class PythonBackend(VectorBackend):

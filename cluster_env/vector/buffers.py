@@ -32,6 +32,7 @@ class Buffers:
     terminated: np.ndarray      # (N,) bool
     truncated: np.ndarray       # (N,) bool
     invalid: np.ndarray         # (N,) bool: a forbidden action was ignored or replaced in the last step
+    played: np.ndarray          # (N,) int64: the action played in the last step (fallback: the replacement)
     time: np.ndarray            # (N,) float64: simulated seconds
     placing_job: np.ndarray     # (N,) int64: the job being placed, -1 in ORDER
     tick: np.ndarray            # (N,) bool: the epoch is a scheduling tick
@@ -71,7 +72,7 @@ def allocate(num_envs: int, layout: FlatLayout, n_order: int, n_place: int) -> B
         order_pad=np.zeros((n, a), np.int8), place_pad=np.zeros((n, a), np.int8),
         action_mask=np.zeros((n, a), np.int8), phase=np.zeros(n, np.int8),
         rewards=np.zeros(n), terminated=np.zeros(n, bool), truncated=np.zeros(n, bool), invalid=np.zeros(n, bool),
-        time=np.zeros(n), placing_job=np.full(n, -1, np.int64), tick=np.zeros(n, bool),
+        played=np.zeros(n, np.int64), time=np.zeros(n), placing_job=np.full(n, -1, np.int64), tick=np.zeros(n, bool),
         job_ids=np.full((n, k_r), -1, np.int64), num_steps=np.zeros(n, np.int64),
         n_order=int(n_order), n_place=int(n_place))
     return bufs

@@ -2,9 +2,10 @@
 
 :class:`CompiledBackend` keeps each episode's simulator state in the compiled engine's arrays
 (:mod:`cluster_env.core.engine`) and steps every env with one call of
-:func:`cluster_env.vector._compiled_step.step_all`: the action, the event loop to the next
-decision epoch, the default reward, the end flags and the observation written straight into the
-stacked buffers by the simulator's compiled observation kernel. Episode resets run in Python (once
+:func:`cluster_env.vector._compiled_step.step_all`: the vector env's action checks and
+invalid-action mode, the action, the event loop to the next decision epoch, the default reward,
+the end flags and the observation and ``action_mask`` written straight into the stacked buffers
+(passed as one byte image) by the simulator's compiled observation kernel. Episode resets run in Python (once
 per episode): the same generator draws as ``ClusterParallelEnv.reset`` (workload, simulator), then
 the engine's arrays are built from the fresh simulator.
 
@@ -56,7 +57,10 @@ def _step_module():
 
 
 class CompiledBackend(VectorBackend):
-    """N episodes in the compiled engine's arrays, one numba call per vector step."""
+    """N episodes in the compiled engine's arrays, one numba call per vector step (the vector
+    env's action checks and its ``action_mask`` included)."""
+
+    writes_action_mask = True
 
     def __init__(self, envs: list[ClusterParallelEnv], buffers: Buffers) -> None:
         why = unsupported_reason(envs)
@@ -78,6 +82,16 @@ class CompiledBackend(VectorBackend):
         self._state_images = np.zeros((n, self._c.STATE_BYTES), dtype=np.uint8)
         self._obs_images = np.zeros((n, self._c.OBS_BYTES), dtype=np.uint8)
         self._ended = np.zeros(n, dtype=np.int64)
+        self._no_flags = np.zeros(n, dtype=np.bool_)
+        b = buffers
+        # The buffers (and the images above) as one byte image: step_all's one argument for all of
+        # them (these arrays live as long as the backend).
+        self._bufs = (b.jobs, b.machines, b.global_, b.placing, b.order_pad, b.place_pad, b.job_ids, b.rewards,
+                      b.terminated, b.truncated, b.num_steps, b.phase, b.time, b.placing_job, b.tick, self._ended,
+                      b.action_mask, b.invalid, b.played, self._state_images, self._obs_images)
+        self._buf_image = np.zeros(self._c.BUF_BYTES, dtype=np.uint8)
+        self._c.store_buffers(self._buf_image, self._bufs)
+        self._modes = {"raise": self._c.RAISE, "noop": self._c.NOOP, "fallback": self._c.FALLBACK}
 
     # ------------------------------------------------------------------ contract
     def reset(self, index: int, seed: Optional[int], options: Optional[dict]) -> None:
@@ -119,15 +133,28 @@ class CompiledBackend(VectorBackend):
         b.placing_job[index] = ic[c.PLACING]
         b.tick[index] = sc[c.LAST_TICK] == sc[c.NOW]
         b.num_steps[index] = 0
+        b.action_mask[index] = b.order_pad[index]      # a new episode starts in ORDER
 
     def step(self, actions: np.ndarray, valid: np.ndarray) -> list[int]:
+        return self._step(np.ascontiguousarray(actions, dtype=np.int64), np.ascontiguousarray(valid, dtype=np.bool_),
+                          self._c.UNCHECKED, 0.0)
+
+    def step_checked(self, actions: np.ndarray, other_bad: Optional[np.ndarray], mode: str,
+                     penalty: float) -> Optional[list[int]]:
+        """:meth:`VectorBackend.step_checked` in the compiled step (the checks, the invalid flags,
+        the played actions, the penalty and ``action_mask`` in the same numba call)."""
+        if not actions.flags.c_contiguous:
+            actions = np.ascontiguousarray(actions)
+        flags = self._no_flags if other_bad is None else np.ascontiguousarray(other_bad, dtype=np.bool_)
+        return self._step(actions, flags, self._modes[mode], float(penalty))
+
+    def _step(self, actions: np.ndarray, flags: np.ndarray, mode: int, penalty: float) -> Optional[list[int]]:
         if self._rngs is None:
             self._rngs = self._make_typed()
-        b = self.buffers
-        count = self._c.step_all(self._state_images, self._obs_images, self._rngs, actions, valid, b.jobs, b.machines,
-                                 b.global_, b.placing, b.order_pad, b.place_pad, b.job_ids, b.rewards, b.terminated,
-                                 b.truncated, b.num_steps, b.phase, b.time, b.placing_job, b.tick, self._ended)
+        count = self._c.step_all(self._buf_image, self._rngs, actions, flags, mode, penalty)
         if count < 0:
+            if count == self._c.REFUSED:
+                return None
             raise RuntimeError(f"compiled backend: simulator error {int(self._states[-1 - count][11][self._c.ERROR])} "
                                f"in env {-1 - count}")
         return self._ended[:count].tolist() if count else []

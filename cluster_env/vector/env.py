@@ -65,6 +65,7 @@ a factory ``(envs, buffers) -> VectorBackend``. Every backend gives the same epi
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, Optional, Union
 
@@ -177,10 +178,13 @@ class ClusterVectorEnv(VectorEnv):
         self._obs = {"jobs": b.jobs, "machines": b.machines, "global": b.global_, "placing": b.placing,
                      "action_mask": b.action_mask, "orderer_mask": b.order_mask, "placer_mask": b.place_mask,
                      "phase": b.phase}
-        self._played = np.zeros(self.num_envs, dtype=np.int64)
+        self._played = self.buffers.played
+        self._writes_mask = bool(getattr(self.backend, "writes_action_mask", False))
+        # A factory's backend that does not derive from VectorBackend gets its checks in numpy.
+        self._step_checked = getattr(self.backend, "step_checked", None) or functools.partial(
+            VectorBackend.step_checked, self.backend)
         self._ended = np.zeros(self.num_envs, dtype=bool)   # DISABLED mode: ended, not reset yet
         self._any_ended = False
-        self._any_invalid = False
         self._shape = (self.num_envs,)
         self._mask_bool = self.buffers.action_mask.view(np.bool_)     # masks are 0/1: the same bytes
         self._placing_col = self.buffers.phase.view(np.bool_)[:, None]  # phase is 0/1 too
@@ -213,7 +217,6 @@ class ClusterVectorEnv(VectorEnv):
             b.rewards[i], b.terminated[i], b.truncated[i], b.invalid[i] = 0.0, False, False, False
             self._ended[i] = False
         self._any_ended = bool(self._ended.any())
-        self._any_invalid = bool(b.invalid.any())
         self._started = True
         self._update_action_mask()
         return self._observations(), self._infos()
@@ -228,33 +231,18 @@ class ClusterVectorEnv(VectorEnv):
                                "reset them first (reset(options={'reset_mask': mask}))")
         b = self.buffers
         other_bad = None
-        # The common case in few numpy calls: an int64 array of in-range actions that the masks allow.
+        # The common case with no conversion: a contiguous int64 array; the backend checks the
+        # actions against Discrete(A) and the masks (before any env steps) and applies the mode.
         if type(actions) is np.ndarray and actions.dtype == np.int64 and actions.shape == self._shape \
-                and not (actions.view(np.uint64) >= self.n_actions).any():
+                and actions.flags.c_contiguous:
             acting = actions
         else:
             acting, other_bad = self._acting_actions(actions)
-        valid = self._mask_bool[self._rows, acting]
-        invalid = None
-        if not valid.all() or (other_bad is not None and other_bad.any()):
-            invalid = ~valid if other_bad is None else ~valid | other_bad
-            if self.invalid_action == "raise":
-                self._raise_forbidden(acting, valid, other_bad)
-            if self.invalid_action == "fallback":
-                acting = np.where(valid, acting, np.argmax(b.action_mask, axis=1))
-                valid = self._all
-        self._played = acting
-        ended = self.backend.step(acting, valid)
-        if invalid is None:
-            if self._any_invalid:
-                b.invalid.fill(False)
-                self._any_invalid = False
-        else:
-            b.invalid[:] = invalid
-            self._any_invalid = True
-            if self.invalid_penalty:
-                b.rewards[invalid] -= self.invalid_penalty
-        self._update_action_mask()
+        ended = self._step_checked(acting, other_bad, self.invalid_action, self.invalid_penalty)
+        if ended is None:
+            self._raise_refused(actions)
+        if not self._writes_mask:
+            self._update_action_mask()
         rewards, terms, truncs = b.rewards, b.terminated, b.truncated
         if self.copy:
             rewards, terms, truncs = rewards.copy(), terms.copy(), truncs.copy()
@@ -385,6 +373,15 @@ class ClusterVectorEnv(VectorEnv):
             raise InvalidActionError(f"env {i}: the {who}'s action {int(a[i])} is outside Discrete({n})")
         return a.astype(np.int64, copy=False)
 
+    def _raise_refused(self, actions: Any) -> None:
+        """The error for actions the backend refused (nothing was stepped): out of range, or
+        forbidden in mode "raise"."""
+        acting, other_bad = self._acting_actions(actions)          # raises for an action out of range
+        valid = self._mask_bool[self._rows, acting]
+        if valid.all() and (other_bad is None or not other_bad.any()):
+            raise RuntimeError("the vector env's backend refused allowed actions (a backend bug)")
+        self._raise_forbidden(acting, valid, other_bad)
+
     def _raise_forbidden(self, acting: np.ndarray, valid: np.ndarray, other_bad: Optional[np.ndarray]) -> None:
         b = self.buffers
         if not valid.all():
@@ -416,7 +413,8 @@ class ClusterVectorEnv(VectorEnv):
             for k in _INFO_KEYS:
                 infos[k] = infos[k].copy()
         if self.invalid_action == "fallback":
-            infos["played_action"], infos["_played_action"] = self._played, self._all
+            infos["played_action"] = self._played.copy() if self.copy else self._played
+            infos["_played_action"] = self._all
         return infos
 
     def _final_info(self, rows: list[int]) -> dict[str, Any]:

@@ -45,10 +45,11 @@ IC_SIZE = 28
 (ALPHA, TIME_LIMIT, TICK, OVERHEAD, INTERVAL, QUIET, NOISE, TAU, SIGMA, THETA, STRAG_RATE, ON_MEAN, OFF_MEAN,
  SHIFT, LOG_SLOW, DENOM, TOL_FACTOR, MAX_TIME, STARVATION, ORACLE_TOL, ORACLE_SLACK) = range(21)
 PF_SIZE = 21
-# ---- int64 parameters, array pi
+# ---- int64 parameters, array pi (EXP_LOOP, EXP_CTX, EXP_AUX: the addresses of numpy's float64 exp
+# loop, its context and auxdata, or zeros: see cluster_env.core.engine.npy_loops)
 (NJ, NM, K, R, PREEMPT, FLUCT_ON, HAS_ALLOWED, ORDERER, PLACER, MAX_STEPS, PREEMPT_AT_EVENT, READS_MEASURED,
- MAX_CROWD) = range(13)
-PI_SIZE = 13
+ MAX_CROWD, EXP_LOOP, EXP_CTX, EXP_AUX) = range(16)
+PI_SIZE = 16
 
 # Orderer and placer codes (the loop dispatches on them).
 ORDERER_CODES = {"fifo": 0, "fifo-strict": 1, "sjf": 2, "las": 3, "tiresias": 4, "2dlas": 4, "random": 5,

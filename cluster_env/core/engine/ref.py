@@ -96,11 +96,22 @@ def stash(typingctx, state):
 
 
 def tuple_type(items) -> types.Tuple:
-    """The numba type of a tuple of C-contiguous arrays given as (numpy dtype, ndim) pairs."""
+    """The numba type of a tuple of arrays given as (numpy dtype, ndim) pairs (C-contiguous) or
+    (numpy dtype, ndim, layout) triples."""
     import numpy as np
     from numba.np.numpy_support import from_dtype
 
-    return types.Tuple([types.Array(from_dtype(np.dtype(dt)), nd, "C") for dt, nd in items])
+    return types.Tuple([types.Array(from_dtype(np.dtype(it[0])), it[1], it[2] if len(it) > 2 else "C")
+                        for it in items])
+
+
+def _converts(have: types.Type, want: types.Type) -> bool:
+    """Whether an array of type ``have`` can be stored as ``want``: the same type, or the same
+    dtype and dimensions where ``want`` is of any layout ("A": a C-contiguous array is one too)."""
+    if have == want:
+        return True
+    return (isinstance(have, types.Array) and isinstance(want, types.Array) and have.dtype == want.dtype
+            and have.ndim == want.ndim and want.layout == "A" and want.mutable and have.mutable)
 
 
 def image_size(state_ty: types.BaseTuple) -> int:
@@ -115,16 +126,23 @@ def image_size(state_ty: types.BaseTuple) -> int:
 def image_access(state_ty: types.BaseTuple):
     """Two intrinsics for tuples of numba type ``state_ty`` kept as byte images (a uint8 array of
     :func:`image_size` bytes): ``store(image, state)`` writes an uncounted copy of ``state`` into
-    ``image`` (a typing error for a tuple of another type), ``load(image)`` is a :class:`Ref` to it.
-    The arrays must stay alive as long as the image is loaded."""
+    ``image`` (a typing error for a tuple of another type; arrays typed with layout "A" in
+    ``state_ty`` may be given with any layout), ``load(image)`` is a :class:`Ref` to it. The
+    arrays must stay alive as long as the image is loaded."""
 
     @intrinsic
     def store(typingctx, image, state):
-        if state != state_ty or not isinstance(image, types.Array):
+        if not isinstance(image, types.Array) or not isinstance(state, types.BaseTuple) \
+                or len(state) != len(state_ty) or not all(map(_converts, state, state_ty)):
             return None
 
         def codegen(context, builder, sig, args):
-            data = _detached(context, builder, state, args[1])
+            value = args[1]
+            if state != state_ty:       # arrays stored as layout "A" (the same data model)
+                items = [context.cast(builder, builder.extract_value(value, i), have, want)
+                         for i, (have, want) in enumerate(zip(state, state_ty))]
+                value = context.make_tuple(builder, state_ty, items)
+            data = _detached(context, builder, state_ty, value)
             ary = context.make_array(image)(context, builder, value=args[0])
             builder.store(data, builder.bitcast(ary.data, data.type.as_pointer()))
             return context.get_dummy_value()

@@ -11,8 +11,10 @@ simulator's own compiled kernels (:mod:`cluster_env.core.kernels`). The state la
 :mod:`cluster_env.core.engine.layout`; :func:`cluster_env.core.engine.state.build_state` builds it.
 
 Where the reference calls a numpy ufunc on an array (``np.exp`` of the fluctuation factors), the
-loop calls numpy too (``numba.objmode``): numpy's vectorised transcendental functions can differ
-from the C library's in the last bit.
+loop calls numpy's own loop too: numpy's vectorised transcendental functions can differ from the
+C library's in the last bit. It calls the C function of numpy's loop directly
+(:mod:`cluster_env.core.engine.npy_loops`, its address in the state's parameters), or, where
+that is unavailable, numpy through ``numba.objmode``.
 
 This module imports numba: import it only when numba is available.
 """
@@ -28,6 +30,7 @@ from cluster_env.core import kernels as _kernels
 from cluster_env.core.engine.layout import *  # noqa: F401,F403 - numba reads them as compile-time constants
 from cluster_env.core.engine.ref import stash  # noqa: F401 - the episode loops' entry (see ref)
 from cluster_env.core.engine import ref as _ref
+from cluster_env.core.engine import npy_loops as _npy
 
 # The simulator's compiled kernels, as module globals (numba caches a function that calls other
 # compiled functions through globals; through a closure it would recompile in every process).
@@ -70,7 +73,7 @@ def prune_stale_cache(module_file: str, *dependencies: str) -> None:
                     pass
 
 
-prune_stale_cache(__file__, _kernels.__file__, _ref.__file__)
+prune_stale_cache(__file__, _kernels.__file__, _ref.__file__, _npy.__file__)
 
 
 def jit(fn):
@@ -83,11 +86,19 @@ def jit(fn):
 _jit = jit
 
 # ------------------------------------------------------------------------------ numpy calls
+_unary_inplace = _npy.unary_inplace()
+
+
 @_jit
-def np_exp_inplace(a):
-    """numpy's exp (vectorised: not always the C library's last bit), as the reference calls it."""
-    with numba.objmode():
-        np.exp(a, out=a)
+def np_exp_inplace(a, pi):
+    """numpy's exp (vectorised: not always the C library's last bit), as the reference calls it
+    (``np.exp(a, out=a)``): numpy's loop at ``pi[EXP_LOOP]`` called directly, or numpy through
+    objmode when there is none (see npy_loops)."""
+    if pi[EXP_LOOP] != 0:
+        _unary_inplace(pi[EXP_LOOP], pi[EXP_CTX], pi[EXP_AUX], a)
+    else:
+        with numba.objmode():
+            np.exp(a, out=a)
 
 
 
@@ -377,7 +388,7 @@ def fluct_switch(S, rng):
         ex = mf[EXP_TMP][:count]
         for k in range(count):
             ex[k] = -tot * mf[SINCE, k]
-        np_exp_inplace(ex)
+        np_exp_inplace(ex, S[13])
         u = rng.random(count)
         e = rng.standard_exponential(count)
         sc[F_NEXT_MIN] = switch_apply(count, mi[MDUE], ex, u, e, strag, log_mult, nxt, pi_, pf[LOG_SLOW], pf[SHIFT],
@@ -421,7 +432,7 @@ def fluct_advance(S, rng, dt):
             fluct_switch(S, rng)
         for i in range(m):
             dyn[i] = mf[LOG_SPEED, i] + mf[LOG_MULT, i]
-    np_exp_inplace(dyn)
+    np_exp_inplace(dyn, pi)
 
 
 @_jit

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from cluster_env.core.engine import layout as L
+from cluster_env.core.engine import npy_loops
 
 #: The state tuple's items, dtype and number of dimensions each (what :func:`build_state` returns;
 #: the compiled loops that read states from memory, :mod:`cluster_env.core.engine.ref`, are typed
@@ -101,6 +102,8 @@ def build_state(env: Any, sim: Any) -> tuple:
     pi[L.HAS_ALLOWED] = int(sim.allowed is not None)
     pi[L.MAX_STEPS] = env.sched.max_steps or 0
     pi[L.READS_MEASURED] = 1
+    # numpy's exp loop called directly (zeros: through numba.objmode), see npy_loops.
+    pi[L.EXP_LOOP], pi[L.EXP_CTX], pi[L.EXP_AUX] = npy_loops.exp_loop()
 
     allowed = sim.allowed if sim.allowed is not None else np.zeros((0, sim.num_types), dtype=np.bool_)
     pool = 2 * sim.total_gpus + 64
