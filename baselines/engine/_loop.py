@@ -204,6 +204,19 @@ def np_expm1_inplace(a):
 
 
 @_jit
+def insert_by_key(keys, order, n, key, j):
+    """Insert job ``j`` with ``key`` into the first ``n`` entries of ``keys`` / ``order``, sorted by
+    (key, job id): ``np.lexsort((ids, keys))``'s order, one insertion-sort step."""
+    p = n
+    while p > 0 and (keys[p - 1] > key or (keys[p - 1] == key and order[p - 1] > j)):
+        keys[p] = keys[p - 1]
+        order[p] = order[p - 1]
+        p -= 1
+    keys[p] = key
+    order[p] = j
+
+
+@_jit
 def oracle_order(S, cand, nv):
     """The ``nv`` candidates' job ids in ``np.lexsort((ids, keys))`` order of ``OracleSRPT.keys``:
     remaining GPU-time (numpy's expm1 of the float32 ``remaining_log`` feature times the GPUs),
@@ -232,14 +245,7 @@ def oracle_order(S, cand, nv):
     order = np.empty(nv, np.int64)
     for i in range(nv):
         j = cand[i]
-        key = jf[A_VAL, j] * np.float64(ji[GPUS, j])
-        p = i
-        while p > 0 and (rem[p - 1] > key or (rem[p - 1] == key and order[p - 1] > j)):
-            rem[p] = rem[p - 1]
-            order[p] = order[p - 1]
-            p -= 1
-        rem[p] = key
-        order[p] = j
+        insert_by_key(rem, order, i, jf[A_VAL, j] * np.float64(ji[GPUS, j]), j)
     return order
 
 
@@ -264,14 +270,7 @@ def weighted_order(S, cand, nv, weights, feat):
         score += weights[6] * (np.float64(np.float32(math.log1p(ji[RESTARTS, j]))) / 3.0)
         score += weights[7] * (np.float64(np.float32(math.log1p(now - jf[SUBMIT, j]))) / 10.0)
         score += weights[8] * run
-        key = np.float64(np.float32(math.log1p(jf[ATTAINED, j]))) + score
-        p = i
-        while p > 0 and (vals[p - 1] > key or (vals[p - 1] == key and order[p - 1] > j)):
-            vals[p] = vals[p - 1]
-            order[p] = order[p - 1]
-            p -= 1
-        vals[p] = key
-        order[p] = j
+        insert_by_key(vals, order, i, np.float64(np.float32(math.log1p(jf[ATTAINED, j]))) + score, j)
     return order
 
 
