@@ -418,6 +418,13 @@ def test_workers_die_with_their_parent(tmp_path):
         kill_leftovers(pids or hang_pids(tmp_path))
 
 
+def _default_sigint() -> None:
+    """A terminal's foreground job has Ctrl-C's default action. pytest itself may run with SIGINT
+    ignored (started as a background job by a non-interactive shell: POSIX then ignores SIGINT),
+    which its children would inherit, and Python installs no KeyboardInterrupt handler then."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_during_run_writes_what_finished_and_exits_130(tmp_path):
     out = tmp_path / "out"
     proc = subprocess.Popen(
@@ -425,7 +432,8 @@ def test_ctrl_c_during_run_writes_what_finished_and_exits_130(tmp_path):
          "test_reliability:Fifo,test_reliability:Hangs",
          "--seeds", "0,1", "--backend", "process", "--workers", "2", "--no-plots", "--quiet", "--out", str(out)],
         env=dict(ENV, RELIABILITY_MARKERS=str(tmp_path)), cwd=ROOT, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, start_new_session=True)    # its own group, like a terminal's job
+        stderr=subprocess.PIPE, text=True, start_new_session=True,     # its own group, like a terminal's job
+        preexec_fn=_default_sigint)
     pids: list[int] = []
     try:
         # Tasks run in order (fifo 0, fifo 1, hangs 0, hangs 1: both unnamed policies, one cost
