@@ -18,8 +18,8 @@ with ``log.csv`` one row per iteration.
 Episodes run in ``workers`` processes (fork); the figures are the same for any number of workers
 (each episode is deterministic given its weights and window). With ``engine="compiled"`` (the
 default for a linear score where numba is available) an episode is one call of the baselines'
-compiled loop (:func:`baselines.engine.run_weighted_las_episode`: 0.02-0.1 s for a 1,000-job
-Philly window against 2-15 s through the PettingZoo API, with the same records on the windows
+compiled loop (:func:`baselines.engine.run_weighted_las_episode`: about 0.13 s of CPU for a
+1,000-job Philly window against 2-45 s through the PettingZoo API, with the same records on the windows
 tested), so an iteration can afford tens of windows; the engine keeps no tenant statistics, so the
 three tenant weights stay at zero there. ``engine="api"`` plays every feature and hidden layers.
 """

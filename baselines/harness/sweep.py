@@ -159,19 +159,11 @@ def _run_compiled_hook(policy: Any, task: Task) -> Optional[EpisodeResult]:
     allow_env_mismatch)`` when it has one (a plug-in agent that the compiled engine can play,
     with the record the API would give), or None: no hook, a recorded episode,
     ``CLUSTER_BENCH_ENGINE=api``, or the hook raised :class:`baselines.engine.Unsupported`."""
-    from baselines import engine
-
     hook = getattr(policy, "compiled_episode", None)
-    mode = engine.engine_mode()
-    if hook is None or task.record or mode == "api":
+    if hook is None or task.record:
         return None
-    try:
-        return hook(task.scenario, task.split, task.seed, dict(task.env_kwargs),
-                    allow_env_mismatch=task.allow_env_mismatch)
-    except engine.Unsupported:
-        if mode == "compiled":
-            raise
-        return None
+    return _compiled_or_none(lambda: hook(task.scenario, task.split, task.seed, dict(task.env_kwargs),
+                                          allow_env_mismatch=task.allow_env_mismatch))
 
 
 def _run_compiled(task: Task) -> Optional[EpisodeResult]:
@@ -179,13 +171,25 @@ def _run_compiled(task: Task) -> Optional[EpisodeResult]:
     (a policy or setting without a compiled rule, a recorded episode, ``CLUSTER_BENCH_ENGINE=api``)."""
     from baselines import engine
 
+    def run() -> EpisodeResult:
+        engine.check_request(task.policy, dict(task.env_kwargs), task.record)
+        return engine.run_compiled_episode(task.policy, task.scenario, task.split, task.seed, dict(task.env_kwargs),
+                                           allow_env_mismatch=task.allow_env_mismatch)
+
+    return _compiled_or_none(run)
+
+
+def _compiled_or_none(run: Callable[[], EpisodeResult]) -> Optional[EpisodeResult]:
+    """``run()`` (an episode in the compiled engine), or None where the API must play instead:
+    ``CLUSTER_BENCH_ENGINE=api``, or ``run`` raised :class:`baselines.engine.Unsupported` (raised
+    on under ``CLUSTER_BENCH_ENGINE=compiled``)."""
+    from baselines import engine
+
     mode = engine.engine_mode()
     if mode == "api":
         return None
     try:
-        engine.check_request(task.policy, dict(task.env_kwargs), task.record)
-        return engine.run_compiled_episode(task.policy, task.scenario, task.split, task.seed, dict(task.env_kwargs),
-                                           allow_env_mismatch=task.allow_env_mismatch)
+        return run()
     except engine.Unsupported:
         if mode == "compiled":
             raise
