@@ -9,7 +9,14 @@ plays the same windows (same jobs, same world), and the gradient estimate of ``-
 
     g = sum_p mean_w [log J(theta - sigma eps_p, w) - log J(theta + sigma eps_p, w)] eps_p / (2 sigma P)
 
-a same-window difference: the windows' own load cancels in each pair. Adam takes the step. Every
+a same-window difference: the windows' own load cancels in each pair (``pairing="same-window"``,
+the default). Two ablations of that baseline: ``"independent"`` gives every episode its own window
+(the antithetic difference then carries the window-to-window variance), and ``"reference"`` does
+too but subtracts from each episode's log cost the untrained agent's (LAS's) on the same window: an
+input-dependent baseline that knows the window's future arrivals, the exact value of the
+training-only critic of Mao et al. ("Variance Reduction for Reinforcement Learning in
+Input-Driven Environments", ICLR 2019), paid for with one reference episode per episode. Adam
+takes the step. Every
 ``eval_every`` iterations the current weights play ``eval_seeds`` full validation windows and are
 compared, window by window, with the untrained agent (LAS with the same placer); the best
 validation ratio is kept (``best.priority.json``), the last weights too (``last.priority.json``),
@@ -20,8 +27,9 @@ Episodes run in ``workers`` processes (fork); the figures are the same for any n
 default for a linear score where numba is available) an episode is one call of the baselines'
 compiled loop (:func:`baselines.engine.run_weighted_las_episode`: about 0.13 s of CPU for a
 1,000-job Philly window against 2-45 s through the PettingZoo API, with the same records on the windows
-tested), so an iteration can afford tens of windows; the engine keeps no tenant statistics, so the
-three tenant weights stay at zero there. ``engine="api"`` plays every feature and hidden layers.
+tested, tenant statistics included), so an iteration can afford tens of windows.
+``engine="api"`` plays hidden layers too. ``tenant_features=False`` keeps the three tenant weights
+at zero (the ablation without the tenants' finished-duration statistics).
 """
 from __future__ import annotations
 
@@ -38,8 +46,15 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from dual_agent.priority import (PriorityAgentPolicy, PriorityAgentSpec, PriorityModel, SUFFIX,
-                                 save_priority_agent)
+from dual_agent.priority import (PRIORITY_FEATURES, PriorityAgentPolicy, PriorityAgentSpec, PriorityModel,
+                                 SUFFIX, save_priority_agent)
+
+#: Positions of the tenant statistics in ``PRIORITY_FEATURES`` (frozen by ``tenant_features=False``).
+TENANT_INDICES = tuple(i for i, n in enumerate(PRIORITY_FEATURES) if n.startswith("tenant_"))
+
+
+#: Values of ``ESConfig.pairing``.
+PAIRINGS = ("same-window", "independent", "reference")
 
 
 @dataclass
@@ -64,10 +79,15 @@ class ESConfig:
     workers: int = 2
     seed: int = 0
     out: str = ""                     # run folder (default runs/priority-<scenario>)
-    # "compiled": episodes in the compiled engine (linear score; tenant weights frozen at 0);
-    # "api": through the PettingZoo API (every feature, hidden layers); "auto": compiled when
-    # hidden == 0 and the engine runs here (numba), else api.
+    # "compiled": episodes in the compiled engine (linear score); "api": through the PettingZoo
+    # API (hidden layers too); "auto": compiled when hidden == 0 and numba runs here, else api.
     engine: str = "auto"
+    # False: the tenant statistics' weights stay at zero (ablation; the hetero agent shipped at
+    # stop 22 was trained so, when the compiled engine had no tenant statistics).
+    tenant_features: bool = True
+    # How the episodes of a direction are compared (module docstring): "same-window" (default),
+    # "independent" or "reference" (ablations of the same-window baseline).
+    pairing: str = "same-window"
 
     def __post_init__(self) -> None:
         for name in ("pairs", "windows", "iterations", "eval_every", "eval_seeds", "workers"):
@@ -84,6 +104,10 @@ class ESConfig:
                 raise ValueError(f"{name} must be an integer >= 1 or None, got {value!r}")
         if self.engine not in ("auto", "compiled", "api"):
             raise ValueError(f"engine must be 'auto', 'compiled' or 'api', got {self.engine!r}")
+        if self.pairing not in PAIRINGS:
+            raise ValueError(f"pairing must be one of {list(PAIRINGS)}, got {self.pairing!r}")
+        if not isinstance(self.tenant_features, bool):
+            raise ValueError(f"tenant_features must be True or False, got {self.tenant_features!r}")
         if self.engine == "compiled" and self.hidden:
             raise ValueError("engine='compiled' runs a linear score only (hidden=0); use engine='api'")
         if not self.out:
@@ -195,12 +219,10 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
     eval_kw = {"jobs_per_episode": config.eval_jobs_per_episode} if config.eval_jobs_per_episode else None
     adam = Adam(theta.size, config.lr)
     engine = config.resolved_engine()
-    # Coordinates ES may move: all, except the tenant weights where the compiled engine plays.
+    # Coordinates ES may move: all, except the tenant weights in the ablation without them.
     free = np.ones(theta.size)
-    if engine == "compiled":
-        from baselines.engine import TENANT_FEATURES
-
-        free[list(TENANT_FEATURES)] = 0.0
+    if not config.tenant_features:
+        free[list(TENANT_INDICES)] = 0.0
     runner = _Runner(config.workers)
     command = command or " ".join(sys.argv)
     eval_seeds = list(range(config.eval_seeds))
@@ -233,12 +255,20 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
                     it -= 1
                     log(f"stopping before iteration {it + 1}: max_minutes={config.max_minutes} reached")
                     break
-                windows = rng.integers(0, 2**31 - 1, size=config.windows)
+                shared = config.pairing == "same-window"
+                windows = rng.integers(0, 2**31 - 1, size=config.windows if shared else
+                                       (config.pairs, 2, config.windows))
                 eps = rng.standard_normal((config.pairs, theta.size)) * free
-                tasks = [(theta + sign * config.sigma * e, hidden, config.scenario, config.placer, "train", int(w),
-                          train_kw, engine) for e in eps for sign in (1.0, -1.0) for w in windows]
+                tasks = [(theta + sign * config.sigma * e, hidden, config.scenario, config.placer, "train",
+                          int(windows[i] if shared else windows[p, k, i]), train_kw, engine)
+                         for p, e in enumerate(eps) for k, sign in enumerate((1.0, -1.0))
+                         for i in range(config.windows)]
                 costs = np.log(runner.costs(tasks)).reshape(config.pairs, 2, config.windows)
                 episodes += len(tasks)
+                if config.pairing == "reference":     # minus the untrained agent's log cost, window by window
+                    refs = [(model0.flat(), hidden) + t[2:] for t in tasks]
+                    costs = costs - np.log(runner.costs(refs)).reshape(costs.shape)
+                    episodes += len(refs)
                 grad = antithetic_gradient(costs[:, 0], costs[:, 1], eps, config.sigma)
                 step = adam.step(grad)
                 theta = theta + step

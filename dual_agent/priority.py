@@ -193,8 +193,8 @@ class PriorityAgentPolicy(ComposedPolicy):
                          allow_env_mismatch: bool = False):
         """The episode in the compiled engine (:func:`baselines.engine.run_weighted_las_episode`),
         record for record what the API gives; the harness calls it. Raises
-        ``baselines.engine.Unsupported`` for what only the API plays (a hidden layer, tenant
-        weights, event-time preemption, settings the engine does not run)."""
+        ``baselines.engine.Unsupported`` for what only the API plays (a hidden layer, event-time
+        preemption, settings the engine does not run)."""
         from baselines.engine import Unsupported, run_weighted_las_episode
 
         if self.model.hidden:

@@ -38,8 +38,14 @@ def register_command(subparsers: "argparse._SubParsersAction") -> None:
     p.add_argument("--eval-seeds", type=int, default=None, help="full validation windows (default 100)")
     p.add_argument("--workers", type=int, default=None, help="episode processes (default 2)")
     p.add_argument("--engine", choices=("auto", "compiled", "api"), default=None,
-                   help="where episodes run: compiled (linear score, tenant weights stay 0, ~100x faster), api "
-                        "(every feature, --hidden), auto (default: compiled when possible)")
+                   help="where episodes run: compiled (linear score, ~100x faster), api (--hidden too), auto "
+                        "(default: compiled when possible)")
+    p.add_argument("--no-tenant-features", dest="tenant_features", action="store_false", default=None,
+                   help="keep the tenant statistics' weights at zero (ablation)")
+    p.add_argument("--pairing", choices=("same-window", "independent", "reference"), default=None,
+                   help="same-window: both signs of a direction play the same windows (default); independent: "
+                        "every episode its own window; reference: independent, minus LAS's log cost on each "
+                        "window (the exact input-dependent baseline; one more episode per episode)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="run folder (default runs/priority-<scenario>)")
     p.add_argument("--smoke", action="store_true", help="a tiny run for CI (seconds)")
@@ -53,7 +59,7 @@ def cmd_train_priority(args: argparse.Namespace) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     kw = dict(SMOKE) if args.smoke else {}
     for key in ("placer", "hidden", "sigma", "lr", "pairs", "windows", "iterations", "max_minutes", "eval_every",
-                "eval_seeds", "workers", "seed", "engine"):
+                "eval_seeds", "workers", "seed", "engine", "tenant_features", "pairing"):
         value = getattr(args, key)
         if value is not None:
             kw[key] = value

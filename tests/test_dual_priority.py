@@ -116,35 +116,48 @@ def test_save_load_round_trip_and_clear_errors(tmp_path):
 
 LEARNED = {"gpus_log2": 0.8, "comm_intensity": -0.26, "best_speed": -0.19, "restarts": -0.65, "wait": 0.26,
            "running": 0.55}
+TENANT = {"tenant_dev": 0.6, "tenant_recent_dev": -0.4, "tenant_known": 0.3}
 
 
 @pytest.mark.parametrize("scenario,placer", [("philly-hetero-v1", "fastest"), ("philly-v1", "consolidate")])
 def test_compiled_weighted_las_plays_the_api_agent_record_for_record(scenario, placer):
     """The ES trainer's fast path (baselines.engine.run_weighted_las_episode) is the same agent
-    as the PettingZoo-API one, on preempting windows, for zero and for learned-like weights."""
+    as the PettingZoo-API one, on preempting windows, for zero and for learned-like weights, with
+    and without the tenant statistics (kept by the engine as the extended observation keeps them)."""
     from baselines.engine import run_compiled_episode, run_weighted_las_episode
 
     zero = run_weighted_las_episode(np.zeros(len(PRIORITY_FEATURES)), placer, scenario, "validation", 2, SHORT).record
     las = run_compiled_episode(f"las+{placer}", scenario, "validation", 2, SHORT).record
     assert {k: zero[k] for k in KEYS} == {k: las[k] for k in KEYS}
-    agent = _agent(scenario, placer, **LEARNED)
     preemptions = 0
-    for seed in (2, 3):
-        fast = run_weighted_las_episode(agent.model.linear, placer, scenario, "validation", seed, SHORT).record
-        api = run_episode(agent, scenario, "validation", seed, env_kwargs=SHORT).record
-        assert {k: fast[k] for k in KEYS} == {k: api[k] for k in KEYS}, (scenario, seed)
-        preemptions += api["preemptions"]
+    for weights in (LEARNED, {**LEARNED, **TENANT}):
+        agent = _agent(scenario, placer, **weights)
+        for seed in (2, 3):
+            fast = run_weighted_las_episode(agent.model.linear, placer, scenario, "validation", seed, SHORT).record
+            api = run_episode(agent, scenario, "validation", seed, env_kwargs=SHORT).record
+            assert {k: fast[k] for k in KEYS} == {k: api[k] for k in KEYS}, (scenario, seed, weights)
+            preemptions += api["preemptions"]
     assert preemptions > 0                       # the windows exercise the preemption ticks
     assert fast["policy"] == f"weighted-las+{placer}"
+
+
+def test_compiled_tenant_statistics_change_the_schedule_as_the_api_does():
+    """A full philly-hetero-v1 window (thousands of finishes folded): the tenant weights move the
+    schedule, and the compiled engine follows the API there."""
+    from baselines.engine import run_weighted_las_episode
+
+    with_tenant = _agent(**LEARNED, **TENANT)
+    fast = run_weighted_las_episode(with_tenant.model.linear, "fastest", "philly-hetero-v1", "validation", 0).record
+    api = run_episode(with_tenant, "philly-hetero-v1", "validation", 0).record
+    without = run_weighted_las_episode(_agent(**LEARNED).model.linear, "fastest", "philly-hetero-v1", "validation",
+                                       0).record
+    assert {k: fast[k] for k in KEYS} == {k: api[k] for k in KEYS}
+    assert fast["avg_jct"] != without["avg_jct"] and api["preemptions"] > 1000
 
 
 def test_compiled_weighted_las_refuses_what_it_cannot_play():
     from baselines.engine import Unsupported, run_weighted_las_episode
 
-    w = np.zeros(len(PRIORITY_FEATURES))
-    w[PRIORITY_FEATURES.index("tenant_dev")] = 0.1
-    with pytest.raises(Unsupported, match="tenant"):
-        run_weighted_las_episode(w, "fastest", "philly-v1", "train", 0)
     with pytest.raises(ValueError, match="9 finite"):
         run_weighted_las_episode(np.zeros(3), "fastest", "philly-v1", "train", 0)
     with pytest.raises(ValueError, match="engine"):
@@ -155,11 +168,11 @@ def test_compiled_weighted_las_refuses_what_it_cannot_play():
 
 
 def test_harness_plays_a_linear_priority_agent_in_the_compiled_engine(tmp_path, monkeypatch):
-    """cluster-bench run / evaluate: a saved linear agent without tenant weights runs compiled,
-    with the API's record; one with a tenant weight falls back to the API."""
+    """cluster-bench run / evaluate: a saved linear agent runs compiled, with the API's record;
+    CLUSTER_BENCH_ENGINE=api or a hidden layer falls back to the API."""
     from baselines.harness.sweep import Task, run_task
 
-    path = save_priority_agent(_agent(**LEARNED), tmp_path / "a.priority.json")
+    path = save_priority_agent(_agent(**LEARNED, **TENANT), tmp_path / "a.priority.json")
     task = Task(str(path), "philly-hetero-v1", "validation", 3, tuple(sorted(SHORT.items())))
     fast = run_task(task)
     monkeypatch.setenv("CLUSTER_BENCH_ENGINE", "api")
@@ -169,8 +182,9 @@ def test_harness_plays_a_linear_priority_agent_in_the_compiled_engine(tmp_path, 
     same = [k for k in api.record if k != "wall_s"]
     assert {k: fast.record[k] for k in same} == {k: api.record[k] for k in same}
     assert fast.record["policy"] == "dual-priority(a)"
-    tenant = save_priority_agent(_agent(tenant_dev=0.2, **LEARNED), tmp_path / "t.priority.json")
-    assert run_task(Task(str(tenant), "philly-hetero-v1", "validation", 3, tuple(sorted(SHORT.items())))).engine == "api"
+    hidden = PriorityAgentPolicy(PriorityModel.zeros(hidden=2), PriorityAgentSpec("philly-hetero-v1", "fastest"))
+    deep = save_priority_agent(hidden, tmp_path / "h.priority.json")
+    assert run_task(Task(str(deep), "philly-hetero-v1", "validation", 3, tuple(sorted(SHORT.items())))).engine == "api"
 
 
 def test_the_shipped_hetero_agent_is_a_default_of_cluster_bench_run_and_plays_compiled():
@@ -216,7 +230,7 @@ def test_es_training_loop_finds_a_known_optimum(monkeypatch, tmp_path):
     """A toy objective with a known optimum in place of episodes: log cost = |theta - target|^2
     plus a per-window offset (which the same-window pairs must cancel)."""
     target = np.zeros(len(PRIORITY_FEATURES))
-    target[0], target[7] = 0.8, -0.5      # the tenant weights (1-3) stay 0 in the compiled engine
+    target[0], target[2], target[7] = 0.8, 0.4, -0.5
 
     def toy_cost(task):
         theta, _, _, _, split, seed, _, engine = task
@@ -235,6 +249,41 @@ def test_es_training_loop_finds_a_known_optimum(monkeypatch, tmp_path):
     assert best.spec.training["algorithm"] == "es" and best.spec.training["iterations"] == 60
 
 
+def test_es_pairing_ablations_and_frozen_tenant_weights(monkeypatch, tmp_path):
+    """The ablations of the same-window baseline draw one window per episode; "reference" plays
+    the untrained agent on each of those windows too and subtracts its log cost, which cancels a
+    per-window offset exactly, while "independent" carries it as noise (same budget: further from
+    the optimum). tenant_features=False keeps the tenant weights at zero."""
+    target = np.zeros(len(PRIORITY_FEATURES))
+    target[0], target[1], target[7] = 0.8, 0.5, -0.5
+    expect = target.copy()
+    expect[[1, 2, 3]] = 0.0
+    errors = {}
+    for pairing in ("independent", "reference"):
+        calls = []
+
+        def toy_cost(task):
+            theta, _, _, _, split, seed, _, _ = task
+            calls.append((split, seed, not np.any(theta)))
+            return float(np.exp(np.sum((theta - target) ** 2) + (seed % 97) / 10.0))
+
+        monkeypatch.setattr(es, "_episode_cost", toy_cost)
+        config = ESConfig(iterations=60, pairs=4, windows=2, eval_every=30, eval_seeds=2, workers=1, lr=0.05,
+                          pairing=pairing, tenant_features=False, out=str(tmp_path / pairing))
+        weights = train_priority(config, log=lambda msg: None).last.model.flat()
+        assert np.all(weights[[1, 2, 3]] == 0.0)
+        errors[pairing] = float(np.abs(weights - expect).max())
+        train = [c for c in calls if c[0] == "train"]
+        agent, reference = [c for c in train if not c[2]], [c for c in train if c[2]]
+        assert len(agent) == 60 * 4 * 2 * 2
+        assert len({seed for _, seed, _ in agent}) > 0.99 * len(agent)       # a window per episode
+        if pairing == "reference":      # one untrained-agent episode on each of the agent's windows
+            assert sorted(s for _, s, _ in reference) == sorted(s for _, s, _ in agent)
+        else:
+            assert reference == []
+    assert errors["reference"] < 0.1 < errors["independent"]
+
+
 def test_es_config_rejects_bad_values():
     with pytest.raises(ValueError, match="pairs"):
         ESConfig(pairs=0)
@@ -242,6 +291,10 @@ def test_es_config_rejects_bad_values():
         ESConfig(sigma=-1.0)
     with pytest.raises(ValueError, match="eval_jobs_per_episode"):
         ESConfig(eval_jobs_per_episode=0)
+    with pytest.raises(ValueError, match="pairing"):
+        ESConfig(pairing="shared")
+    with pytest.raises(ValueError, match="tenant_features"):
+        ESConfig(tenant_features="no")
     assert Adam(2, 0.1).step(np.array([1.0, -1.0])) == pytest.approx([0.1, -0.1])
 
 

@@ -210,8 +210,8 @@ def run_compiled_episode(policy: str, scenario: Any, split: str, seed: int, env_
     return _run_codes(policy, codes, scenario, split, seed, env_kwargs, allow_env_mismatch, None, None)
 
 
-#: Entries of ``dual_agent.priority.PRIORITY_FEATURES`` the engine cannot compute (the tenants'
-#: running statistics of finished durations): their weights must be zero.
+#: Entries of ``dual_agent.priority.PRIORITY_FEATURES`` read from the tenants' running statistics
+#: of finished durations (the engine keeps them only when one of these weights is not zero).
 TENANT_FEATURES = (1, 2, 3)
 N_PRIORITY_FEATURES = 9
 
@@ -222,8 +222,8 @@ def run_weighted_las_episode(weights: Any, placer: str, scenario: Any, split: st
     """One episode of the priority-mode agent's linear key on LAS (``log1p(attained) + w . phi``,
     :mod:`dual_agent.priority`) composed with the named ``placer``, in the compiled engine.
 
-    ``weights``: the 9 linear weights in ``PRIORITY_FEATURES`` order, the three tenant entries
-    zero (the engine keeps no tenant statistics). The key is computed with the same float
+    ``weights``: the 9 linear weights in ``PRIORITY_FEATURES`` order (the tenant statistics are
+    kept, as the extended observation keeps them, when a tenant weight is not zero). The key is computed with the same float
     operations, in the same order, as ``PriorityModel.score`` (a sum in feature order), so the
     records are the API agent's (``tests/test_dual_priority.py``). ``name``: the record's policy
     name (default ``weighted-las+<placer>``). Raises :class:`Unsupported` where the API path must
@@ -232,8 +232,6 @@ def run_weighted_las_episode(weights: Any, placer: str, scenario: Any, split: st
     w = np.asarray(weights, dtype=np.float64)
     if w.shape != (N_PRIORITY_FEATURES,) or not np.isfinite(w).all():
         raise ValueError(f"weights must be {N_PRIORITY_FEATURES} finite numbers, got {np.asarray(weights)!r}")
-    if np.any(w[list(TENANT_FEATURES)] != 0.0):
-        raise Unsupported("tenant-statistics weights (PRIORITY_FEATURES 1-3) need the API path")
     base = f"las+{placer}"
     codes = check_request(base, env_kwargs)
     return _run_codes(base, (L.O_WEIGHTED, codes[1]), scenario, split, seed, env_kwargs, allow_env_mismatch, w,
@@ -277,10 +275,18 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     order_rng, place_rng = np.random.default_rng(order_seq), np.random.default_rng(place_seq)
     if weights is None:
         w, feat = np.zeros(N_PRIORITY_FEATURES), np.zeros((3, 0))
+        tenant, tstat, tfold = np.zeros(0, np.int64), np.zeros((3, 1)), np.zeros(1, np.int64)
     else:       # the observation's float32 gpus_log2, comm_intensity and best_speed columns
         w = weights
         feat = np.vstack([np.log2(sim.gpus).astype(np.float32), comm_intensity()[sim.job_type].astype(np.float32),
                           np.asarray(sim.best_speed).astype(np.float32)]).astype(np.float64)
+        # The tenants' running statistics (RunningStats of the extended observation): count,
+        # total, moving average per tenant, the last column for every job; folded-job flags.
+        tenant = np.asarray(workload.tenant, dtype=np.int64)
+        n_tenants = int(tenant.max()) + 1 if len(tenant) else 1
+        tstat = np.zeros((3, n_tenants + 1))
+        tstat[2] = -1.0
+        tfold = np.zeros(len(tenant) + 1, np.int64)
     limits = np.array(TIRESIAS_QUEUE_LIMITS, dtype=np.float64)
     thresholds = np.array([_expm1_threshold(x) for x in limits], dtype=np.float32)
     # The loop calls numpy for a few ufuncs (numba.objmode); Python's cyclic garbage collector,
@@ -288,7 +294,7 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
-        loop.run_episode(state, rng, order_rng, place_rng, thresholds, limits, w, feat)
+        loop.run_episode(state, rng, order_rng, place_rng, thresholds, limits, w, feat, tenant, tstat, tfold)
     finally:
         if gc_was_on:
             gc.enable()

@@ -28,6 +28,7 @@ import numpy as np
 from cluster_env.core import kernels as _kernels
 from cluster_env.core.engine import sim as _sim
 from cluster_env.core.engine.layout import *  # noqa: F401,F403 - numba reads them as compile-time constants
+from cluster_env.envs.observation_ext import RECENT_WEIGHT
 # The dynamics, as module globals (numba caches calls to compiled functions through globals).
 from cluster_env.core.engine.sim import (advance, stash, place, preempt, skip_idle, start,  # noqa: F401
                                          sync_running, top_running, usable_free)
@@ -250,21 +251,78 @@ def oracle_order(S, cand, nv):
 
 
 @_jit
-def weighted_order(S, cand, nv, weights, feat):
+def fold_finished(S, tenant, tstat, tfold):
+    """Fold the jobs finished since the last call into the tenants' running statistics of
+    ``log1p(executed seconds)``, in (finish time, job id) order: the extended observation's
+    ``RunningStats`` (:mod:`cluster_env.envs.observation_ext`), whose batches, one per
+    observation, add up to that same global order. ``tstat`` (3, T + 1): count, total and moving
+    average (-1 before the first finish) per tenant, column T for every job; ``tfold`` (NJ + 1,):
+    1 for a folded job, the number folded in its last entry."""
+    jf, ic, pi = S[0], S[11], S[13]
+    nj = pi[NJ]
+    if ic[FINISHED] == tfold[nj]:
+        return
+    new = np.empty(ic[NEXT_ARRIVAL], np.int64)
+    times = np.empty(ic[NEXT_ARRIVAL])
+    n = 0
+    for j in range(ic[NEXT_ARRIVAL]):
+        if tfold[j] == 0 and not math.isnan(jf[FINISH, j]):
+            insert_by_key(times, new, n, jf[FINISH, j], j)
+            n += 1
+    all_col = tstat.shape[1] - 1
+    for i in range(n):
+        j = new[i]
+        value = math.log1p(jf[EXECUTED, j])
+        for col in (tenant[j], all_col):
+            if tstat[0, col] == 0:
+                tstat[2, col] = value
+            else:
+                tstat[2, col] = (1 - RECENT_WEIGHT) * tstat[2, col] + RECENT_WEIGHT * value
+            tstat[0, col] += 1
+            tstat[1, col] += value
+        tfold[j] = 1
+    tfold[nj] += n
+
+
+@_jit
+def stat_f32(tstat, row, col):
+    """A running statistic as the observation shows it: float32, widened back (-1 when none
+    finished; the mean is the total over the count)."""
+    if tstat[0, col] == 0:
+        return -1.0
+    value = tstat[1, col] / tstat[0, col] if row == 1 else tstat[2, col]
+    return np.float64(np.float32(value))
+
+
+@_jit
+def weighted_order(S, cand, nv, weights, feat, tenant, tstat, tfold):
     """The ``nv`` candidates' job ids ordered by the priority-mode agent's linear key
-    (:class:`dual_agent.priority.LearnedPriorityOrderer` with zero tenant weights), then job id:
-    ``log1p(attained)`` plus ``weights . phi`` summed in feature order, each feature rounded to
-    the observation's float32 (``feat``: per-job float32 gpus_log2, comm_intensity, best_speed),
-    the same operations in the same order as ``PriorityModel.score`` (the zero tenant terms add
-    nothing). Then an insertion sort (a window is tens of jobs)."""
+    (:class:`dual_agent.priority.LearnedPriorityOrderer`), then job id: ``log1p(attained)`` plus
+    ``weights . phi`` summed in feature order, each feature rounded to the observation's float32
+    (``feat``: per-job float32 gpus_log2, comm_intensity, best_speed; the tenant features from
+    :func:`fold_finished`'s statistics, kept only when a tenant weight is not zero, since their
+    terms then add nothing), the same operations in the same order as ``PriorityModel.score``.
+    Then an insertion sort (a window is tens of jobs)."""
     jf, ji, sc = S[0], S[1], S[10]
     now = sc[NOW]
+    tenants = weights[1] != 0.0 or weights[2] != 0.0 or weights[3] != 0.0
+    fm = fr = -1.0
+    if tenants:
+        fold_finished(S, tenant, tstat, tfold)
+        all_col = tstat.shape[1] - 1
+        fm, fr = stat_f32(tstat, 1, all_col), stat_f32(tstat, 2, all_col)
     vals = np.empty(nv)
     order = np.empty(nv, np.int64)
     for i in range(nv):
         j = cand[i]
         run = 1.0 if ji[STATUS, j] == ST_RUNNING else 0.0
         score = weights[0] * feat[0, j]
+        if tenants:
+            tm, tr = stat_f32(tstat, 1, tenant[j]), stat_f32(tstat, 2, tenant[j])
+            known = tm >= 0.0 and fm >= 0.0
+            score += weights[1] * (tm - fm if known else 0.0)
+            score += weights[2] * (tr - fr if known else 0.0)
+            score += weights[3] * (1.0 if known else 0.0)
         score += weights[4] * feat[1, j]
         score += weights[5] * feat[2, j]
         score += weights[6] * (np.float64(np.float32(math.log1p(ji[RESTARTS, j]))) / 3.0)
@@ -275,9 +333,9 @@ def weighted_order(S, cand, nv, weights, feat):
 
 
 @_jit
-def order_priority(S, rule, thresholds, limits, weights, feat):
+def order_priority(S, rule, thresholds, limits, weights, feat, tenant, tstat, tfold):
     """``PreemptivePriority.order`` with LAS's, Tiresias', the SRPT oracle's or the priority-mode
-    agent's keys (``rule``: the orderer's code; ``weights`` and ``feat``: :func:`weighted_order`'s)."""
+    agent's keys (``rule``: the orderer's code; ``weights`` to ``tfold``: :func:`weighted_order`'s)."""
     jf, ji, sc, ic, pi = S[0], S[1], S[10], S[11], S[13]
     ti, allowed = S[6], S[16]
     cand, keys = S[24], S[25]
@@ -297,7 +355,7 @@ def order_priority(S, rule, thresholds, limits, weights, feat):
     if rule == O_ORACLE:
         order = oracle_order(S, cand, nv)
     elif rule == O_WEIGHTED:
-        order = weighted_order(S, cand, nv, weights, feat)
+        order = weighted_order(S, cand, nv, weights, feat, tenant, tstat, tfold)
     else:
         for i in range(nv):
             j = cand[i]
@@ -523,9 +581,9 @@ def end_step(S):
 
 
 @_jit
-def run_episode(S, rng, orng, prng, thresholds, limits, weights, feat):
+def run_episode(S, rng, orng, prng, thresholds, limits, weights, feat, tenant, tstat, tfold):
     """One episode from the state right after the simulator's construction (``env.reset``);
-    ``weights`` and ``feat`` are read by the weighted orderer only (empty arrays otherwise)."""
+    ``weights`` to ``tfold`` are read by the weighted orderer only (empty arrays otherwise)."""
     S = stash(S)            # one pointer to uncounted arrays for every call below (engine.ref)
     ic, pi = S[11], S[13]
     orderer = pi[ORDERER]
@@ -544,7 +602,7 @@ def run_episode(S, rng, orng, prng, thresholds, limits, weights, feat):
         elif orderer == O_RANDOM:
             kind, job = order_random(S, orng)
         else:
-            kind, job = order_priority(S, orderer, thresholds, limits, weights, feat)
+            kind, job = order_priority(S, orderer, thresholds, limits, weights, feat, tenant, tstat, tfold)
         if ic[ERROR]:
             return
         if kind == START:

@@ -86,7 +86,9 @@ class RunningStats:
 
     def add(self, jobs: np.ndarray, run_time: np.ndarray) -> None:
         """Fold finished ``jobs`` (already in finish order) with their run times in seconds."""
-        for job, value in zip(jobs.tolist(), np.log1p(run_time).tolist()):
+        # math.log1p (the C library's) rather than numpy's, which may take a vectorised path that
+        # differs in the last bit: the compiled engine (baselines.engine) keeps these statistics too.
+        for job, value in zip(jobs.tolist(), map(math.log1p, run_time.tolist())):
             t = self.tenant[job]
             self.recent[t] = value if self.count[t] == 0 else (1 - RECENT_WEIGHT) * self.recent[t] + RECENT_WEIGHT * value
             self.count[t] += 1
