@@ -324,3 +324,26 @@ def test_paired_evaluation_script_reads_a_priority_agent(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "dual vs las+fastest" in proc.stdout
     assert json.loads(out.read_text())["summaries"]["las+fastest"]["n"] == 2
+
+
+def test_ablation_table_script_pairs_variants_with_the_reference_and_the_first(tmp_path):
+    """benchmarks/priority_ablations.py as the docs run it: LABEL=PATH and LABEL=PATH@PLACER."""
+    path = save_priority_agent(_agent(gpus_log2=1.0), tmp_path / "a.priority.json")
+    bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks",
+                         "priority_ablations.py")
+    out = tmp_path / "table.json"
+    proc = subprocess.run([sys.executable, bench, f"mine={path}", f"mine-spread={path}@spread", "--scenario",
+                           "philly-hetero-v1", "--seeds", "0-2", "--jobs-per-episode", "60", "--out", str(out)],
+                          capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"), timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert "| mine-spread | spread |" in proc.stdout
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["variant"] for r in rows] == ["mine", "mine-spread"]
+    assert rows[0]["vs_reference"]["n"] == 3 and "vs_first" not in rows[0]
+    assert rows[1]["vs_first"]["n"] == 3
+    records = json.loads(out.read_text())["records"]
+    spread = [r["avg_jct"] for r in records if r["policy"] == "mine-spread"]
+    own = [r["avg_jct"] for r in records if r["policy"] == "mine"]
+    assert rows[1]["vs_first"]["ratio"] == pytest.approx(np.exp(np.mean(np.log(np.array(spread) / own))))
+    bad = subprocess.run([sys.executable, bench, "no-equals-sign"], capture_output=True, text=True, timeout=300)
+    assert bad.returncode != 0 and "LABEL=PATH" in bad.stderr
