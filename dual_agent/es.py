@@ -55,6 +55,8 @@ TENANT_INDICES = tuple(i for i, n in enumerate(PRIORITY_FEATURES) if n.startswit
 
 #: Values of ``ESConfig.pairing``.
 PAIRINGS = ("same-window", "independent", "reference")
+#: Values of ``ESConfig.learn``.
+LEARN = ("orderer", "placer", "both")
 
 
 @dataclass
@@ -88,6 +90,9 @@ class ESConfig:
     # How the episodes of a direction are compared (module docstring): "same-window" (default),
     # "independent" or "reference" (ablations of the same-window baseline).
     pairing: str = "same-window"
+    # Which agents learn: "orderer" (the placer is the heuristic ``placer``), "placer" (the
+    # orderer is LAS; the residual placer learns on top of ``placer``) or "both".
+    learn: str = "orderer"
 
     def __post_init__(self) -> None:
         for name in ("pairs", "windows", "iterations", "eval_every", "eval_seeds", "workers"):
@@ -106,6 +111,8 @@ class ESConfig:
             raise ValueError(f"engine must be 'auto', 'compiled' or 'api', got {self.engine!r}")
         if self.pairing not in PAIRINGS:
             raise ValueError(f"pairing must be one of {list(PAIRINGS)}, got {self.pairing!r}")
+        if self.learn not in LEARN:
+            raise ValueError(f"learn must be one of {list(LEARN)}, got {self.learn!r}")
         if not isinstance(self.tenant_features, bool):
             raise ValueError(f"tenant_features must be True or False, got {self.tenant_features!r}")
         if self.engine == "compiled" and self.hidden:
@@ -172,7 +179,9 @@ def _episode_cost(task: tuple) -> float:
     if engine == "compiled":
         from baselines.engine import run_weighted_las_episode
 
-        record = run_weighted_las_episode(theta, placer, scenario, split, int(seed), env_kwargs).record
+        model = PriorityModel.zeros().with_flat(theta)
+        record = run_weighted_las_episode(model.linear, placer, scenario, split, int(seed), env_kwargs,
+                                          placer_weights=model.placer).record
     else:
         from baselines.harness.episode import run_episode
 
@@ -219,10 +228,23 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
     eval_kw = {"jobs_per_episode": config.eval_jobs_per_episode} if config.eval_jobs_per_episode else None
     adam = Adam(theta.size, config.lr)
     engine = config.resolved_engine()
-    # Coordinates ES may move: all, except the tenant weights in the ablation without them.
+    # Coordinates ES may move: the learning agents' weights, without the tenant ones in that ablation.
+    # The placer's block is drawn after the orderer's, and only when it learns, so that an
+    # orderer-only run draws the numbers it drew before the residual placer existed.
+    placer_block = PriorityModel.placer_slice(hidden)
+    n_orderer = placer_block.start
     free = np.ones(theta.size)
+    if config.learn == "placer":
+        free[:n_orderer] = 0.0
     if not config.tenant_features:
         free[list(TENANT_INDICES)] = 0.0
+
+    def directions() -> np.ndarray:
+        eps = np.zeros((config.pairs, theta.size))
+        eps[:, :n_orderer] = rng.standard_normal((config.pairs, n_orderer))
+        if config.learn != "orderer":
+            eps[:, placer_block] = rng.standard_normal((config.pairs, placer_block.stop - n_orderer))
+        return eps * free
     runner = _Runner(config.workers)
     command = command or " ".join(sys.argv)
     eval_seeds = list(range(config.eval_seeds))
@@ -258,7 +280,7 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
                 shared = config.pairing == "same-window"
                 windows = rng.integers(0, 2**31 - 1, size=config.windows if shared else
                                        (config.pairs, 2, config.windows))
-                eps = rng.standard_normal((config.pairs, theta.size)) * free
+                eps = directions()
                 tasks = [(theta + sign * config.sigma * e, hidden, config.scenario, config.placer, "train",
                           int(windows[i] if shared else windows[p, k, i]), train_kw, engine)
                          for p, e in enumerate(eps) for k, sign in enumerate((1.0, -1.0))

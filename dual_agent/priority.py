@@ -15,8 +15,14 @@ linear map. All weights start at zero, so the untrained agent **is** LAS, decisi
 (tested against the compiled ``las`` baseline). A learned weight reads as a rule: ``+1`` on
 ``gpus_log2`` orders by ``attained x GPUs^(1/ln 2)``, i.e. smaller jobs earlier at equal service.
 
+The placing agent is a *residual* scorer on a heuristic placer (:class:`ResidualPlacer`): it
+places on the allowed machine with the highest ``v . psi(machine) + PLACER_BONUS x [the heuristic
+picks it]``, ``psi`` the :data:`PLACER_FEATURES`; with ``v = 0`` it is the heuristic, machine for
+machine, and a learned ``v`` must outweigh the bonus to deviate.
+
 The agent is a plain numpy policy (no torch at run time): :class:`PriorityAgentPolicy` composes
-the orderer with a placer (a heuristic placer by name: the ``placer`` field), carries its
+the orderer with a placer (a heuristic placer by name, the ``placer`` field, under the residual
+scorer), carries its
 environment needs (``preemption=True``, ``observation="extended"``) and is saved as one JSON file
 (:func:`save_priority_agent`, :func:`load_priority_agent`; names ending in ``.priority.json`` load
 in the harness and ``cluster-bench run``). Training: :mod:`dual_agent.es`.
@@ -31,8 +37,10 @@ from typing import Any, Optional
 
 import numpy as np
 
+from baselines.obs import M as _M
 from baselines.orderers import PreemptivePriority, _visible
-from baselines.policy import ComposedPolicy
+from baselines.placers import _speed_and_fit, allowed_machines
+from baselines.policy import ComposedPolicy, Placer
 from baselines.registry import PLACERS
 from cluster_env.envs.observation_ext import global_features, job_features
 
@@ -49,6 +57,17 @@ PRIORITY_FEATURES = (
     "wait",               # log1p(seconds since submission) / 10
     "running",            # 1 for a running candidate (a bias against preempting it)
 )
+#: Per-machine inputs of the residual placer's score, for the job being placed (float32 features of
+#: the observation, as the heuristic placers read them).
+PLACER_FEATURES = (
+    "whole",        # 1 if the machine's free GPUs hold the job's whole remaining need
+    "rel_speed",    # the job's speed there (nominal x measured) over the best allowed machine's
+    "free_frac",    # free GPUs / GPUs on the machine
+    "free_gpus",    # free GPUs / 8
+    "jobs",         # running jobs on the machine / 4 (contention)
+)
+#: Score added to the heuristic placer's own pick (the learned weights must outweigh it).
+PLACER_BONUS = 1.0
 FORMAT = "hetero-cluster-sched/priority-agent"
 VERSION = 1
 SUFFIX = ".priority.json"
@@ -63,19 +82,22 @@ class PriorityCheckpointError(ValueError):
 
 @dataclass
 class PriorityModel:
-    """The score ``w . phi + v . tanh(W phi + b)`` of :data:`PRIORITY_FEATURES` rows.
+    """The score ``w . phi + v . tanh(W phi + b)`` of :data:`PRIORITY_FEATURES` rows, and the
+    residual placer's weights.
 
-    Fields (F = len(PRIORITY_FEATURES), H = hidden):
+    Fields (F = len(PRIORITY_FEATURES), H = hidden, Q = len(PLACER_FEATURES)):
         linear: (F,) weights ``w`` of the linear part.
         hidden_w: (H, F) first-layer weights ``W`` (random at creation, so that ``v`` can learn).
         hidden_b: (H,) first-layer biases ``b``.
         out: (H,) output weights ``v`` (zero at creation: the score starts at 0).
+        placer: (Q,) the residual placer's weights (zero: the heuristic placer itself).
     """
 
     linear: np.ndarray
     hidden_w: np.ndarray
     hidden_b: np.ndarray
     out: np.ndarray
+    placer: np.ndarray = field(default_factory=lambda: np.zeros(len(PLACER_FEATURES)))
 
     @classmethod
     def zeros(cls, hidden: int = 0, seed: int = 0) -> "PriorityModel":
@@ -84,7 +106,8 @@ class PriorityModel:
             raise ValueError(f"hidden must be an integer >= 0, got {hidden!r}")
         f = len(PRIORITY_FEATURES)
         rng = np.random.default_rng(seed)
-        return cls(np.zeros(f), rng.normal(0.0, 1.0 / math.sqrt(f), (hidden, f)), np.zeros(hidden), np.zeros(hidden))
+        return cls(np.zeros(f), rng.normal(0.0, 1.0 / math.sqrt(f), (hidden, f)), np.zeros(hidden), np.zeros(hidden),
+                   np.zeros(len(PLACER_FEATURES)))
 
     @property
     def hidden(self) -> int:
@@ -102,18 +125,24 @@ class PriorityModel:
             s = s + np.tanh(phi @ self.hidden_w.T + self.hidden_b) @ self.out
         return s
 
-    # The trainer perturbs the model as one flat vector: [linear, hidden_w, hidden_b, out].
+    # The trainer perturbs the model as one flat vector: [linear, hidden_w, hidden_b, out, placer].
     def flat(self) -> np.ndarray:
-        return np.concatenate([self.linear, self.hidden_w.ravel(), self.hidden_b, self.out])
+        return np.concatenate([self.linear, self.hidden_w.ravel(), self.hidden_b, self.out, self.placer])
 
     def with_flat(self, theta: np.ndarray) -> "PriorityModel":
-        f, h = len(PRIORITY_FEATURES), self.hidden
+        f, h, q = len(PRIORITY_FEATURES), self.hidden, len(PLACER_FEATURES)
         theta = np.asarray(theta, dtype=np.float64)
-        if theta.shape != (f + h * f + 2 * h,):
-            raise ValueError(f"expected {f + h * f + 2 * h} parameters, got shape {theta.shape}")
-        a, b = f, f + h * f
+        if theta.shape != (f + h * f + 2 * h + q,):
+            raise ValueError(f"expected {f + h * f + 2 * h + q} parameters, got shape {theta.shape}")
+        a, b, c = f, f + h * f, f + h * f + 2 * h
         return PriorityModel(theta[:a].copy(), theta[a:b].reshape(h, f).copy(), theta[b:b + h].copy(),
-                             theta[b + h:].copy())
+                             theta[b + h:c].copy(), theta[c:].copy())
+
+    @staticmethod
+    def placer_slice(hidden: int) -> slice:
+        """Where the placer's weights sit in :meth:`flat` for a model with ``hidden`` units."""
+        start = len(PRIORITY_FEATURES) * (1 + hidden) + 2 * hidden
+        return slice(start, start + len(PLACER_FEATURES))
 
 
 def priority_features(obs: dict, rows: np.ndarray) -> np.ndarray:
@@ -163,6 +192,51 @@ class LearnedPriorityOrderer(PreemptivePriority):
         return rows, attained + self.model.score(priority_features(obs, rows)), ids
 
 
+def placer_features(obs: dict, ok: np.ndarray) -> np.ndarray:
+    """(len(ok), Q) :data:`PLACER_FEATURES` of the allowed machines ``ok`` of a PLACE observation."""
+    machines = obs["machines"]
+    speed, free, whole, _ = _speed_and_fit(obs, ok)
+    psi = np.empty((len(ok), len(PLACER_FEATURES)))
+    psi[:, 0] = whole
+    psi[:, 1] = speed / speed.max()
+    psi[:, 2] = machines[ok, _M["free_frac"]]
+    psi[:, 3] = machines[ok, _M["free_gpus"]]
+    psi[:, 4] = machines[ok, _M["jobs"]].astype(np.float64) / 4.0
+    return psi
+
+
+class ResidualPlacer(Placer):
+    """A learned linear score on top of a heuristic placer: the allowed machine with the highest
+    ``weights . psi + PLACER_BONUS x [base picks it]`` (ties to the lowest index); zero weights
+    give ``base`` exactly.
+
+    Args:
+        base: the heuristic placer (its random stream, if any, is the one ``reset`` gives).
+        weights: (Q,) weights of :data:`PLACER_FEATURES`.
+    """
+
+    def __init__(self, base: Placer, weights: np.ndarray) -> None:
+        self.base, self.weights = base, np.asarray(weights, dtype=np.float64)
+        self.name = base.name if not np.any(self.weights) else f"learned-{base.name}"
+        self.env_overrides = dict(base.env_overrides)
+
+    def reset(self, rng: np.random.Generator) -> None:
+        self.base.reset(rng)
+
+    def place(self, obs: dict, info: dict) -> int:
+        pick = int(self.base.place(obs, info))
+        ok = allowed_machines(obs)
+        if not np.any(self.weights) or not len(ok):
+            return pick
+        psi = placer_features(obs, ok)
+        # Summed feature by feature, as the compiled engine does (no BLAS rounding).
+        score = psi[:, 0] * self.weights[0]
+        for k in range(1, psi.shape[1]):
+            score = score + psi[:, k] * self.weights[k]
+        score = score + np.where(ok == pick, PLACER_BONUS, 0.0)
+        return int(ok[int(np.argmax(score))])
+
+
 @dataclass
 class PriorityAgentSpec:
     """Everything a saved priority agent holds besides the weights."""
@@ -186,7 +260,8 @@ class PriorityAgentPolicy(ComposedPolicy):
         if spec.placer not in PLACERS:
             raise ValueError(f"placer must be one of {sorted(PLACERS)}, got {spec.placer!r}")
         self.model, self.spec = model, spec
-        super().__init__(LearnedPriorityOrderer(model, spec.preempt_at), PLACERS[spec.placer](),
+        super().__init__(LearnedPriorityOrderer(model, spec.preempt_at), ResidualPlacer(PLACERS[spec.placer](),
+                                                                                        model.placer),
                          name=name or f"dual-priority({spec.placer})")
 
     def compiled_episode(self, scenario: Any, split: str, seed: int, env_kwargs: Optional[dict] = None,
@@ -202,7 +277,8 @@ class PriorityAgentPolicy(ComposedPolicy):
         if self.spec.preempt_at != "tick":
             raise Unsupported("event-time preemption of a priority agent runs through the API")
         return run_weighted_las_episode(self.model.linear, self.spec.placer, scenario, split, seed, env_kwargs,
-                                        name=self.name, allow_env_mismatch=allow_env_mismatch)
+                                        name=self.name, allow_env_mismatch=allow_env_mismatch,
+                                        placer_weights=self.model.placer)
 
 
 # ---------------------------------------------------------------- files
@@ -210,9 +286,10 @@ def save_priority_agent(policy: PriorityAgentPolicy, path: "str | Path") -> Path
     """Write ``policy`` as JSON (``FORMAT``, ``VERSION``, features, spec, weights); returns the path."""
     path = Path(path)
     m = policy.model
-    doc = {"format": FORMAT, "version": VERSION, "features": list(PRIORITY_FEATURES), **asdict(policy.spec),
+    doc = {"format": FORMAT, "version": VERSION, "features": list(PRIORITY_FEATURES),
+           "placer_features": list(PLACER_FEATURES), **asdict(policy.spec),
            "weights": {"linear": m.linear.tolist(), "hidden_w": m.hidden_w.tolist(),
-                       "hidden_b": m.hidden_b.tolist(), "out": m.out.tolist()}}
+                       "hidden_b": m.hidden_b.tolist(), "out": m.out.tolist(), "placer": m.placer.tolist()}}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(doc, indent=1) + "\n")
@@ -256,13 +333,18 @@ def load_priority_agent(path: "str | Path", scenario: Optional[str] = None,
     if doc.get("features") != list(PRIORITY_FEATURES):
         raise PriorityCheckpointError(f"{path}: field features {doc.get('features')!r} differs from this "
                                       f"package's {list(PRIORITY_FEATURES)}")
-    f = len(PRIORITY_FEATURES)
+    f, q = len(PRIORITY_FEATURES), len(PLACER_FEATURES)
     try:
         h = len(doc["weights"]["out"])
     except (KeyError, TypeError):
         raise PriorityCheckpointError(f"{path}: field weights.out is missing") from None
+    # Files written before the residual placer existed have neither field: the heuristic placer.
+    if doc.get("placer_features", list(PLACER_FEATURES)) != list(PLACER_FEATURES):
+        raise PriorityCheckpointError(f"{path}: field placer_features {doc.get('placer_features')!r} differs "
+                                      f"from this package's {list(PLACER_FEATURES)}")
+    placer = _array(doc, "placer", (q,), path) if "placer" in doc["weights"] else np.zeros(q)
     model = PriorityModel(_array(doc, "linear", (f,), path), _array(doc, "hidden_w", (h, f), path),
-                          _array(doc, "hidden_b", (h,), path), _array(doc, "out", (h,), path))
+                          _array(doc, "hidden_b", (h,), path), _array(doc, "out", (h,), path), placer)
     try:
         spec = PriorityAgentSpec(scenario=str(doc["scenario"]), placer=str(doc.get("placer", "fastest")),
                                  preempt_at=str(doc.get("preempt_at", "tick")), training=dict(doc.get("training", {})))

@@ -46,6 +46,9 @@ def register_command(subparsers: "argparse._SubParsersAction") -> None:
                    help="same-window: both signs of a direction play the same windows (default); independent: "
                         "every episode its own window; reference: independent, minus LAS's log cost on each "
                         "window (the exact input-dependent baseline; one more episode per episode)")
+    p.add_argument("--learn", choices=("orderer", "placer", "both"), default=None,
+                   help="which agents learn: orderer (default; the placer is --placer), placer (LAS orders; a "
+                        "residual scorer learns on top of --placer) or both")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None, help="run folder (default runs/priority-<scenario>)")
     p.add_argument("--smoke", action="store_true", help="a tiny run for CI (seconds)")
@@ -59,7 +62,7 @@ def cmd_train_priority(args: argparse.Namespace) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     kw = dict(SMOKE) if args.smoke else {}
     for key in ("placer", "hidden", "sigma", "lr", "pairs", "windows", "iterations", "max_minutes", "eval_every",
-                "eval_seeds", "workers", "seed", "engine", "tenant_features", "pairing"):
+                "eval_seeds", "workers", "seed", "engine", "tenant_features", "pairing", "learn"):
         value = getattr(args, key)
         if value is not None:
             kw[key] = value

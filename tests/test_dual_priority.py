@@ -94,6 +94,11 @@ def test_save_load_round_trip_and_clear_errors(tmp_path):
     back = load_priority_agent(path, scenario="philly-hetero-v1")
     np.testing.assert_array_equal(back.model.flat(), agent.model.flat())
     assert back.spec == agent.spec and back.placer.name == "fastest"
+    learned = _agent(gpus_log2=0.7)
+    learned.model.placer[:] = [0.1, 2.0, 0.0, -0.3, 0.5]
+    back = load_priority_agent(save_priority_agent(learned, tmp_path / "p.priority.json"))
+    np.testing.assert_array_equal(back.model.placer, learned.model.placer)
+    assert back.placer.name == "learned-fastest"
     with pytest.raises(PriorityCheckpointError, match="trained for scenario 'philly-hetero-v1', not 'philly-v1'"):
         load_priority_agent(path, scenario="philly-v1")
     doc = json.loads(path.read_text())
@@ -102,7 +107,9 @@ def test_save_load_round_trip_and_clear_errors(tmp_path):
                             ({"features": ["gpus_log2"]}, "field features"),
                             ({"weights": {**doc["weights"], "linear": [1.0, 2.0]}}, "field weights.linear"),
                             ({"weights": {**doc["weights"], "linear": ["a"] * 9}}, "field weights.linear"),
-                            ({"placer": "nowhere"}, "placer must be one of")]:
+                            ({"placer": "nowhere"}, "placer must be one of"),
+                            ({"placer_features": ["whole"]}, "field placer_features"),
+                            ({"weights": {**doc["weights"], "placer": [1.0]}}, "field weights.placer")]:
         bad.write_text(json.dumps({**doc, **change}))
         with pytest.raises(PriorityCheckpointError, match=message) as err:
             load_priority_agent(bad)
@@ -117,6 +124,7 @@ def test_save_load_round_trip_and_clear_errors(tmp_path):
 LEARNED = {"gpus_log2": 0.8, "comm_intensity": -0.26, "best_speed": -0.19, "restarts": -0.65, "wait": 0.26,
            "running": 0.55}
 TENANT = {"tenant_dev": 0.6, "tenant_recent_dev": -0.4, "tenant_known": 0.3}
+RESIDUAL = [0.5, 1.5, -0.8, 0.3, -0.4]     # residual placer weights that move placements
 
 
 @pytest.mark.parametrize("scenario,placer", [("philly-hetero-v1", "fastest"), ("philly-v1", "consolidate")])
@@ -130,15 +138,37 @@ def test_compiled_weighted_las_plays_the_api_agent_record_for_record(scenario, p
     las = run_compiled_episode(f"las+{placer}", scenario, "validation", 2, SHORT).record
     assert {k: zero[k] for k in KEYS} == {k: las[k] for k in KEYS}
     preemptions = 0
-    for weights in (LEARNED, {**LEARNED, **TENANT}):
+    for weights, residual in ((LEARNED, None), ({**LEARNED, **TENANT}, RESIDUAL)):
         agent = _agent(scenario, placer, **weights)
+        if residual is not None:
+            agent = PriorityAgentPolicy(PriorityModel(agent.model.linear, agent.model.hidden_w, agent.model.hidden_b,
+                                                      agent.model.out, np.array(residual)), agent.spec)
         for seed in (2, 3):
-            fast = run_weighted_las_episode(agent.model.linear, placer, scenario, "validation", seed, SHORT).record
+            fast = run_weighted_las_episode(agent.model.linear, placer, scenario, "validation", seed, SHORT,
+                                            placer_weights=agent.model.placer).record
             api = run_episode(agent, scenario, "validation", seed, env_kwargs=SHORT).record
             assert {k: fast[k] for k in KEYS} == {k: api[k] for k in KEYS}, (scenario, seed, weights)
             preemptions += api["preemptions"]
     assert preemptions > 0                       # the windows exercise the preemption ticks
     assert fast["policy"] == f"weighted-las+{placer}"
+
+
+@pytest.mark.parametrize("scenario,placer", [("philly-hetero-v1", "consolidate"), ("philly-v1", "spread")])
+def test_residual_placer_moves_placements_and_the_compiled_engine_follows(scenario, placer):
+    """The residual placer on a placer that reads no measured speeds itself: the compiled engine
+    must then keep them (they feed rel_speed), or it places as if every machine ran at nominal."""
+    from baselines.engine import run_weighted_las_episode
+
+    agent = PriorityAgentPolicy(PriorityModel.zeros(), PriorityAgentSpec(scenario, placer))
+    agent.model.placer[:] = RESIDUAL
+    agent = PriorityAgentPolicy(agent.model, agent.spec)
+    assert agent.placer.name == f"learned-{placer}"
+    fast = run_weighted_las_episode(agent.model.linear, placer, scenario, "validation", 2, SHORT,
+                                    placer_weights=agent.model.placer).record
+    api = run_episode(agent, scenario, "validation", 2, env_kwargs=SHORT).record
+    las = evaluate(f"las+{placer}", scenario, "validation", seeds=[2], env_kwargs=SHORT)[0]
+    assert {k: fast[k] for k in KEYS} == {k: api[k] for k in KEYS}
+    assert fast["avg_jct"] != las["avg_jct"]
 
 
 def test_compiled_tenant_statistics_change_the_schedule_as_the_api_does():
@@ -229,7 +259,7 @@ def test_antithetic_gradient_matches_the_true_gradient_on_a_quadratic():
 def test_es_training_loop_finds_a_known_optimum(monkeypatch, tmp_path):
     """A toy objective with a known optimum in place of episodes: log cost = |theta - target|^2
     plus a per-window offset (which the same-window pairs must cancel)."""
-    target = np.zeros(len(PRIORITY_FEATURES))
+    target = np.zeros(len(PriorityModel.zeros().flat()))
     target[0], target[2], target[7] = 0.8, 0.4, -0.5
 
     def toy_cost(task):
@@ -254,7 +284,7 @@ def test_es_pairing_ablations_and_frozen_tenant_weights(monkeypatch, tmp_path):
     the untrained agent on each of those windows too and subtracts its log cost, which cancels a
     per-window offset exactly, while "independent" carries it as noise (same budget: further from
     the optimum). tenant_features=False keeps the tenant weights at zero."""
-    target = np.zeros(len(PRIORITY_FEATURES))
+    target = np.zeros(len(PriorityModel.zeros().flat()))
     target[0], target[1], target[7] = 0.8, 0.5, -0.5
     expect = target.copy()
     expect[[1, 2, 3]] = 0.0
@@ -284,6 +314,39 @@ def test_es_pairing_ablations_and_frozen_tenant_weights(monkeypatch, tmp_path):
     assert errors["reference"] < 0.1 < errors["independent"]
 
 
+def test_es_learns_only_the_agents_it_is_told_to(monkeypatch, tmp_path):
+    """learn="orderer" leaves the residual placer at zero (the heuristic) and draws what a run
+    drew before the placer existed; "placer" leaves the orderer at zero (LAS); "both" moves both
+    toward a known optimum."""
+    model = PriorityModel.zeros()
+    block = PriorityModel.placer_slice(0)
+    target = np.zeros(len(model.flat()))
+    target[0], target[block.start + 1] = 0.8, -0.6
+
+    def toy_cost(task):
+        return float(np.exp(np.sum((task[0] - target) ** 2) + (task[5] % 97) / 10.0))
+
+    monkeypatch.setattr(es, "_episode_cost", toy_cost)
+    last = {}
+    for learn in ("orderer", "placer", "both"):
+        config = ESConfig(iterations=60, pairs=4, windows=2, eval_every=30, eval_seeds=2, workers=1, lr=0.05,
+                          learn=learn, out=str(tmp_path / learn))
+        last[learn] = train_priority(config, log=lambda msg: None).last.model
+    assert not np.any(last["orderer"].placer) and last["orderer"].linear[0] == pytest.approx(0.8, abs=0.1)
+    assert not np.any(last["placer"].linear) and last["placer"].placer[1] == pytest.approx(-0.6, abs=0.1)
+    np.testing.assert_allclose(last["both"].flat(), target, atol=0.1)
+    # An orderer-only run's first direction is the first (pairs, 9) normal draw after the windows.
+    rng = np.random.default_rng(0)
+    rng.integers(0, 2**31 - 1, size=2)
+    first = rng.standard_normal((4, len(PRIORITY_FEATURES)))
+    eps = []
+    monkeypatch.setattr(es, "antithetic_gradient", lambda plus, minus, e, sigma: eps.append(e) or np.zeros(e.shape[1]))
+    train_priority(ESConfig(iterations=1, pairs=4, windows=2, eval_every=1, eval_seeds=1, workers=1,
+                            out=str(tmp_path / "draws")), log=lambda msg: None)
+    np.testing.assert_array_equal(eps[0][:, :len(PRIORITY_FEATURES)], first)
+    assert not np.any(eps[0][:, block])
+
+
 def test_es_config_rejects_bad_values():
     with pytest.raises(ValueError, match="pairs"):
         ESConfig(pairs=0)
@@ -293,6 +356,8 @@ def test_es_config_rejects_bad_values():
         ESConfig(eval_jobs_per_episode=0)
     with pytest.raises(ValueError, match="pairing"):
         ESConfig(pairing="shared")
+    with pytest.raises(ValueError, match="learn"):
+        ESConfig(learn="critic")
     with pytest.raises(ValueError, match="tenant_features"):
         ESConfig(tenant_features="no")
     assert Adam(2, 0.1).step(np.array([1.0, -1.0])) == pytest.approx([0.1, -0.1])

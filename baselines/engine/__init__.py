@@ -214,11 +214,13 @@ def run_compiled_episode(policy: str, scenario: Any, split: str, seed: int, env_
 #: of finished durations (the engine keeps them only when one of these weights is not zero).
 TENANT_FEATURES = (1, 2, 3)
 N_PRIORITY_FEATURES = 9
+#: Length of ``dual_agent.priority.PLACER_FEATURES`` (the residual placer's weights).
+N_PLACER_FEATURES = 5
 
 
 def run_weighted_las_episode(weights: Any, placer: str, scenario: Any, split: str, seed: int,
                              env_kwargs: Optional[dict] = None, name: Optional[str] = None,
-                             allow_env_mismatch: bool = False):
+                             allow_env_mismatch: bool = False, placer_weights: Any = None):
     """One episode of the priority-mode agent's linear key on LAS (``log1p(attained) + w . phi``,
     :mod:`dual_agent.priority`) composed with the named ``placer``, in the compiled engine.
 
@@ -226,21 +228,26 @@ def run_weighted_las_episode(weights: Any, placer: str, scenario: Any, split: st
     kept, as the extended observation keeps them, when a tenant weight is not zero). The key is computed with the same float
     operations, in the same order, as ``PriorityModel.score`` (a sum in feature order), so the
     records are the API agent's (``tests/test_dual_priority.py``). ``name``: the record's policy
-    name (default ``weighted-las+<placer>``). Raises :class:`Unsupported` where the API path must
+    name (default ``weighted-las+<placer>``). ``placer_weights``: the residual placer's
+    ``N_PLACER_FEATURES`` weights on top of ``placer`` (``dual_agent.priority.ResidualPlacer``;
+    None or zeros: the placer itself). Raises :class:`Unsupported` where the API path must
     run, ValueError for bad weights.
     """
     w = np.asarray(weights, dtype=np.float64)
     if w.shape != (N_PRIORITY_FEATURES,) or not np.isfinite(w).all():
         raise ValueError(f"weights must be {N_PRIORITY_FEATURES} finite numbers, got {np.asarray(weights)!r}")
+    pw = np.zeros(0) if placer_weights is None else np.asarray(placer_weights, dtype=np.float64)
+    if len(pw) and (pw.shape != (N_PLACER_FEATURES,) or not np.isfinite(pw).all()):
+        raise ValueError(f"placer_weights must be {N_PLACER_FEATURES} finite numbers, got {placer_weights!r}")
     base = f"las+{placer}"
     codes = check_request(base, env_kwargs)
     return _run_codes(base, (L.O_WEIGHTED, codes[1]), scenario, split, seed, env_kwargs, allow_env_mismatch, w,
-                      name or f"weighted-las+{placer}")
+                      name or f"weighted-las+{placer}", pw if np.any(pw) else np.zeros(0))
 
 
 def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, seed: int,
                env_kwargs: Optional[dict], allow_env_mismatch: bool, weights: Optional[np.ndarray],
-               name_override: Optional[str]):
+               name_override: Optional[str], placer_weights: Optional[np.ndarray] = None):
     """:func:`run_compiled_episode` with the codes given (the environment is ``policy``'s)."""
     from gymnasium.utils import seeding
 
@@ -270,6 +277,8 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
         raise Unsupported("the oracle reads durations: without clairvoyant=True it runs (and fails) "
                           "through the API")
     state = _build_state(env, sim, codes)
+    if placer_weights is not None and len(placer_weights):
+        state[13][L.READS_MEASURED] = 1          # the residual placer reads measured speeds
     # ComposedPolicy.reset(seed): one generator per half (the random halves draw from them).
     order_seq, place_seq = np.random.SeedSequence(seed).spawn(2)
     order_rng, place_rng = np.random.default_rng(order_seq), np.random.default_rng(place_seq)
@@ -294,7 +303,8 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
-        loop.run_episode(state, rng, order_rng, place_rng, thresholds, limits, w, feat, tenant, tstat, tfold)
+        loop.run_episode(state, rng, order_rng, place_rng, thresholds, limits, w, feat, tenant, tstat, tfold,
+                         np.zeros(0) if placer_weights is None else placer_weights)
     finally:
         if gc_was_on:
             gc.enable()

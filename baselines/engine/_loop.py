@@ -29,6 +29,9 @@ from cluster_env.core import kernels as _kernels
 from cluster_env.core.engine import sim as _sim
 from cluster_env.core.engine.layout import *  # noqa: F401,F403 - numba reads them as compile-time constants
 from cluster_env.envs.observation_ext import RECENT_WEIGHT
+
+#: ``dual_agent.priority.PLACER_BONUS`` (baselines does not import dual_agent; a test compares them).
+PLACER_BONUS = 1.0
 # The dynamics, as module globals (numba caches calls to compiled functions through globals).
 from cluster_env.core.engine.sim import (advance, stash, place, preempt, skip_idle, start,  # noqa: F401
                                          sync_running, top_running, usable_free)
@@ -561,6 +564,39 @@ def place_decide(S, code, prng):
     return pick
 
 
+@_jit
+def place_residual(S, pick, pw):
+    """``dual_agent.priority.ResidualPlacer`` on the heuristic's ``pick``: the allowed machine with
+    the highest ``pw . psi + PLACER_BONUS x [m == pick]`` (ties to the lowest index), the features
+    as the observation rounds them (``placed_speed`` over the best allowed machine's, free
+    fraction and free GPUs / 8 in float32, jobs / 4), summed in feature order as the API does."""
+    mf, mi, ic, pi = S[2], S[3], S[11], S[13]
+    if pick < 0:
+        return pick
+    job, need, ok = ic[PLACING], ic[NEED], S[26]
+    best = -np.inf
+    for m in range(pi[NM]):
+        if ok[m]:
+            speed = placed_speed(S, job, m)
+            if speed > best:
+                best = speed
+    top = -1
+    top_score = 0.0
+    for m in range(pi[NM]):
+        if not ok[m]:
+            continue
+        free = mi[FREE, m]
+        score = pw[0] * (1.0 if free >= need else 0.0)
+        score += pw[1] * (placed_speed(S, job, m) / best)
+        score += pw[2] * np.float64(np.float32(free * mf[GPUS_INV, m]))
+        score += pw[3] * np.float64(np.float32(free * 0.125))
+        score += pw[4] * (np.float64(mi[MJOBS, m]) / 4.0)
+        score += PLACER_BONUS if m == pick else 0.0
+        if top < 0 or score > top_score:
+            top, top_score = m, score
+    return top
+
+
 # ------------------------------------------------------------------------------ the episode
 @_jit
 def end_step(S):
@@ -581,13 +617,15 @@ def end_step(S):
 
 
 @_jit
-def run_episode(S, rng, orng, prng, thresholds, limits, weights, feat, tenant, tstat, tfold):
+def run_episode(S, rng, orng, prng, thresholds, limits, weights, feat, tenant, tstat, tfold, pw):
     """One episode from the state right after the simulator's construction (``env.reset``);
-    ``weights`` to ``tfold`` are read by the weighted orderer only (empty arrays otherwise)."""
+    ``weights`` to ``tfold`` are read by the weighted orderer only (empty arrays otherwise); ``pw``,
+    when not empty, are the residual placer's weights on top of the placer."""
     S = stash(S)            # one pointer to uncounted arrays for every call below (engine.ref)
     ic, pi = S[11], S[13]
     orderer = pi[ORDERER]
     placer = pi[PLACER]
+    residual = len(pw) > 0
     skip_idle(S, rng)
     if ic[ERROR]:
         return
@@ -611,6 +649,8 @@ def run_episode(S, rng, orng, prng, thresholds, limits, weights, feat, tenant, t
                 return
             while True:
                 m = place_decide(S, placer, prng)
+                if residual:
+                    m = place_residual(S, m, pw)
                 if m < 0:
                     ic[ERROR] = E_NO_MACHINE
                     return
