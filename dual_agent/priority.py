@@ -67,7 +67,7 @@ PLACER_FEATURES = (
     "jobs",         # running jobs on the machine / 4 (contention)
 )
 #: Score added to the heuristic placer's own pick (the learned weights must outweigh it).
-PLACER_BONUS = 1.0
+PLACER_BONUS = 0.1
 FORMAT = "hetero-cluster-sched/priority-agent"
 VERSION = 1
 SUFFIX = ".priority.json"

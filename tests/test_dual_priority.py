@@ -171,6 +171,19 @@ def test_residual_placer_moves_placements_and_the_compiled_engine_follows(scenar
     assert fast["avg_jct"] != las["avg_jct"]
 
 
+def test_engine_constants_match_the_agent_module():
+    """baselines does not import dual_agent, so it repeats a few facts; they must agree."""
+    import baselines.engine as engine
+    from baselines.engine import _loop
+    from dual_agent.es import TENANT_INDICES
+    from dual_agent.priority import PLACER_BONUS, PLACER_FEATURES
+
+    assert _loop.PLACER_BONUS == PLACER_BONUS
+    assert engine.N_PLACER_FEATURES == len(PLACER_FEATURES)
+    assert engine.N_PRIORITY_FEATURES == len(PRIORITY_FEATURES)
+    assert engine.TENANT_FEATURES == TENANT_INDICES
+
+
 def test_compiled_tenant_statistics_change_the_schedule_as_the_api_does():
     """A full philly-hetero-v1 window (thousands of finishes folded): the tenant weights move the
     schedule, and the compiled engine follows the API there."""

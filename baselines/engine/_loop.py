@@ -31,7 +31,7 @@ from cluster_env.core.engine.layout import *  # noqa: F401,F403 - numba reads th
 from cluster_env.envs.observation_ext import RECENT_WEIGHT
 
 #: ``dual_agent.priority.PLACER_BONUS`` (baselines does not import dual_agent; a test compares them).
-PLACER_BONUS = 1.0
+PLACER_BONUS = 0.1
 # The dynamics, as module globals (numba caches calls to compiled functions through globals).
 from cluster_env.core.engine.sim import (advance, stash, place, preempt, skip_idle, start,  # noqa: F401
                                          sync_running, top_running, usable_free)
