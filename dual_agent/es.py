@@ -1,4 +1,5 @@
-"""Evolution strategies for the priority-mode ordering agent (:mod:`dual_agent.priority`).
+"""Evolution strategies for the priority-mode agents (:mod:`dual_agent.priority`): the ordering
+agent's score, the residual placer's, or both (``learn``).
 
 Why not the policy gradient of :mod:`dual_agent.rloo` here: on Philly a window's average JCT moves
 by 20-25% (standard deviation of the log) under small changes of the ordering, so a per-decision
@@ -16,9 +17,8 @@ too but subtracts from each episode's log cost the untrained agent's (LAS's) on 
 input-dependent baseline that knows the window's future arrivals, the exact value of the
 training-only critic of Mao et al. ("Variance Reduction for Reinforcement Learning in
 Input-Driven Environments", ICLR 2019), paid for with one reference episode per episode. Adam
-takes the step. Every
-``eval_every`` iterations the current weights play ``eval_seeds`` full validation windows and are
-compared, window by window, with the untrained agent (LAS with the same placer); the best
+takes the step. Every ``eval_every`` iterations the current weights play ``eval_seeds`` full validation windows and are
+compared, window by window, with the untrained agent (LAS with the heuristic placer); the best
 validation ratio is kept (``best.priority.json``), the last weights too (``last.priority.json``),
 with ``log.csv`` one row per iteration.
 

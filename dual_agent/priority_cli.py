@@ -18,9 +18,10 @@ SMOKE = {"iterations": 2, "pairs": 1, "windows": 1, "jobs_per_episode": 20, "eva
 def register_command(subparsers: "argparse._SubParsersAction") -> None:
     """Entry point ``cluster_bench.commands``: add ``cluster-bench train-priority`` to the CLI."""
     p = subparsers.add_parser(
-        "train-priority", help="train the priority-mode ordering agent (LAS + a learned score) with ES",
-        description="Train the dual agent's ordering agent in priority mode: LAS's rule with the key "
-                    "log1p(attained) + a learned score of each candidate's features, by antithetic "
+        "train-priority", help="train the priority-mode agents (LAS + a learned score, a residual placer) with ES",
+        description="Train the dual agent in priority mode: the ordering agent runs LAS's rule with the key "
+                    "log1p(attained) + a learned score of each candidate's features, the placing agent a "
+                    "learned residual score on top of a heuristic placer (--learn), by antithetic "
                     "evolution strategies on same-window pairs. Writes best.priority.json, "
                     "last.priority.json and log.csv to the run folder.")
     p.add_argument("--scenario", default="philly-hetero-v1", help="scenario to train on (default philly-hetero-v1)")
