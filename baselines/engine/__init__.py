@@ -225,9 +225,9 @@ def run_weighted_las_episode(weights: Any, placer: str, scenario: Any, split: st
     :mod:`dual_agent.priority`) composed with the named ``placer``, in the compiled engine.
 
     ``weights``: the 9 linear weights in ``PRIORITY_FEATURES`` order (the tenant statistics are
-    kept, as the extended observation keeps them, when a tenant weight is not zero). The key is computed with the same float
-    operations, in the same order, as ``PriorityModel.score`` (a sum in feature order), so the
-    records are the API agent's (``tests/test_dual_priority.py``). ``name``: the record's policy
+    kept, as the extended observation keeps them, when a tenant weight is not zero). The key is
+    computed with the same float operations, in the same order, as ``PriorityModel.score`` (a sum
+    in feature order), so the records are the API agent's (``tests/test_dual_priority.py``). ``name``: the record's policy
     name (default ``weighted-las+<placer>``). ``placer_weights``: the residual placer's
     ``N_PLACER_FEATURES`` weights on top of ``placer`` (``dual_agent.priority.ResidualPlacer``;
     None or zeros: the placer itself). Raises :class:`Unsupported` where the API path must
