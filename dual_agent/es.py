@@ -78,6 +78,9 @@ class ESConfig:
     eval_every: int = 5
     eval_seeds: int = 100             # validation windows (seeds 0 .. eval_seeds - 1)
     eval_jobs_per_episode: Optional[int] = None   # validation windows' jobs (None: full windows)
+    # Offered load of the training windows (the environment's ``load``; None: the scenario's).
+    # Validation always runs at the scenario's own load.
+    train_load: Optional[float] = None
     workers: int = 2
     seed: int = 0
     out: str = ""                     # run folder (default runs/priority-<scenario>)
@@ -109,6 +112,9 @@ class ESConfig:
                 raise ValueError(f"{name} must be an integer >= 1 or None, got {value!r}")
         if self.engine not in ("auto", "compiled", "api"):
             raise ValueError(f"engine must be 'auto', 'compiled' or 'api', got {self.engine!r}")
+        if self.train_load is not None and not (isinstance(self.train_load, (int, float))
+                                                and math.isfinite(self.train_load) and self.train_load > 0):
+            raise ValueError(f"train_load must be a positive number or None, got {self.train_load!r}")
         if self.pairing not in PAIRINGS:
             raise ValueError(f"pairing must be one of {list(PAIRINGS)}, got {self.pairing!r}")
         if self.learn not in LEARN:
@@ -224,7 +230,8 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
     model0 = PriorityModel.zeros(config.hidden, seed=config.seed)
     theta = model0.flat()
     hidden = config.hidden
-    train_kw = {"jobs_per_episode": config.jobs_per_episode} if config.jobs_per_episode else None
+    train_kw = {k: v for k, v in (("jobs_per_episode", config.jobs_per_episode), ("load", config.train_load))
+                if v is not None} or None
     eval_kw = {"jobs_per_episode": config.eval_jobs_per_episode} if config.eval_jobs_per_episode else None
     adam = Adam(theta.size, config.lr)
     engine = config.resolved_engine()

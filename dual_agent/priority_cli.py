@@ -33,6 +33,8 @@ def register_command(subparsers: "argparse._SubParsersAction") -> None:
     p.add_argument("--windows", type=int, default=None, help="training windows per iteration (default 16)")
     p.add_argument("--jobs-per-episode", type=int, default=None,
                    help="jobs of a training window (default: the scenario's full windows)")
+    p.add_argument("--train-load", type=float, default=None,
+                   help="offered load of the training windows (default: the scenario's; validation keeps it)")
     p.add_argument("--iterations", type=int, default=None, help="iterations (default 40)")
     p.add_argument("--max-minutes", type=float, default=None, help="stop after this much wall time")
     p.add_argument("--eval-every", type=int, default=None, help="iterations between validation runs (default 5)")
@@ -63,7 +65,7 @@ def cmd_train_priority(args: argparse.Namespace) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     kw = dict(SMOKE) if args.smoke else {}
     for key in ("placer", "hidden", "sigma", "lr", "pairs", "windows", "iterations", "max_minutes", "eval_every",
-                "eval_seeds", "workers", "seed", "engine", "tenant_features", "pairing", "learn"):
+                "eval_seeds", "workers", "seed", "engine", "tenant_features", "pairing", "learn", "train_load"):
         value = getattr(args, key)
         if value is not None:
             kw[key] = value

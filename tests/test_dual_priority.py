@@ -276,13 +276,15 @@ def test_es_training_loop_finds_a_known_optimum(monkeypatch, tmp_path):
     target[0], target[2], target[7] = 0.8, 0.4, -0.5
 
     def toy_cost(task):
-        theta, _, _, _, split, seed, _, engine = task
+        theta, _, _, _, split, seed, env_kwargs, engine = task
         assert engine == "compiled"        # the default for a linear score where numba runs
+        # --train-load reaches the training windows only; validation keeps the scenario's load
+        assert env_kwargs == ({"load": 2.0} if split == "train" else None)
         return float(np.exp(np.sum((theta - target) ** 2) + (seed % 97) / 10.0))
 
     monkeypatch.setattr(es, "_episode_cost", toy_cost)
     config = ESConfig(scenario="philly-hetero-v1", iterations=60, pairs=4, windows=2, eval_every=20, eval_seeds=2,
-                      workers=1, lr=0.05, out=str(tmp_path / "run"))
+                      workers=1, lr=0.05, train_load=2.0, out=str(tmp_path / "run"))
     result = train_priority(config, log=lambda msg: None)
     np.testing.assert_allclose(result.last.model.flat(), target, atol=0.1)
     assert result.best_ratio < 0.8
@@ -371,6 +373,8 @@ def test_es_config_rejects_bad_values():
         ESConfig(pairing="shared")
     with pytest.raises(ValueError, match="learn"):
         ESConfig(learn="critic")
+    with pytest.raises(ValueError, match="train_load"):
+        ESConfig(train_load=0.0)
     with pytest.raises(ValueError, match="tenant_features"):
         ESConfig(tenant_features="no")
     assert Adam(2, 0.1).step(np.array([1.0, -1.0])) == pytest.approx([0.1, -0.1])
