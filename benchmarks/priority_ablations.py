@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from dataclasses import replace
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -43,8 +44,7 @@ def load_variant(label: str, path: str, placer: "str | None"):
     agent = load_priority_agent(path, name=label)
     if placer is None:
         return agent
-    spec = type(agent.spec)(agent.spec.scenario, placer, agent.spec.preempt_at, agent.spec.training)
-    return PriorityAgentPolicy(agent.model, spec, name=label)
+    return PriorityAgentPolicy(agent.model, replace(agent.spec, placer=placer), name=label)
 
 
 def ablation_table(variants: list[str], scenario: str, reference: str, split: str = "test",

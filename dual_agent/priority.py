@@ -106,8 +106,7 @@ class PriorityModel:
             raise ValueError(f"hidden must be an integer >= 0, got {hidden!r}")
         f = len(PRIORITY_FEATURES)
         rng = np.random.default_rng(seed)
-        return cls(np.zeros(f), rng.normal(0.0, 1.0 / math.sqrt(f), (hidden, f)), np.zeros(hidden), np.zeros(hidden),
-                   np.zeros(len(PLACER_FEATURES)))
+        return cls(np.zeros(f), rng.normal(0.0, 1.0 / math.sqrt(f), (hidden, f)), np.zeros(hidden), np.zeros(hidden))
 
     @property
     def hidden(self) -> int:
@@ -115,12 +114,7 @@ class PriorityModel:
 
     def score(self, phi: np.ndarray) -> np.ndarray:
         """(N,) scores of (N, F) feature rows."""
-        # The linear part summed feature by feature (not a dot product, whose rounding depends on
-        # the BLAS): the compiled engine's weighted LAS (baselines.engine) does the same float
-        # operations in the same order, so both give the same schedules.
-        s = phi[:, 0] * self.linear[0]
-        for k in range(1, phi.shape[1]):
-            s = s + phi[:, k] * self.linear[k]
+        s = sum_by_feature(phi, self.linear)
         if self.hidden:
             s = s + np.tanh(phi @ self.hidden_w.T + self.hidden_b) @ self.out
         return s
@@ -130,19 +124,29 @@ class PriorityModel:
         return np.concatenate([self.linear, self.hidden_w.ravel(), self.hidden_b, self.out, self.placer])
 
     def with_flat(self, theta: np.ndarray) -> "PriorityModel":
-        f, h, q = len(PRIORITY_FEATURES), self.hidden, len(PLACER_FEATURES)
+        f, h, placer = len(PRIORITY_FEATURES), self.hidden, self.placer_slice(self.hidden)
         theta = np.asarray(theta, dtype=np.float64)
-        if theta.shape != (f + h * f + 2 * h + q,):
-            raise ValueError(f"expected {f + h * f + 2 * h + q} parameters, got shape {theta.shape}")
-        a, b, c = f, f + h * f, f + h * f + 2 * h
+        if theta.shape != (placer.stop,):
+            raise ValueError(f"expected {placer.stop} parameters, got shape {theta.shape}")
+        a, b = f, f + h * f
         return PriorityModel(theta[:a].copy(), theta[a:b].reshape(h, f).copy(), theta[b:b + h].copy(),
-                             theta[b + h:c].copy(), theta[c:].copy())
+                             theta[b + h:placer.start].copy(), theta[placer].copy())
 
     @staticmethod
     def placer_slice(hidden: int) -> slice:
         """Where the placer's weights sit in :meth:`flat` for a model with ``hidden`` units."""
         start = len(PRIORITY_FEATURES) * (1 + hidden) + 2 * hidden
         return slice(start, start + len(PLACER_FEATURES))
+
+
+def sum_by_feature(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """(N,) ``x @ w`` of (N, F) rows, summed feature by feature (not a dot product, whose rounding
+    depends on the BLAS): the compiled engine (baselines.engine) does the same float operations in
+    the same order, so both give the same schedules and placements."""
+    s = x[:, 0] * w[0]
+    for k in range(1, x.shape[1]):
+        s = s + x[:, k] * w[k]
+    return s
 
 
 def priority_features(obs: dict, rows: np.ndarray) -> np.ndarray:
@@ -225,15 +229,12 @@ class ResidualPlacer(Placer):
 
     def place(self, obs: dict, info: dict) -> int:
         pick = int(self.base.place(obs, info))
-        ok = allowed_machines(obs)
-        if not np.any(self.weights) or not len(ok):
+        if not np.any(self.weights):
             return pick
-        psi = placer_features(obs, ok)
-        # Summed feature by feature, as the compiled engine does (no BLAS rounding).
-        score = psi[:, 0] * self.weights[0]
-        for k in range(1, psi.shape[1]):
-            score = score + psi[:, k] * self.weights[k]
-        score = score + np.where(ok == pick, PLACER_BONUS, 0.0)
+        ok = allowed_machines(obs)
+        if not len(ok):
+            return pick
+        score = sum_by_feature(placer_features(obs, ok), self.weights) + np.where(ok == pick, PLACER_BONUS, 0.0)
         return int(ok[int(np.argmax(score))])
 
 

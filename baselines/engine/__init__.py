@@ -236,19 +236,20 @@ def run_weighted_las_episode(weights: Any, placer: str, scenario: Any, split: st
     w = np.asarray(weights, dtype=np.float64)
     if w.shape != (N_PRIORITY_FEATURES,) or not np.isfinite(w).all():
         raise ValueError(f"weights must be {N_PRIORITY_FEATURES} finite numbers, got {np.asarray(weights)!r}")
-    pw = np.zeros(0) if placer_weights is None else np.asarray(placer_weights, dtype=np.float64)
-    if len(pw) and (pw.shape != (N_PLACER_FEATURES,) or not np.isfinite(pw).all()):
+    pw = None if placer_weights is None else np.asarray(placer_weights, dtype=np.float64)
+    if pw is not None and (pw.shape != (N_PLACER_FEATURES,) or not np.isfinite(pw).all()):
         raise ValueError(f"placer_weights must be {N_PLACER_FEATURES} finite numbers, got {placer_weights!r}")
     base = f"las+{placer}"
     codes = check_request(base, env_kwargs)
     return _run_codes(base, (L.O_WEIGHTED, codes[1]), scenario, split, seed, env_kwargs, allow_env_mismatch, w,
-                      name or f"weighted-las+{placer}", pw if np.any(pw) else np.zeros(0))
+                      name or f"weighted-las+{placer}", pw if np.any(pw) else None)
 
 
 def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, seed: int,
                env_kwargs: Optional[dict], allow_env_mismatch: bool, weights: Optional[np.ndarray],
                name_override: Optional[str], placer_weights: Optional[np.ndarray] = None):
-    """:func:`run_compiled_episode` with the codes given (the environment is ``policy``'s)."""
+    """:func:`run_compiled_episode` with the codes given (the environment is ``policy``'s);
+    ``placer_weights``: the residual placer's, None for the placer alone."""
     from gymnasium.utils import seeding
 
     from baselines.harness.episode import EpisodeResult, env_label
@@ -277,7 +278,7 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
         raise Unsupported("the oracle reads durations: without clairvoyant=True it runs (and fails) "
                           "through the API")
     state = _build_state(env, sim, codes)
-    if placer_weights is not None and len(placer_weights):
+    if placer_weights is not None:
         state[13][L.READS_MEASURED] = 1          # the residual placer reads measured speeds
     # ComposedPolicy.reset(seed): one generator per half (the random halves draw from them).
     order_seq, place_seq = np.random.SeedSequence(seed).spawn(2)
