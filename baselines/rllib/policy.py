@@ -47,14 +47,14 @@ class RLlibPolicy:
                     f"and window sizes it was trained on, or train it on this one")
 
     def act(self, observations: dict, infos: dict) -> dict[str, int]:
+        if self._views is None:                 # checked before torch is even imported
+            views = AgentViews.of_observations(observations)
+            self._check(views)
+            self._views = views
         import torch
 
         from ray.rllib.core.columns import Columns
 
-        if self._views is None:
-            views = AgentViews.of_observations(observations)
-            self._check(views)
-            self._views = views
         actions = {}
         for agent, obs in observations.items():
             allowed = np.flatnonzero(obs["action_mask"])
