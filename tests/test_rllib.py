@@ -113,3 +113,15 @@ def test_two_rllib_policies_train_and_score_in_the_harness(rllib):
     (record,) = records
     assert record["policy"] == "rllib-smoke" and not record["truncated"]
     assert record["jobs_unfinished"] == 0 and np.isfinite(record["avg_jct"]) and record["avg_jct"] > 0
+
+
+def test_example_09_tiny_run_prints_a_paired_table():
+    try:
+        import ray.rllib  # noqa: F401
+    except ImportError as e:
+        pytest.skip(f"ray.rllib is not importable ({e}); install it with {INSTALL_HINT}")
+    from tests.helpers import run_example
+
+    text = run_example("09_rllib_dual_agent.py", "--tiny", "--baselines", "fifo", timeout=300)
+    assert "iteration 1/1" in text and "rllib (this run)" in text
+    assert "avg_jct vs fifo" in text and "the best baseline here" in text
