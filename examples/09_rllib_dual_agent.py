@@ -26,7 +26,6 @@ import os
 import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-os.environ.setdefault("RAY_DEDUP_LOGS", "0")
 
 from cluster_env.scenarios.registry import DEFAULT_SCENARIO  # noqa: E402
 
@@ -56,13 +55,18 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> list[dict]:
     args = parse_args(argv)
+    from baselines.rllib import dual_ppo_config, from_rllib, require_rllib
+
+    try:
+        require_rllib()
+    except ImportError as e:
+        raise SystemExit(f"examples/09: {e}") from None
     import numpy as np
 
     import ray
 
     from baselines import evaluate
     from baselines.harness.report import format_table
-    from baselines.rllib import dual_ppo_config, from_rllib
 
     config = dual_ppo_config(args.scenario, {"jobs_per_episode": args.jobs_per_episode}, hidden=args.hidden,
                              train_batch=args.train_batch, minibatch=args.minibatch, epochs=args.epochs,

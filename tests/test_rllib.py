@@ -125,3 +125,16 @@ def test_example_09_tiny_run_prints_a_paired_table():
     text = run_example("09_rllib_dual_agent.py", "--tiny", "--baselines", "fifo", timeout=300)
     assert "iteration 1/1" in text and "rllib (this run)" in text
     assert "avg_jct vs fifo" in text and "the best baseline here" in text
+
+
+def test_example_09_without_rllib_stops_with_one_line_naming_the_extra():
+    import subprocess
+
+    from tests.helpers import ONE_THREAD_ENV, ROOT
+
+    code = ("import runpy, sys; sys.modules['ray.rllib'] = None; sys.argv = ['09', '--tiny']; "
+            "runpy.run_path('examples/09_rllib_dual_agent.py', run_name='__main__')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ONE_THREAD_ENV, cwd=ROOT,
+                         timeout=120)
+    assert out.returncode == 1
+    assert out.stderr.strip().splitlines() == [out.stderr.strip()] and INSTALL_HINT in out.stderr

@@ -47,7 +47,8 @@ class RLlibPolicy:
                     f"and window sizes it was trained on, or train it on this one")
 
     def act(self, observations: dict, infos: dict) -> dict[str, int]:
-        if self._views is None:                 # checked before torch is even imported
+        first = self._views is None
+        if first:                               # checked before torch is even imported
             views = AgentViews.of_observations(observations)
             self._check(views)
             self._views = views
@@ -55,6 +56,8 @@ class RLlibPolicy:
 
         from ray.rllib.core.columns import Columns
 
+        if first:
+            torch.set_num_threads(1)            # one small MLP per decision: threads only contend
         actions = {}
         for agent, obs in observations.items():
             allowed = np.flatnonzero(obs["action_mask"])
