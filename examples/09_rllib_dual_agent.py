@@ -62,7 +62,6 @@ def main(argv=None) -> list[dict]:
     except ImportError as e:
         raise SystemExit(f"examples/09: {e}") from None
     import numpy as np
-
     import ray
 
     from baselines import evaluate

@@ -53,7 +53,6 @@ class RLlibPolicy:
             self._check(views)
             self._views = views
         import torch
-
         from ray.rllib.core.columns import Columns
 
         if first:
