@@ -50,6 +50,7 @@ from typing import Any, Optional
 import numpy as np
 from gymnasium import spaces
 
+from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 from cluster_env.envs.cluster_parallel import AGENTS, ClusterParallelEnv
 from cluster_env.errors import InvalidActionError
 from cluster_env.wrappers._base import DEFAULT_INVALID_PENALTY, ClusterView, as_action
@@ -59,7 +60,7 @@ from cluster_env.wrappers.layout import FlatLayout
 class HeteroClusterFlatEnv(ClusterView):
     """One policy, both decisions; see the module docstring (the view's card)."""
 
-    def __init__(self, scenario: Any = "philly-v0", split: str = "train", *,
+    def __init__(self, scenario: Any = DEFAULT_SCENARIO, split: str = "train", *,
                  env: Optional[ClusterParallelEnv] = None, invalid_penalty: float = DEFAULT_INVALID_PENALTY,
                  **overrides: Any) -> None:
         super().__init__(scenario, split, env=env, invalid_penalty=invalid_penalty, **overrides)
