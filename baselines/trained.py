@@ -25,6 +25,7 @@ them the error is one line naming ``pip install '.[rl]'``.
 from __future__ import annotations
 
 import json
+import warnings
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,7 +53,8 @@ def _need(module: str, what: str) -> Any:
         raise ImportError(f"{what} needs {module.split('.')[0]} ({exc}): {_RL_HINT}") from None
 
 
-def save_agent(model: Any, path: "str | Path", env: Any, scenario: Optional[str] = None) -> Path:
+def save_agent(model: Any, path: "str | Path", env: Any, scenario: Optional[str] = None,
+               label: Optional[str] = None) -> Path:
     """Save a trained agent and the settings it must be scored with; returns the model's path.
 
     Args:
@@ -63,6 +65,8 @@ def save_agent(model: Any, path: "str | Path", env: Any, scenario: Optional[str]
         env: what the agent was trained on: a flat view (or its ``gymnasium.make``),
             ``make_vec_env``, ``supersuit_vec_env``, ``ClusterVectorEnv`` or ``ClusterSB3VecEnv``.
         scenario: the scenario's name when ``env`` cannot tell (a custom ``Scenario`` object).
+        label: what the harness calls it, ``LABEL(file stem)`` (default: the model's class name;
+            an SB3 model is loaded with that class, so give a label to torch modules only).
     """
     from cluster_env.wrappers.flat_policy import view_scenario, view_settings, view_signature
 
@@ -72,14 +76,16 @@ def save_agent(model: Any, path: "str | Path", env: Any, scenario: Optional[str]
         path = path.with_name(path.name + ".zip")
     path.parent.mkdir(parents=True, exist_ok=True)
     if callable(getattr(model, "predict", None)) and hasattr(model, "policy"):
+        if label is not None:
+            raise ValueError("label= names torch modules; an SB3 model is recorded by its class (e.g. MaskablePPO)")
         kind, algorithm = "sb3", type(model).__name__
         model.save(path)
     else:
         torch = _need("torch", "saving a torch policy")
-        kind, algorithm = "torch", type(model).__name__
-        with torch.no_grad():
-            traced = torch.jit.trace(model.eval(), torch.zeros(1, layout.size))
-        torch.jit.save(traced, str(path))
+        kind, algorithm = "torch", label or type(model).__name__
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)    # TorchScript: deprecated, still the portable file
+            torch.jit.save(torch.jit.trace(model.eval(), torch.zeros(1, layout.size)), str(path))
     meta = {"format": AGENT_FORMAT, "version": AGENT_VERSION, "kind": kind, "algorithm": algorithm,
             "scenario": scenario or view_scenario(env), "env_overrides": view_settings(env),
             "obs_size": int(layout.size), "n_actions": int(n_actions), "agent_ids": "agent" in layout.shapes}
@@ -190,7 +196,9 @@ def load_agent(path: "str | Path", scenario: Optional[str] = None, algorithm: Op
     torch = _need("torch", f"scoring {path.name}")
     torch.set_num_threads(1)
     if (meta.get("kind") or kind) == "torch":
-        module = torch.jit.load(str(path), map_location="cpu").eval()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            module = torch.jit.load(str(path), map_location="cpu").eval()
         label = meta.get("algorithm") or "torch"
         predict = torch_predict(module)
     else:

@@ -36,10 +36,12 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
+from cluster_env import DEFAULT_SCENARIO  # noqa: E402
+
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--scenario", default="philly-v0")
+    p.add_argument("--scenario", default=DEFAULT_SCENARIO)
     p.add_argument("--timesteps", type=int, default=20_000, help="training steps (all envs together)")
     p.add_argument("--max-train-minutes", type=float, default=None,
                    help="stop training after this wall time even if --timesteps is not reached")
