@@ -317,9 +317,18 @@ def main(argv=None) -> dict:
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        model.save(out / "model.zip")
+        if importlib.util.find_spec("baselines") is not None:
+            # The model and, beside it, the settings it must be scored with (scenario, the view's rule
+            # for forbidden actions, the algorithm): one cluster-bench line then scores it.
+            import baselines
+            from cluster_env.wrappers import HeteroClusterFlatEnv
+
+            baselines.save_agent(model, out / "model.zip", HeteroClusterFlatEnv(args.scenario, "train"))
+        else:
+            model.save(out / "model.zip")
         (out / "results.json").write_text(json.dumps(result, indent=2))
-        print(f"model and results written to {out}/")
+        print(f"model and results written to {out}/; score the model next to every baseline:\n"
+              f"  cluster-bench run --scenario {args.scenario} --policies fifo,sjf,tiresias,las,{out / 'model.zip'}")
     return result
 
 
