@@ -16,6 +16,7 @@ naming both shapes and the fix.
 """
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -129,8 +130,11 @@ def sb3_predict(model: Any, deterministic: bool = True) -> Predict:
 
 def torch_predict(module: Any) -> Predict:
     """``predict(obs, mask)`` of a torch module mapping flat observations to logits: the allowed
-    action with the highest logit (imports torch when called)."""
-    import torch
+    action with the highest logit. Uses the torch that the module's owner loaded (``cluster_env``
+    never imports torch itself)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        raise TypeError(f"expected a torch module (flat observations -> logits), got {type(module).__name__}")
 
     def predict(obs: np.ndarray, mask: np.ndarray) -> int:
         with torch.no_grad():
