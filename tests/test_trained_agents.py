@@ -49,6 +49,10 @@ def test_a_model_trained_on_the_default_view_scores_in_one_line(torch, tmp_path,
     env = gymnasium.make("cluster_env/HeteroClusterFlat-v0", jobs_per_episode=JOBS)     # the default scenario
     model = cls("MlpPolicy", env, n_steps=128, batch_size=64, n_epochs=1, seed=0, device="cpu")
     model.learn(256)
+    # The first journey: the in-memory model through baselines.evaluate, the view's rule by default.
+    live = baselines.evaluate(FlatViewPolicy.from_sb3(model, env), DEFAULT_SCENARIO, seeds=[0],
+                              env_kwargs={"jobs_per_episode": JOBS}, backend="serial")[0]
+    assert live["jobs_finished"] == JOBS and math.isfinite(live["avg_jct"]) and not live["truncated"]
     path = baselines.save_agent(model, tmp_path / "ppo_model", env)
     assert path.name == "ppo_model.zip" and (tmp_path / "ppo_model.agent.json").is_file()
     meta = json.loads((tmp_path / "ppo_model.agent.json").read_text())
@@ -60,8 +64,9 @@ def test_a_model_trained_on_the_default_view_scores_in_one_line(torch, tmp_path,
     name = f"{algorithm}(ppo_model)"
     assert name in capsys.readouterr().out
     records = json.loads((out / "results.json").read_text())["episodes"]
-    _finite_records(records, name)
+    mine = _finite_records(records, name)
     assert {r["scenario"] for r in records} == {DEFAULT_SCENARIO}
+    assert mine[0]["avg_jct"] == live["avg_jct"] and mine[0]["steps"] == live["steps"]   # the file acts as the model
 
     score = baselines.score_agent(str(path), policies=["fifo", "las"], seeds=range(2),
                                   env_kwargs={"jobs_per_episode": JOBS}, backend="serial")
