@@ -59,15 +59,20 @@ class FlatViewPolicy:
         """Wrap a (Maskable)PPO-style model trained on ``view``: a flat view or its ``gymnasium.make``,
         an SB3 vector env of views (``make_vec_env``), ``supersuit_vec_env`` or ``ClusterSB3VecEnv``.
         The view's rule for forbidden actions and its space-shaping settings come along."""
-        return cls(sb3_predict(model, deterministic), *view_signature(view), name=name, env_overrides=view_settings(view),
-                   scenario=view_scenario(view))
+        return cls.for_view(sb3_predict(model, deterministic), view, name)
 
     @classmethod
     def from_torch(cls, module: Any, view: Any, name: str = "torch-policy") -> "FlatViewPolicy":
         """Wrap a torch module mapping a batch of flat observations ``(B, F)`` to logits ``(B, A)``
         (a CleanRL-style actor) trained on ``view`` (any object :meth:`from_sb3` takes, or
         ``cluster_env.vector.ClusterVectorEnv``): the allowed action with the highest logit."""
-        return cls(torch_predict(module), *view_signature(view), name=name, env_overrides=view_settings(view),
+        return cls.for_view(torch_predict(module), view, name)
+
+    @classmethod
+    def for_view(cls, predict: Predict, view: Any, name: str = "flat-policy") -> "FlatViewPolicy":
+        """``predict`` with the layout, rule for forbidden actions, settings and scenario of ``view``."""
+        layout, n_actions = view_signature(view)
+        return cls(predict, layout, n_actions, name=name, env_overrides=view_settings(view),
                    scenario=view_scenario(view))
 
     def reset(self, seed: Optional[int] = None) -> None:
