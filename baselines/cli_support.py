@@ -122,6 +122,7 @@ def policy_listing(scenario: Optional[str] = None) -> str:
         lines.append("registered by packages (entry points 'cluster_bench.policies'):")
         lines += [f"  {name:<10} ({source})" for name, source in plugins.items()]
     lines.append("your own: package.module:attribute (a policy object or a class), resolved from the current folder")
+    lines.append("a trained agent: path/to/model.zip (baselines.save_agent, or SB3's own model.save; needs the rl extra)")
     return "\n".join(lines)
 
 
