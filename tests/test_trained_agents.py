@@ -177,6 +177,22 @@ def test_the_parallel_env_fallback_replaces_and_flags_a_forbidden_action():
     assert ref.sim.placing == env.sim.placing
 
 
+def test_a_padded_index_under_fallback_plays_the_lowest_allowed_action():
+    from cluster_env.wrappers import flat_parallel_env
+
+    env = flat_parallel_env("philly-v0", "test", jobs_per_episode=JOBS, invalid_action="fallback")
+    twin = flat_parallel_env("philly-v0", "test", jobs_per_episode=JOBS)
+    env.reset(seed=1)
+    twin.reset(seed=1)
+    noop = {a: env.env.action_space(a).n - 1 for a in env.possible_agents}
+    padded = env.n_actions - 1                          # beyond the orderer's actions on philly-v0
+    assert padded >= env.env.action_space("orderer").n
+    _, _, _, _, infos = env.step({"orderer": padded, "placer": noop["placer"]})
+    lowest = int(np.argmax(twin.action_masks()["orderer"]))
+    twin.step({"orderer": lowest, "placer": noop["placer"]})
+    assert infos["orderer"]["invalid_action"] and env.env.sim.placing == twin.env.sim.placing >= 0
+
+
 class Stuck:
     """Always the same forbidden action (ignored under "noop"); refuses to go on far past the bound."""
 

@@ -280,7 +280,8 @@ class ClusterParallelEnv(ParallelEnv):
         return self._finish_step(invalid)
 
     def ignore_step(self, agent: str):
-        """A step in which ``agent``'s action is ignored (``invalid_action="noop"`` only).
+        """A step in which ``agent``'s action is ignored (``invalid_action="noop"``; under
+        ``"fallback"`` the agent's lowest allowed action is played instead).
 
         The single-agent views call it for an index their padded action space has and the acting
         agent does not: like any forbidden action it changes nothing but counts towards ``max_steps``.
@@ -289,6 +290,12 @@ class ClusterParallelEnv(ParallelEnv):
             raise RuntimeError("step() called before reset() or after the episode ended; call reset() first")
         if self.sched.invalid_action == "raise":
             raise InvalidActionError(f"{agent}'s action is forbidden{_INVALID_HINT}")
+        if self.sched.invalid_action == "fallback":     # played as the lowest allowed action, flagged
+            act = {a: self._n_actions[a] - 1 for a in AGENTS}
+            act[agent] = int(np.argmax(self._mask_of(agent)))
+            obs, rewards, terms, truncs, infos = self.step(act)
+            infos[agent]["invalid_action"] = True
+            return obs, rewards, terms, truncs, infos
         return self._finish_step([agent])
 
     def _finish_step(self, invalid: "list[str] | None"):

@@ -85,7 +85,7 @@ class FlatParallelEnv(ParallelEnv):
         if not isinstance(actions, dict):
             raise TypeError(f"actions must be a dict of agent -> action, got {type(actions).__name__}")
         acting = "placer" if env.phase == PLACE else "orderer"
-        sent, replaced = {}, None
+        sent = {}
         for agent in self.possible_agents:
             if agent not in actions:
                 raise KeyError(f"actions must have exactly the keys {self.possible_agents}; missing {agent!r}")
@@ -95,18 +95,12 @@ class FlatParallelEnv(ParallelEnv):
                     raise InvalidActionError(
                         f"{agent}'s action {a} is a padding index (it has {self._n[agent]} actions); choose only "
                         "actions its mask allows (sb3-contrib's MaskablePPO reads them) or pass invalid_action='noop'")
-                if agent == acting and env.sched.invalid_action == "fallback":
-                    a = int(np.argmax(self._masks[agent]))    # the lowest allowed action, flagged below
-                    replaced = agent
-                elif agent == acting:
+                if agent == acting:             # ignored ("noop") or the lowest allowed ("fallback")
                     obs, rewards, terms, truncs, infos = env.ignore_step(agent)
                     return self._view(obs), rewards, terms, truncs, infos
-                else:
-                    a = 0                       # any action but the no-op: forbidden, flagged
+                a = 0                           # any action but the no-op: forbidden, flagged
             sent[agent] = a
         obs, rewards, terms, truncs, infos = env.step(sent)
-        if replaced is not None:
-            infos[replaced]["invalid_action"] = True
         return self._view(obs), rewards, terms, truncs, infos
 
     def action_masks(self) -> dict[str, np.ndarray]:
