@@ -20,7 +20,7 @@ split scores).
 Needs the ``rl`` extra (torch, stable-baselines3, sb3-contrib). Small defaults so that a bare run
 finishes in a few minutes; the recorded result (README of the wrappers, the issue's note) is::
 
-    python examples/03_train_maskable_ppo.py --timesteps 400000 --max-train-minutes 10 --out runs/ppo
+    python examples/03_train_maskable_ppo.py --scenario philly-v0 --timesteps 400000 --max-train-minutes 10 --out runs/ppo
 """
 from __future__ import annotations
 
