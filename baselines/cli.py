@@ -393,7 +393,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--split", default="test", choices=["train", "validation", "test"])
     run.add_argument("--policies", default=None,
                      help="comma-separated names (cluster-bench policies lists them: named baselines, "
-                          "ORDERER+PLACER, dual, path/to/agent.pt, package.module:attribute); "
+                          "ORDERER+PLACER, dual, path/to/agent.pt, path/to/model.zip (an SB3 model or torch "
+                          "module saved with baselines.save_agent), package.module:attribute); "
                           f"default: {','.join(BASELINE_NAMES)} (+dual when a checkpoint exists)")
     run.add_argument("--seeds", type=parse_seeds, default=parse_seeds(DEFAULT_SEEDS),
                      help=f"e.g. 0-4 or 0,3,7 (default {DEFAULT_SEEDS})")

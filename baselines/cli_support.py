@@ -67,7 +67,7 @@ def check_run(args: argparse.Namespace, policies: Sequence[str], env_kwargs: dic
     """Everything a ``run`` needs, checked before its first episode: scenario, seeds, the env
     arguments (custom CSV files included), every policy (checkpoints loaded) and the output folder."""
     import cluster_env
-    from baselines.harness.episode import env_settings
+    from baselines.harness.episode import check_fits, env_settings
     from baselines.harness.sweep import resolve_policy
 
     if args.scenario not in cluster_env.list_scenarios():
@@ -88,7 +88,7 @@ def check_run(args: argparse.Namespace, policies: Sequence[str], env_kwargs: dic
             raise UsageError(str(exc), "cluster-bench policies lists every name; or give "
                              "package.module:attribute (resolved from the current folder)") from exc
         settings = env_settings(policy, env_kwargs, bool(getattr(args, "allow_env_mismatch", False)), args.scenario)
-        cluster_env.parallel_env(args.scenario, split=args.split, **settings)
+        check_fits(policy, cluster_env.parallel_env(args.scenario, split=args.split, **settings))
     check_output_folder(args.out)
 
 
@@ -122,6 +122,7 @@ def policy_listing(scenario: Optional[str] = None) -> str:
         lines.append("registered by packages (entry points 'cluster_bench.policies'):")
         lines += [f"  {name:<10} ({source})" for name, source in plugins.items()]
     lines.append("your own: package.module:attribute (a policy object or a class), resolved from the current folder")
+    lines.append("a trained agent: path/to/model.zip (baselines.save_agent, or SB3's own model.save; needs the rl extra)")
     return "\n".join(lines)
 
 

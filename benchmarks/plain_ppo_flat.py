@@ -30,6 +30,8 @@ def main(argv=None) -> int:
     p.add_argument("--timesteps", type=int, default=20_480)
     p.add_argument("--n-steps", type=int, default=2048)
     p.add_argument("--jobs-per-episode", type=int, default=200)
+    # philly-v0: the scenario of the README's recorded figures (the views now default to philly-v1).
+    p.add_argument("--scenario", default="philly-v0")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
     import torch
@@ -53,7 +55,8 @@ def main(argv=None) -> int:
             self.rows.append((self.num_timesteps, self.invalid / n, float(np.mean(self.rewards))))
             self.invalid, self.rewards = 0, []
 
-    env = gymnasium.make("cluster_env/HeteroClusterFlat-v0", jobs_per_episode=args.jobs_per_episode)
+    env = gymnasium.make("cluster_env/HeteroClusterFlat-v0", scenario=args.scenario,
+                         jobs_per_episode=args.jobs_per_episode)
     rng = np.random.default_rng(args.seed)
     env.reset(seed=args.seed)
     invalid = 0

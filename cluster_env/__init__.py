@@ -14,13 +14,14 @@ from cluster_env.core.metrics import METRIC_KEYS
 from cluster_env.errors import ClusterEnvError, DataError, InvalidActionError, UnknownGPUTypeError
 from cluster_env.registration import ENV_ID, env, make, parallel_env, register_gymnasium, registered_ids
 from cluster_env.scenarios import get_scenario, list_scenarios, register_scenario
+from cluster_env.scenarios.registry import DEFAULT_SCENARIO   # the benchmark's: cluster-bench, views, examples
 
 __version__ = "0.1.0"
 
 register_gymnasium()  # the single-agent views' ids (cluster_env.wrappers), e.g. "cluster_env/HeteroClusterFlat-v0"
 
 __all__ = [
-    "ENV_ID", "METRIC_KEYS", "ClusterEnvError", "DataError", "InvalidActionError", "UnknownGPUTypeError",
+    "DEFAULT_SCENARIO", "ENV_ID", "METRIC_KEYS", "ClusterEnvError", "DataError", "InvalidActionError", "UnknownGPUTypeError",
     "env", "get_scenario", "list_scenarios", "make", "parallel_env", "register_scenario", "registered_ids",
     "__version__",
 ]

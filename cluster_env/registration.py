@@ -1,7 +1,7 @@
 """Constructors and the registry of versioned environment ids."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from pettingzoo.utils import conversions, wrappers
 
@@ -23,9 +23,11 @@ def env(scenario: str = "philly-v0", split: str = "train", **overrides: Any):
 
 
 def _view(class_name: str) -> Callable[..., Any]:
-    def make_view(scenario: str = "philly-v0", split: str = "train", **overrides: Any):
+    def make_view(scenario: Optional[str] = None, split: str = "train", **overrides: Any):
         from cluster_env import wrappers
+        from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 
+        scenario = DEFAULT_SCENARIO if scenario is None else scenario
         return getattr(wrappers, class_name)(scenario=scenario, split=split, **overrides)
 
     make_view.__doc__ = f"The single-agent Gymnasium view ``cluster_env.wrappers.{class_name}``."
@@ -51,7 +53,14 @@ def register_gymnasium() -> None:
     for env_id, class_name in GYM_VIEWS.items():
         if env_id not in gymnasium.registry:
             gymnasium.register(id=env_id, entry_point=f"cluster_env.wrappers:{class_name}",
-                               kwargs={"scenario": "philly-v0", "split": "train"})
+                               kwargs={"scenario": _default_scenario(), "split": "train"})
+
+
+def _default_scenario() -> str:
+    """The views' default scenario: the benchmark's (``cluster-bench run``'s), defined once."""
+    from cluster_env.scenarios.registry import DEFAULT_SCENARIO
+
+    return DEFAULT_SCENARIO
 
 
 def make(env_id: str = ENV_ID, **kwargs: Any):

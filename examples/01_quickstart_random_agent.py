@@ -15,12 +15,13 @@ import time
 import numpy as np
 
 import cluster_env
+from cluster_env import DEFAULT_SCENARIO
 from cluster_env.core.metrics import format_metrics
 
 
 def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--scenario", default="philly-v0", help=f"one of {cluster_env.list_scenarios()}")
+    p.add_argument("--scenario", default=DEFAULT_SCENARIO, help=f"one of {cluster_env.list_scenarios()}")
     p.add_argument("--split", default="test", choices=["train", "validation", "test"])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--jobs-per-episode", type=int, default=None, help="default: the scenario's")

@@ -16,6 +16,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import cluster_env
+from cluster_env import DEFAULT_SCENARIO
 from baselines.harness import make_tasks, run_tasks
 from baselines.harness.plots import plot_jct_cdf
 from baselines.harness.report import format_table, write_csv
@@ -25,7 +26,7 @@ DEFAULT_POLICIES = ["random", "fifo", "sjf", "tiresias", "fifo+fastest", "tiresi
 
 def main(argv=None) -> list[dict]:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--scenario", default="philly-v0", help=f"one of {cluster_env.list_scenarios()}")
+    p.add_argument("--scenario", default=DEFAULT_SCENARIO, help=f"one of {cluster_env.list_scenarios()}")
     p.add_argument("--policies", nargs="+", default=DEFAULT_POLICIES, help="names for baselines.make_policy")
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     p.add_argument("--jobs-per-episode", type=int, default=None, help="default: the scenario's")

@@ -20,7 +20,7 @@ split scores).
 Needs the ``rl`` extra (torch, stable-baselines3, sb3-contrib). Small defaults so that a bare run
 finishes in a few minutes; the recorded result (README of the wrappers, the issue's note) is::
 
-    python examples/03_train_maskable_ppo.py --timesteps 400000 --max-train-minutes 10 --out runs/ppo
+    python examples/03_train_maskable_ppo.py --scenario philly-v0 --timesteps 400000 --max-train-minutes 10 --out runs/ppo
 """
 from __future__ import annotations
 
@@ -36,10 +36,12 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
+from cluster_env import DEFAULT_SCENARIO  # noqa: E402
+
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--scenario", default="philly-v0")
+    p.add_argument("--scenario", default=DEFAULT_SCENARIO)
     p.add_argument("--timesteps", type=int, default=20_000, help="training steps (all envs together)")
     p.add_argument("--max-train-minutes", type=float, default=None,
                    help="stop training after this wall time even if --timesteps is not reached")
@@ -315,9 +317,18 @@ def main(argv=None) -> dict:
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        model.save(out / "model.zip")
+        if importlib.util.find_spec("baselines") is not None:
+            # The model and, beside it, the settings it must be scored with (scenario, the view's rule
+            # for forbidden actions, the algorithm): one cluster-bench line then scores it.
+            import baselines
+            from cluster_env.wrappers import HeteroClusterFlatEnv
+
+            baselines.save_agent(model, out / "model.zip", HeteroClusterFlatEnv(args.scenario, "train"))
+        else:
+            model.save(out / "model.zip")
         (out / "results.json").write_text(json.dumps(result, indent=2))
-        print(f"model and results written to {out}/")
+        print(f"model and results written to {out}/; score the model next to every baseline:\n"
+              f"  cluster-bench run --scenario {args.scenario} --policies fifo,sjf,tiresias,las,{out / 'model.zip'}")
     return result
 
 

@@ -24,6 +24,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    # philly-v0, not the benchmark default: the dual agent's shipped checkpoints and the paper's results are there.
     p.add_argument("--scenario", default="philly-v0")
     p.add_argument("--timesteps", type=int, default=30_000, help="training decisions (all workers together)")
     p.add_argument("--imitate", default="fifo+fastest", help="baseline to imitate first ('none' to skip)")

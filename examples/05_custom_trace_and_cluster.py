@@ -31,6 +31,7 @@ def main(argv=None) -> list[dict]:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--workload-csv", default=str(DATA / "my_jobs.csv"))
     p.add_argument("--cluster-csv", default=str(DATA / "my_cluster.csv"))
+    # philly-v0: a v0 base plays your trace at its own times (philly-v1 would rescale it to load 1.5).
     p.add_argument("--base-scenario", default="philly-v0", help="world model and settings to start from")
     p.add_argument("--policies", nargs="+", default=["fifo", "fifo+fastest", "sjf+fastest", "tiresias+fastest"])
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1])

@@ -21,6 +21,7 @@ import baselines
 from baselines.harness.report import format_table
 from baselines.obs import J
 from baselines.orderers import pending_rows
+from cluster_env import DEFAULT_SCENARIO
 
 
 class SmallestDemandFirst(baselines.Orderer):
@@ -43,7 +44,7 @@ def make_my_policy() -> baselines.ComposedPolicy:
 
 def main(argv=None) -> list[dict]:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--scenario", default="philly-v0")
+    p.add_argument("--scenario", default=DEFAULT_SCENARIO)
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     p.add_argument("--jobs-per-episode", type=int, default=None)
     args = p.parse_args(argv)

@@ -9,9 +9,12 @@ action spaces) and gives its mask (``obs["action_mask"]``), and one shared netwo
 roles (the phase is ``global[0]`` of its flat observation). Invalid actions are impossible:
 logits outside the mask are set to -inf. Episodes that end are reset in the same step.
 
-At the end the trained policy (argmax) is scored on full test episodes next to two mask-only
-references on the same seeds, FIFO + first-fit (the lowest allowed action) and random, and the
-script says how its short run compares and what a real run costs.
+At the end the trained actor (a torch module from the flat observation to logits, greedy over the
+allowed actions) is saved with ``baselines.save_agent`` (``--out``/agent.zip, TorchScript, and the
+settings it must be scored with beside it) and scored by the harness next to baselines on the same
+test windows (``baselines.score_agent``: paired ratios to FIFO with 95% intervals); the script
+says how its short run compares, what a real run costs, and the ``cluster-bench run`` line that
+scores the saved file next to every baseline.
 
 Needs the ``rl`` extra (torch). A bare run takes a few minutes on one core::
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -29,12 +33,16 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
+import baselines  # noqa: E402
+import baselines.trained  # noqa: E402
+from baselines import BASELINE_NAMES  # noqa: E402
+from cluster_env import DEFAULT_SCENARIO  # noqa: E402
 from cluster_env.vector import ClusterVectorEnv  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--scenario", default="philly-v0")
+    p.add_argument("--scenario", default=DEFAULT_SCENARIO)
     p.add_argument("--total-timesteps", type=int, default=20_000, help="decisions, all env copies together")
     p.add_argument("--num-envs", type=int, default=4)
     p.add_argument("--num-steps", type=int, default=128, help="decisions per env copy per rollout")
@@ -49,9 +57,18 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--vf-coef", type=float, default=0.5)
     p.add_argument("--hidden", type=int, default=64)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--eval-seeds", type=int, default=3, help="evaluate on test seeds 0 .. N-1")
-    p.add_argument("--eval-jobs", type=int, default=200, help="jobs per evaluation episode")
+    p.add_argument("--eval-seeds", type=int, default=3, help="score on test windows 0 .. N-1")
+    p.add_argument("--eval-jobs", type=int, default=200, help="jobs per scored episode (0: the scenario's windows)")
+    p.add_argument("--baselines", default="fifo,random,las", help="comma-separated baselines scored next to it")
+    p.add_argument("--out", default="runs/cleanrl_ppo", help="folder for agent.zip and agent.agent.json")
     return p.parse_args(argv)
+
+
+class Squash(nn.Module):
+    """sign(x) log(1 + |x|): the features span several orders of magnitude."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sign(x) * torch.log1p(torch.abs(x))
 
 
 class Agent(nn.Module):
@@ -66,7 +83,7 @@ class Agent(nn.Module):
 
     @staticmethod
     def _squash(x: torch.Tensor) -> torch.Tensor:
-        return torch.sign(x) * torch.log1p(torch.abs(x))     # features span several orders of magnitude
+        return Squash()(x)
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         return self.critic(self._squash(obs)).squeeze(-1)
@@ -78,23 +95,6 @@ class Agent(nn.Module):
         if action is None:
             action = dist.sample()
         return action, dist.log_prob(action), dist.entropy(), self.critic(x).squeeze(-1)
-
-
-def evaluate(policy, scenario: str, seeds: range, jobs: int) -> list[float]:
-    """avg JCT (seconds) of one full test episode per seed, all seeds together in one vector env;
-    ``policy(flat_obs, masks, rng) -> actions`` for the whole batch."""
-    vec = ClusterVectorEnv(len(seeds), scenario, "test", jobs_per_episode=jobs)
-    obs, _ = vec.reset(seed=list(seeds))
-    rng = np.random.default_rng(seeds.start)
-    scores: list = [None] * len(seeds)
-    while any(s is None for s in scores):
-        actions = policy(vec.flat_observations(), obs["action_mask"].astype(bool), rng)
-        obs, _, _, _, infos = vec.step(actions)
-        if "final_info" in infos:                # envs whose episode ended (then reset: ignored)
-            for i in np.flatnonzero(infos["_final_info"]):
-                if scores[i] is None:
-                    scores[i] = float(infos["final_info"]["metrics"]["avg_jct"][i])
-    return scores
 
 
 def main(argv=None) -> dict:
@@ -163,28 +163,24 @@ def main(argv=None) -> dict:
               f"mean return of the last episodes {recent}, {time.perf_counter() - t0:.0f} s", flush=True)
     train_s = time.perf_counter() - t0
 
-    def ppo(obs, mask, rng):
-        with torch.no_grad():
-            logits = agent.actor(Agent._squash(torch.from_numpy(obs)))
-        return torch.argmax(logits.masked_fill(~torch.from_numpy(mask), -1e9), dim=1).numpy()
-
-    def random(obs, mask, rng):
-        return np.array([rng.choice(np.flatnonzero(m)) for m in mask])
-
-    seeds = range(args.eval_seeds)
-    scores = {"ppo (this run)": evaluate(ppo, args.scenario, seeds, args.eval_jobs),
-              "fifo+first-fit": evaluate(lambda o, m, r: np.argmax(m, axis=1), args.scenario, seeds, args.eval_jobs),
-              "random": evaluate(random, args.scenario, seeds, args.eval_jobs)}
-    print(f"\n{args.scenario} / test, {len(seeds)} seeds x {args.eval_jobs} jobs: mean avg JCT (hours)")
-    for name, values in scores.items():
-        print(f"  {name:<16} {np.mean(values) / 3600:8.2f}")
-    ours, fifo = np.mean(scores["ppo (this run)"]), np.mean(scores["fifo+first-fit"])
-    verdict = "beats" if ours < fifo else "does not beat yet"
+    # What is saved and scored: the actor as one module from the flat observation to logits.
+    policy = nn.Sequential(Squash(), agent.actor)
+    path = baselines.save_agent(policy, Path(args.out) / "agent.zip", vec, label="cleanrl-ppo")
+    print(f"\nsaved the policy (TorchScript) to {path}, its settings to {baselines.trained.sidecar_path(path)}")
+    env_kwargs = {"jobs_per_episode": args.eval_jobs} if args.eval_jobs else None
+    names = [n for n in args.baselines.split(",") if n]
+    score = baselines.score_agent(str(path), policies=names, seeds=range(args.eval_seeds), env_kwargs=env_kwargs,
+                                  backend="serial")
+    jobs = f"{args.eval_jobs} jobs" if args.eval_jobs else "the scenario's windows"
+    print(f"{args.scenario} / test, {args.eval_seeds} windows x {jobs}, paired with the baselines:\n{score}")
+    ratio = next(r for r in score.summary if r["policy"] == score.agent)["ratio_avg_jct"]
+    verdict = "beats" if ratio < 1 else "does not beat yet"
     print(f"\nThis short run ({iterations * T * N:,} decisions, {train_s:.0f} s of training) {verdict} FIFO "
-          f"({ours / fifo:.2f}x its avg JCT). A real run is a few hundred thousand decisions: about "
+          f"({ratio:.2f}x its avg JCT, paired geometric mean). A real run is a few hundred thousand decisions: about "
           f"{train_s / max(iterations * T * N, 1) * 300_000 / 60:.0f} minutes at this speed "
-          f"(--total-timesteps 300000); compare with every baseline by `cluster-bench run --scenario {args.scenario}`.")
-    return {k: float(np.mean(v)) for k, v in scores.items()}
+          f"(--total-timesteps 300000). Score the saved policy next to every baseline on full windows:\n"
+          f"  cluster-bench run --scenario {args.scenario} --policies {','.join(BASELINE_NAMES)},{path}")
+    return {"path": str(path), "ratio_avg_jct": float(ratio), "records": score.records}
 
 
 if __name__ == "__main__":

@@ -28,7 +28,16 @@ def test_train_maskable_ppo_tiny_budget(tmp_path):
     assert result["timesteps"] >= 256 and result["seeds"] == [0, 1]
     for name in ("ppo", "random", "fifo"):
         assert len(result[name]["avg_jct_per_seed"]) == 2 and result[name]["mean_avg_jct"] > 0
-    assert (tmp_path / "model.zip").exists()
+    assert (tmp_path / "model.zip").exists() and (tmp_path / "model.agent.json").exists()
+    # The saved model (the example's own policy class) scores through the line the example prints.
+    from baselines.cli import main
+
+    assert f"--policies fifo,sjf,tiresias,las,{tmp_path / 'model.zip'}" in text
+    out = tmp_path / "scored"
+    assert main(["run", "--policies", f"fifo,{tmp_path / 'model.zip'}", "--seeds", "0-1", "--env",
+                 "jobs_per_episode=30", "--no-plots", "--quiet", "--backend", "serial", "--out", str(out)]) == 0
+    episodes = [r for r in json.loads((out / "results.json").read_text())["episodes"] if r["policy"] != "fifo"]
+    assert [r["jobs_finished"] for r in episodes] == [30, 30] and episodes[0]["policy"] == "MaskablePPO(model)"
 
 
 def test_train_dual_agent_tiny_budget(tmp_path):

@@ -69,7 +69,7 @@ def test_forbidden_action_error_says_what_to_do():
     obs, _ = env.reset(seed=0)
     bad = int(np.flatnonzero(obs["orderer"]["action_mask"] == 0)[0])
     with pytest.raises(cluster_env.errors.InvalidActionError,
-                       match=r"(?s)action_masks\(\).*MaskablePPO.*invalid_action='noop'"):
+                       match=r"(?s)action_masks\(\).*MaskablePPO.*invalid_action='fallback'"):
         env.step({"orderer": bad, "placer": len(obs["placer"]["action_mask"]) - 1})
 
 

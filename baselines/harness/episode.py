@@ -150,10 +150,12 @@ def run_episode(policy: Any, scenario: "str | Scenario", split: str, seed: int, 
     if env is None:
         env = cluster_env.parallel_env(scenario, split=split, **env_settings(policy, env_kwargs, allow_env_mismatch,
                                                                             scenario))
+    check_fits(policy, env)
+    base = getattr(env, "unwrapped", env)
+    bound_steps(base)
     t0 = time.perf_counter()
     policy.reset(seed)
     obs, infos = env.reset(seed=seed)
-    base = getattr(env, "unwrapped", env)
     sim = base.sim
     if record:
         # Before this point nothing has run (reset only advances to the first decision), so the
@@ -190,6 +192,34 @@ def run_episode(policy: Any, scenario: "str | Scenario", split: str, seed: int, 
         result.machine_types = tuple(base.cluster.gpu_type_names[int(t)] for t in sim.machine_type)
         result.total_gpus = int(sim.total_gpus)
     return result
+
+
+def bound_steps(env: Any) -> None:
+    """Give ``env`` (a parallel env) the harness's step bound when it has none: every scored
+    episode ends, whatever the policy does (one that repeats an ignored forbidden action under
+    ``invalid_action="noop"`` would otherwise never end). The bound is the single-agent views' own
+    default, ``DEFAULT_STEPS_PER_JOB`` (1000) steps per job of the episode, far above what a policy
+    that follows the masks needs; an episode cut there is recorded ``truncated`` with its unfinished
+    jobs, flagged ``TRUNCATED`` in tables and left out of the paired ratios."""
+    from dataclasses import replace
+
+    from cluster_env.wrappers._base import default_max_steps
+
+    sched = getattr(env, "sched", None)
+    if sched is not None and sched.max_steps is None:
+        env.sched = replace(sched, max_steps=default_max_steps(env))
+
+
+def check_fits(policy: Any, env: Any) -> None:
+    """Refuse, before its first step, a policy built for other spaces than ``env``'s: a policy with
+    ``check_env(env)`` (e.g. :class:`cluster_env.wrappers.FlatViewPolicy`, a trained flat-view
+    agent) raises :class:`EnvMismatchError` naming both shapes and the fix."""
+    check = getattr(policy, "check_env", None)
+    if callable(check):
+        try:
+            check(getattr(env, "unwrapped", env))
+        except ValueError as exc:
+            raise EnvMismatchError(str(exc)) from None
 
 
 def _pending_window(env: Any) -> int:

@@ -4,9 +4,10 @@ from __future__ import annotations
 from typing import Any, Iterable, Optional
 
 from baselines.harness.sweep import PolicySpec, make_tasks, run_tasks
+from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 
 
-def evaluate(policy: PolicySpec, scenario: str = "philly-v0", split: str = "test",
+def evaluate(policy: PolicySpec, scenario: str = DEFAULT_SCENARIO, split: str = "test",
              seeds: Iterable[int] = range(5), env_kwargs: Optional[dict] = None,
              backend: str = "auto", workers: Optional[int] = None, progress: bool = False,
              allow_env_mismatch: bool = False) -> list[dict[str, Any]]:
@@ -16,7 +17,8 @@ def evaluate(policy: PolicySpec, scenario: str = "philly-v0", split: str = "test
         policy: a baseline name (``"fifo"``, ``"sjf+fastest"``, ...) or any object with
             ``act(observations, infos)`` and ``reset(seed)``; its ``env_overrides`` (if any) are
             applied to the environment.
-        scenario: a registered scenario name (``cluster_env.list_scenarios()``).
+        scenario: a registered scenario name (``cluster_env.list_scenarios()``; default the
+            benchmark's, ``cluster_env.DEFAULT_SCENARIO``, ``philly-v1``).
         split: ``train``, ``validation`` or ``test``.
         seeds: one episode per seed; the seed drives the environment and the policy.
         env_kwargs: environment overrides (see ``cluster_env.parallel_env``).

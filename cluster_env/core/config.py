@@ -115,6 +115,12 @@ class WorldConfig:
             check_range(f"fluctuation_params.{name}", getattr(self.fluctuation_params, name), lo, hi)
 
 
+#: What a forbidden action does: raise; be ignored ("noop", the step still counts); or be replaced
+#: by the acting agent's lowest allowed action ("fallback", the single-agent views' default), so
+#: that an agent trained on a view is scored under the rule it trained with.
+INVALID_ACTIONS = ("raise", "noop", "fallback")
+
+
 @dataclass(frozen=True)
 class SchedulingConfig:
     """What schedulers may do and see."""
@@ -124,7 +130,7 @@ class SchedulingConfig:
     pending_window: int = 32             # K: pending jobs shown (oldest first)
     running_window: int = 16             # R: running jobs shown as preemption candidates (if preemption)
     scheduling_tick: float = DEFAULT_SCHEDULING_TICK_S   # decision epoch period when preemption is on
-    invalid_action: str = "raise"        # "raise" or "noop" for agents that cannot mask
+    invalid_action: str = "raise"        # "raise", or "noop" / "fallback" for agents that cannot mask
     max_steps: int | None = None         # truncation after this many steps
     max_time: float | None = None        # truncation when the clock passes this (s)
 
@@ -133,8 +139,8 @@ class SchedulingConfig:
         check_bool("clairvoyant", self.clairvoyant)
         check_int("pending_window", self.pending_window, minimum=1)
         check_int("running_window", self.running_window, minimum=0)
-        if self.invalid_action not in ("raise", "noop"):
-            raise ValueError(f"invalid_action must be 'raise' or 'noop', got {self.invalid_action!r}")
+        if self.invalid_action not in INVALID_ACTIONS:
+            raise ValueError(f"invalid_action must be one of {INVALID_ACTIONS}, got {self.invalid_action!r}")
         check_number("scheduling_tick", self.scheduling_tick, positive=True)
         if self.max_steps is not None:
             check_int("max_steps", self.max_steps, minimum=1)

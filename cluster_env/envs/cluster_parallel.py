@@ -28,7 +28,10 @@ its no-op (the last action index; its mask allows nothing else).
 **Masks** (``action_mask``, int8) never allow an impossible decision: a pending job that does not
 fit the free GPUs of the types it may use, a machine without such a free GPU, ``advance`` when no
 future event exists. A forbidden action raises :class:`cluster_env.errors.InvalidActionError`
-(``invalid_action="noop"`` ignores it instead and sets ``infos[agent]["invalid_action"]``).
+(``invalid_action="noop"`` ignores it instead, ``invalid_action="fallback"`` plays the acting
+agent's lowest allowed action instead, as the single-agent views do by default; both set
+``infos[agent]["invalid_action"]``; a forbidden action of the agent that is not acting, anything
+but its no-op, is ignored under both).
 
 **Observations** (float32, identical feature arrays for both agents; only the mask differs):
 
@@ -101,8 +104,8 @@ ORDER, PLACE = 0, 1
 AGENTS = ("orderer", "placer")
 _INVALID_HINT = (". Choose only actions the mask allows: each observation's 'action_mask' (or "
                  "env.action_masks() in the single-agent views, what sb3-contrib's MaskablePPO reads), "
-                 "or pass invalid_action='noop' to ignore forbidden actions (they then still count "
-                 "towards max_steps)")
+                 "or pass invalid_action='fallback' to play the lowest allowed action instead (the "
+                 "single-agent views' default, what an agent trained on them expects)")
 #: How many times one job may be preempted in one instant of simulated time (see
 #: ``ClusterParallelEnv._guard_zero_time_restart``): the guard against zero-time livelocks.
 MAX_PREEMPTIONS_PER_INSTANT = 16
@@ -242,13 +245,16 @@ class ClusterParallelEnv(ParallelEnv):
             a_order = self._as_action("orderer", a_order)
         if type(a_place) is not int or not 0 <= a_place <= self._place_noop:
             a_place = self._as_action("placer", a_place)
-        invalid = None          # agents whose forbidden action was ignored (invalid_action="noop")
+        invalid = None          # agents whose forbidden action was ignored or replaced ("noop", "fallback")
         sim = self.sim
         if self.phase == ORDER:
             if a_place != self._place_noop:
                 invalid = self._forbidden(invalid, "placer", a_place, "only the no-op is allowed in the ORDER phase")
             if not self._order_mask[a_order]:
                 invalid = self._forbidden(invalid, "orderer", a_order, "the action mask forbids it")
+                a_order = self._fallback_action(self._order_mask)
+            if a_order is None:
+                pass
             elif a_order < self.builder.K:
                 sim.start(int(self._cand_pending[a_order]))
                 self.phase = PLACE
@@ -266,14 +272,16 @@ class ClusterParallelEnv(ParallelEnv):
                 invalid = self._forbidden(invalid, "orderer", a_order, "only the no-op is allowed in the PLACE phase")
             if not self._place_mask[a_place]:
                 invalid = self._forbidden(invalid, "placer", a_place, "the action mask forbids it")
-            elif sim.place(a_place):
+                a_place = self._fallback_action(self._place_mask)
+            if a_place is not None and sim.place(a_place):
                 self.phase = ORDER
         if self.phase == ORDER:
             self._skip_idle_epochs()
         return self._finish_step(invalid)
 
     def ignore_step(self, agent: str):
-        """A step in which ``agent``'s action is ignored (``invalid_action="noop"`` only).
+        """A step in which ``agent``'s action is ignored (``invalid_action="noop"``; under
+        ``"fallback"`` the agent's lowest allowed action is played instead).
 
         The single-agent views call it for an index their padded action space has and the acting
         agent does not: like any forbidden action it changes nothing but counts towards ``max_steps``.
@@ -282,6 +290,12 @@ class ClusterParallelEnv(ParallelEnv):
             raise RuntimeError("step() called before reset() or after the episode ended; call reset() first")
         if self.sched.invalid_action == "raise":
             raise InvalidActionError(f"{agent}'s action is forbidden{_INVALID_HINT}")
+        if self.sched.invalid_action == "fallback":     # played as the lowest allowed action, flagged
+            act = {a: self._n_actions[a] - 1 for a in AGENTS}
+            act[agent] = int(np.argmax(self._mask_of(agent)))
+            obs, rewards, terms, truncs, infos = self.step(act)
+            infos[agent]["invalid_action"] = True
+            return obs, rewards, terms, truncs, infos
         return self._finish_step([agent])
 
     def _finish_step(self, invalid: "list[str] | None"):
@@ -326,13 +340,18 @@ class ClusterParallelEnv(ParallelEnv):
         return action
 
     def _forbidden(self, invalid: "list[str] | None", agent: str, action: int, why: str) -> list[str]:
-        """Raise, or (``invalid_action="noop"``) add ``agent`` to the agents whose action is ignored."""
+        """Raise, or (``"noop"``, ``"fallback"``) add ``agent`` to the agents whose action is ignored or replaced."""
         if self.sched.invalid_action == "raise":
             phase = "ORDER" if self.phase == ORDER else "PLACE"
             raise InvalidActionError(f"{agent}'s action {action} is forbidden in the {phase} phase: {why} "
                                      f"(allowed: {np.flatnonzero(self._mask_of(agent)).tolist()[:20]})"
                                      f"{_INVALID_HINT}")
         return (invalid or []) + [agent]
+
+    def _fallback_action(self, mask: np.ndarray) -> Optional[int]:
+        """The action played instead of a forbidden one: the lowest allowed (``"fallback"``, FIFO's
+        choice in ORDER, first-fit's in PLACE), or None (``"noop"``: nothing is played)."""
+        return int(np.argmax(mask)) if self.sched.invalid_action == "fallback" else None
 
     def _guard_zero_time_restart(self, running: np.ndarray) -> None:
         """Forbid preempting a job that was already preempted ``MAX_PREEMPTIONS_PER_INSTANT`` times

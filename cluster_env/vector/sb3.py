@@ -38,6 +38,7 @@ from gymnasium import spaces
 from stable_baselines3.common.vec_env import VecEnv
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvStepReturn
 
+from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 from cluster_env.vector.env import ClusterVectorEnv
 from cluster_env.wrappers._base import DEFAULT_INVALID_PENALTY, DEFAULT_STEPS_PER_JOB, episode_jobs
 
@@ -144,7 +145,7 @@ class ClusterSB3VecEnv(VecEnv):
         return [env.render() for env in self.vector.envs]
 
 
-def sb3_vec_env(n_envs: int = 8, scenario: Any = "philly-v0", split: str = "train", seed: Optional[int] = None, *,
+def sb3_vec_env(n_envs: int = 8, scenario: Any = DEFAULT_SCENARIO, split: str = "train", seed: Optional[int] = None, *,
                 invalid_action: str = "fallback", invalid_penalty: float = DEFAULT_INVALID_PENALTY,
                 **overrides: Any) -> ClusterSB3VecEnv:
     """An SB3 ``VecEnv`` of ``n_envs`` envs with the flat views' defaults (see the module docstring);

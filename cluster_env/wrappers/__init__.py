@@ -22,13 +22,15 @@ Numpy and gymnasium only: ``torch`` and ``stable_baselines3`` are never imported
 ``supersuit_vec_env``, ``MaskedVecEnv``  SuperSuit's SB3 vector env of it, with ``seed()`` and
                                          ``action_masks`` for MaskablePPO (:mod:`cluster_env.wrappers.ss_vec`)
 ``FlatLayout``                           the flat observation layout (:mod:`cluster_env.wrappers.layout`)
-``FlatViewPolicy``                       a flat-view predictor (e.g. a trained SB3 model) as a policy
-                                         of the parallel env, for ``baselines.evaluate``
+``FlatViewPolicy``                       a flat-view predictor (a trained SB3 model, a torch module) as
+                                         a policy of the parallel env, for ``baselines.evaluate``;
+                                         ``baselines.save_agent`` / ``score_agent`` save and score one
 ``FirstAllowedPolicy``,                  built-in mask-only policies (``"fifo"``, ``"first-fit"``,
 ``RandomMaskedPolicy``,                  ``"random"``) and the resolver of fixed sides
 ``resolve_policy``
 =======================================  ============================================================
 
+Every view defaults to the benchmark's scenario (``cluster_env.DEFAULT_SCENARIO``, ``philly-v1``).
 Every view passes ``gymnasium.utils.env_checker.check_env`` and SB3's ``check_env`` with its
 default arguments (a forbidden action plays the lowest allowed one at a small penalty, and a
 finite default ``max_steps`` ends every episode; see :mod:`cluster_env.wrappers.flat`), exposes
@@ -38,7 +40,7 @@ takes all its randomness from the wrapped env's seeded generator.
 Example::
 
     import gymnasium, cluster_env
-    env = gymnasium.make("cluster_env/HeteroClusterFlat-v0", scenario="philly-v0", split="train",
+    env = gymnasium.make("cluster_env/HeteroClusterFlat-v0", split="train",   # philly-v1 by default
                          jobs_per_episode=200)
     obs, info = env.reset(seed=0)
     mask = env.unwrapped.action_masks()

@@ -8,6 +8,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
+from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 from cluster_env.envs.cluster_parallel import AGENTS, PLACE, ClusterParallelEnv
 from cluster_env.errors import InvalidActionError
 from cluster_env.wrappers.layout import FlatLayout
@@ -34,6 +35,12 @@ def episode_jobs(env: ClusterParallelEnv) -> int:
     return max(1, min(size, hi - lo) if size is not None else hi - lo)
 
 
+def default_max_steps(env: ClusterParallelEnv) -> int:
+    """The step bound of an episode of ``env`` when none is set: ``DEFAULT_STEPS_PER_JOB`` steps per
+    job of the episode (what the views truncate at by default, and the harness when it scores)."""
+    return DEFAULT_STEPS_PER_JOB * episode_jobs(env)
+
+
 def as_action(action: Any, n: int) -> int:
     """An integer action from an int, a numpy integer or a one-element integer array."""
     if isinstance(action, np.ndarray) and action.size == 1 and np.issubdtype(action.dtype, np.integer):
@@ -51,7 +58,7 @@ class ClusterView(gymnasium.Env):
 
     metadata = {"render_modes": ["ansi", "rgb_array", "human"], "render_fps": 4}
 
-    def __init__(self, scenario: Any = "philly-v0", split: str = "train", *,
+    def __init__(self, scenario: Any = DEFAULT_SCENARIO, split: str = "train", *,
                  env: Optional[ClusterParallelEnv] = None, invalid_penalty: float = DEFAULT_INVALID_PENALTY,
                  **overrides: Any) -> None:
         if env is None:
@@ -61,7 +68,7 @@ class ClusterView(gymnasium.Env):
             overrides["invalid_action"] = "raise" if mode == "raise" else "noop"
             env = ClusterParallelEnv(scenario=scenario, split=split, **overrides)
             if env.sched.max_steps is None and "max_steps" not in overrides:
-                env.sched = replace(env.sched, max_steps=DEFAULT_STEPS_PER_JOB * episode_jobs(env))
+                env.sched = replace(env.sched, max_steps=default_max_steps(env))
         elif overrides:
             raise TypeError(f"pass either env= or overrides, not both (got {sorted(overrides)})")
         else:
@@ -125,7 +132,7 @@ class SingleAgentView(ClusterView):
     agent: str = ""
     default_fixed: str = ""
 
-    def __init__(self, scenario: Any = "philly-v0", split: str = "train", *, fixed_policy: Any = None,
+    def __init__(self, scenario: Any = DEFAULT_SCENARIO, split: str = "train", *, fixed_policy: Any = None,
                  env: Optional[ClusterParallelEnv] = None, invalid_penalty: float = DEFAULT_INVALID_PENALTY,
                  **overrides: Any) -> None:
         super().__init__(scenario, split, env=env, invalid_penalty=invalid_penalty, **overrides)
@@ -208,4 +215,5 @@ class SingleAgentView(ClusterView):
         return self._last_obs.copy()
 
 
-__all__ = ["ClusterView", "SingleAgentView", "as_action"]
+__all__ = ["ClusterView", "DEFAULT_STEPS_PER_JOB", "SingleAgentView", "as_action", "default_max_steps",
+           "episode_jobs"]

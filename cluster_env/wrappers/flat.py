@@ -3,7 +3,8 @@
 ======================  =====================================================================
 Import                  ``cluster_env.wrappers.HeteroClusterFlatEnv(scenario, split, **overrides)``
 Registered id           ``cluster_env/HeteroClusterFlat-v0``
-                        (``gymnasium.make(id, scenario="philly-v0", split="train", **overrides)``)
+                        (``gymnasium.make(id, scenario=DEFAULT_SCENARIO, split="train", **overrides)``;
+                        the default scenario is the benchmark's, ``philly-v1``)
 Observation space       ``Box(-1, inf, (F,), float32)``, ``F = (K+R)*14 + M*11 + 10 + 9 + A``
                         (layout: :mod:`cluster_env.wrappers.layout`; ``env.layout.slice(name)``)
 Action space            ``Discrete(A)``, ``A = max(K + R + 1, M + 1)``
@@ -25,7 +26,8 @@ by the acting agent's lowest allowed action (``invalid_action="fallback"``, the 
 FIFO's choice in ORDER, first-fit's in PLACE), costs ``invalid_penalty`` (default 0.1) reward and
 sets ``info["invalid_action"]`` and ``info["played_action"]``; the default ``max_steps`` is 1000
 steps per job of the episode. So both checkers pass as registered and a plain PPO, which reads no
-mask, trains and never stalls. ``invalid_action="noop"`` leaves the state unchanged instead (the
+mask, trains and never stalls; scored by the harness (``FlatViewPolicy``, ``baselines.save_agent``)
+it plays the same rule, ``invalid_action="fallback"`` of the parallel env. ``invalid_action="noop"`` leaves the state unchanged instead (the
 step still counts towards ``max_steps``), ``"raise"`` raises
 :class:`cluster_env.errors.InvalidActionError`. With ``env=`` an existing parallel env
 keeps its own settings.
@@ -50,6 +52,7 @@ from typing import Any, Optional
 import numpy as np
 from gymnasium import spaces
 
+from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 from cluster_env.envs.cluster_parallel import AGENTS, ClusterParallelEnv
 from cluster_env.errors import InvalidActionError
 from cluster_env.wrappers._base import DEFAULT_INVALID_PENALTY, ClusterView, as_action
@@ -59,7 +62,7 @@ from cluster_env.wrappers.layout import FlatLayout
 class HeteroClusterFlatEnv(ClusterView):
     """One policy, both decisions; see the module docstring (the view's card)."""
 
-    def __init__(self, scenario: Any = "philly-v0", split: str = "train", *,
+    def __init__(self, scenario: Any = DEFAULT_SCENARIO, split: str = "train", *,
                  env: Optional[ClusterParallelEnv] = None, invalid_penalty: float = DEFAULT_INVALID_PENALTY,
                  **overrides: Any) -> None:
         super().__init__(scenario, split, env=env, invalid_penalty=invalid_penalty, **overrides)

@@ -19,8 +19,9 @@ Reward, episode end     the parallel env's (shared reward)
 ======================  =====================================================================
 
 Forbidden actions follow the wrapped env's ``invalid_action`` (strict ``"raise"`` by default,
-like the parallel env; a padded index is a forbidden action like any other, and with
-``"noop"`` it is ignored and counts towards ``max_steps``).
+like the parallel env; a padded index is a forbidden action like any other: with ``"noop"`` it
+is ignored and counts towards ``max_steps``, with ``"fallback"`` the acting agent's lowest
+allowed action is played).
 
 For Stable-Baselines3 through SuperSuit, use :func:`cluster_env.wrappers.supersuit_vec_env`
 (which adds what SuperSuit's SB3 wrapper lacks: ``seed()`` and ``action_masks`` for
@@ -34,6 +35,7 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
+from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 from cluster_env.envs.cluster_parallel import PLACE, ClusterParallelEnv
 from cluster_env.errors import InvalidActionError
 from cluster_env.wrappers._base import as_action
@@ -43,7 +45,7 @@ from cluster_env.wrappers.layout import FlatLayout
 class FlatParallelEnv(ParallelEnv):
     """See the module docstring: the parallel env with one flat Box space for both agents."""
 
-    def __init__(self, scenario: Any = "philly-v0", split: str = "train", *,
+    def __init__(self, scenario: Any = DEFAULT_SCENARIO, split: str = "train", *,
                  env: Optional[ClusterParallelEnv] = None, **overrides: Any) -> None:
         if env is None:
             env = ClusterParallelEnv(scenario=scenario, split=split, **overrides)
@@ -93,7 +95,7 @@ class FlatParallelEnv(ParallelEnv):
                     raise InvalidActionError(
                         f"{agent}'s action {a} is a padding index (it has {self._n[agent]} actions); choose only "
                         "actions its mask allows (sb3-contrib's MaskablePPO reads them) or pass invalid_action='noop'")
-                if agent == acting:
+                if agent == acting:             # ignored ("noop") or the lowest allowed ("fallback")
                     obs, rewards, terms, truncs, infos = env.ignore_step(agent)
                     return self._view(obs), rewards, terms, truncs, infos
                 a = 0                           # any action but the no-op: forbidden, flagged
@@ -133,7 +135,7 @@ class FlatParallelEnv(ParallelEnv):
         return out
 
 
-def flat_parallel_env(scenario: Any = "philly-v0", split: str = "train", **overrides: Any) -> FlatParallelEnv:
+def flat_parallel_env(scenario: Any = DEFAULT_SCENARIO, split: str = "train", **overrides: Any) -> FlatParallelEnv:
     """The parallel env with flat, equal observation and action spaces (see :class:`FlatParallelEnv`)."""
     return FlatParallelEnv(scenario, split, **overrides)
 

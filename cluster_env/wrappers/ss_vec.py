@@ -20,14 +20,18 @@ from typing import Any, Optional
 import numpy as np
 from stable_baselines3.common.vec_env import VecEnvWrapper
 
+from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 from cluster_env.wrappers.layout import FlatLayout
 
 
 class MaskedVecEnv(VecEnvWrapper):
     """Adds ``seed()`` and ``env_method("action_masks")`` to a SuperSuit SB3 vector env."""
 
-    def __init__(self, venv: Any, layout: FlatLayout) -> None:
+    def __init__(self, venv: Any, layout: FlatLayout, par: Any = None) -> None:
         super().__init__(venv)
+        #: The observation layout and the flat parallel env it was built from (what
+        #: ``FlatViewPolicy.from_sb3(model, vec)`` reads to score a model trained here).
+        self.layout, self.par = layout, par
         self._mask_slice = layout.slice("action_mask")
         self._obs: Optional[np.ndarray] = None
         self._seed: Optional[int] = None
@@ -68,7 +72,7 @@ class MaskedVecEnv(VecEnvWrapper):
         return self.venv.env_method(method_name, *args, indices=indices, **kwargs)
 
 
-def supersuit_vec_env(scenario: Any = "philly-v0", split: str = "train", n_envs: int = 1, num_cpus: int = 0,
+def supersuit_vec_env(scenario: Any = DEFAULT_SCENARIO, split: str = "train", n_envs: int = 1, num_cpus: int = 0,
                       **overrides: Any) -> MaskedVecEnv:
     """An SB3 vector env of ``n_envs`` copies of the parallel env through SuperSuit (two entries per
     copy: orderer and placer, one shared policy), ready for ``MaskablePPO``."""
@@ -79,7 +83,7 @@ def supersuit_vec_env(scenario: Any = "philly-v0", split: str = "train", n_envs:
     par = flat_parallel_env(scenario, split, **overrides)
     vec = ss.pettingzoo_env_to_vec_env_v1(par)
     vec = ss.concat_vec_envs_v1(vec, n_envs, num_cpus=num_cpus, base_class="stable_baselines3")
-    return MaskedVecEnv(vec, par.layout)
+    return MaskedVecEnv(vec, par.layout, par)
 
 
 __all__ = ["MaskedVecEnv", "supersuit_vec_env"]

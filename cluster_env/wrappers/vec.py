@@ -28,6 +28,8 @@ from __future__ import annotations
 import functools
 from typing import Any, Optional
 
+from cluster_env.scenarios.registry import DEFAULT_SCENARIO
+
 VIEW_IDS = {
     "flat": "cluster_env/HeteroClusterFlat-v0",
     "orderer": "cluster_env/HeteroClusterOrderer-v0",
@@ -54,7 +56,7 @@ def _make_parallel(kwargs: dict):
     return ClusterParallelEnv(**kwargs)
 
 
-def make_vec_env(view: str = "flat", n_envs: int = 1, scenario: Any = "philly-v0", split: str = "train",
+def make_vec_env(view: str = "flat", n_envs: int = 1, scenario: Any = DEFAULT_SCENARIO, split: str = "train",
                  seed: Optional[int] = None, subprocess: bool = False, *, monitor: bool = True,
                  start_method: Optional[str] = None, **overrides: Any):
     """A Stable-Baselines3 vector env of ``n_envs`` copies of ``view`` (see the module docstring).
