@@ -49,18 +49,12 @@ def pop_flag(argv: Sequence[str], flag: str) -> tuple[list[str], bool]:
     return [a for a in argv if a != flag], found
 
 
-def check_output_folder(path: "str | Path") -> Path:
-    """Create ``path`` if needed and make sure a file can be written there."""
-    out = Path(path)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} is a file, not a folder", "give a folder name, e.g. --out cluster-bench-results")
-    from baselines.harness.files import prepare_output_dir
+def check_output_folder(path: "str | Path", flag: str = "--out", hint: str = "") -> Path:
+    """Create ``path`` if needed and make sure a file can be written there (the hint names ``flag``,
+    the option that chose the folder, unless ``hint`` is given)."""
+    from baselines.harness.files import check_folder
 
-    try:
-        prepare_output_dir(out)
-    except OSError as exc:
-        raise UsageError(str(exc.strerror or exc), "choose another folder with --out") from None
-    return out
+    return check_folder(path, flag, hint=hint or f"give a folder that can be written, e.g. {flag} results")
 
 
 def check_run(args: argparse.Namespace, policies: Sequence[str], env_kwargs: dict) -> None:
@@ -142,7 +136,10 @@ def replay(scenario: str, split: str, policy_name: str, seed: int, env_kwargs: d
     mode = "rgb_array" if gif else "ansi"
     env = cluster_env.parallel_env(scenario, split=split, render_mode=mode, **env_settings(policy, env_kwargs))
     if gif:
-        check_output_folder(Path(gif).resolve().parent)
+        from baselines.harness.files import check_target
+
+        check_target(Path(gif), "--gif")
+        check_output_folder(Path(gif).absolute().parent, "--gif", "write the GIF elsewhere, e.g. --gif /tmp/episode.gif")
     policy.reset(seed)
     obs, infos = env.reset(seed=seed)
     # First pass: the instants (a replay is cheap, frames are not): then draw the chosen ones.
@@ -166,8 +163,11 @@ def replay(scenario: str, split: str, policy_name: str, seed: int, env_kwargs: d
     if gif:
         from PIL import Image
 
+        from baselines.harness.files import atomic_write
+
         images = [Image.fromarray(f) for f in frames]
-        images[0].save(gif, save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
+        atomic_write(gif, lambda fh: images[0].save(fh, format="GIF", save_all=True, append_images=images[1:],
+                                                     duration=max(1, round(1000 / fps)), loop=0), binary=True)
         print(f"{scenario} / {split} / seed {seed} / {name}: {len(frames)} frames of {env.num_steps} steps -> {gif}",
               file=stream)
     else:
