@@ -69,16 +69,20 @@ def atomic_write(path: "str | Path", write: Callable[[IO], None], newline: "str 
             stage.append((tmp, path))
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
-        if isinstance(exc, OSError) and not isinstance(exc, OutputError) and exc.errno is not None:
+        if isinstance(exc, OSError) and not isinstance(exc, OutputError) and exc.errno:
             raise _named(exc, path) from exc
         raise
     return path
 
 
 def _named(exc: OSError, path: Path) -> OSError:
-    """``exc`` as an ``OSError`` whose message names ``path`` (numba, json and csv do not)."""
+    """``exc`` as an :class:`OutputError` whose message names ``path`` (json and csv do not),
+    with its ``errno``."""
     full = " (is the disk full?)" if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) else ""
-    return OSError(exc.errno, f"cannot write {path}: {exc.strerror or exc}{full}")
+    named = OutputError(f"cannot write {path}: {exc.strerror or exc}{full}; the previous files are unchanged",
+                        "free some space on that disk, or choose another output")
+    named.errno = exc.errno
+    return named
 
 
 def _mode_for(path: Path) -> int:
