@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
-from baselines.cli_support import (USER_ERRORS, OneLineParser, UsageError, check_run, csv_overrides, policy_listing,
-                                   pop_flag, report)
+from baselines.cli_support import (USER_ERRORS, OneLineParser, UsageError, check_run, column_overrides, csv_overrides,
+                                   custom_trace_notes, policy_listing, pop_flag, report)
 from baselines.registry import BASELINE_NAMES
 from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 
@@ -451,6 +451,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--workload-csv", default=None, metavar="FILE",
                      help="your own jobs (CSV): one episode of exactly these jobs, every split (README: Your own data)")
     run.add_argument("--cluster-csv", default=None, metavar="FILE", help="your own machines (CSV)")
+    run.add_argument("--workload-columns", default=None, metavar="FIELD=COLUMN,...",
+                     help="column names of --workload-csv for fields it spells otherwise, e.g. "
+                          "submit_time=submission_time,num_gpus=num_gpu (FIELD= ignores an optional field)")
+    run.add_argument("--cluster-columns", default=None, metavar="FIELD=COLUMN,...",
+                     help="the same for --cluster-csv")
     run.add_argument("--reference-gpu", default=None, metavar="GPU_TYPE",
                      help="GPU type the durations of --workload-csv were measured on (default: the base "
                           "scenario's, P100 for philly-v0, V100 for openb-v0)")
@@ -553,7 +558,7 @@ def _prepare(args: argparse.Namespace) -> None:
         if args.gif and not args.gif.lower().endswith(".gif"):
             raise UsageError(f"--gif {args.gif}: the file name must end in .gif", "e.g. --gif episode.gif")
     if args.command == "run":
-        args.env = list(args.env) + csv_overrides(args)
+        args.env = list(args.env) + csv_overrides(args) + column_overrides(args)
         env_kwargs = parse_env_overrides(args.env)
         policies = _split_names(args.policies) if args.policies else default_policies(args.scenario)
         check_run(args, policies, env_kwargs)
@@ -563,6 +568,8 @@ def _prepare(args: argparse.Namespace) -> None:
             gpu = cluster_env.get_scenario(args.scenario).world.reference_gpu
             print(f"note: the durations in {args.workload_csv} are read as measured on {gpu} ({args.scenario}'s "
                   "reference GPU); say which GPU they were measured on with --reference-gpu")
+        for note in custom_trace_notes(args.scenario, args.split, env_kwargs):
+            print(f"note: {note}")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
