@@ -193,7 +193,8 @@ def replay(scenario: str, split: str, policy_name: str, seed: int, env_kwargs: d
         from baselines.harness.files import check_target
 
         check_target(Path(gif), "--gif")
-        check_output_folder(Path(gif).absolute().parent, "--gif", "write the GIF elsewhere, e.g. --gif /tmp/episode.gif")
+        check_output_folder(Path(gif).absolute().parent, "--gif",
+                            "write the GIF elsewhere, e.g. --gif /tmp/episode.gif")
     policy.reset(seed)
     obs, infos = env.reset(seed=seed)
     # First pass: the instants (a replay is cheap, frames are not): then draw the chosen ones.

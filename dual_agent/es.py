@@ -350,10 +350,11 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
             it = int(state["iteration"])
             theta = np.array(state["theta"], dtype=np.float64)
             rng.bit_generator.state = state["rng"]
-            adam.m, adam.v = np.array(state["adam"]["m"], dtype=np.float64), np.array(state["adam"]["v"], dtype=np.float64)
+            adam.m, adam.v = (np.array(state["adam"][k], dtype=np.float64) for k in ("m", "v"))
             adam.t = int(state["adam"]["t"])
             best = state["best"]
-            best_theta, best_ratio, best_iter = np.array(best["theta"], dtype=np.float64), float(best["ratio"]), int(best["iteration"])
+            best_theta = np.array(best["theta"], dtype=np.float64)
+            best_ratio, best_iter = float(best["ratio"]), int(best["iteration"])
             las_val = np.array(state["las_val"], dtype=np.float64)
             episodes, wall_before = int(state["episodes"]), float(state["wall_s"])
             rows = [dict(r) for r in state["log"]]

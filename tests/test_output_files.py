@@ -93,7 +93,7 @@ def test_written_together_defers_sigint_and_restores_the_handler():
         signal.signal(signal.SIGINT, previous)
 
 
-# ------------------------------------------------------------------ 9. a full disk: before the episodes, or all-or-nothing
+# ------------------------------------------------------------------ 9. a full disk: found first, or all-or-nothing
 def test_too_little_free_space_is_found_before_any_episode(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(files, "free_bytes", lambda folder: 3000)
     assert cluster_bench(RUN + ["--out", str(tmp_path / "out")]) == 2

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextvars
 import errno
-import fcntl
 import os
 import shutil
 import signal
@@ -21,6 +20,11 @@ import threading
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Callable, Iterator, Optional, Sequence
+
+try:
+    import fcntl
+except ImportError:             # Windows: no flock; outputs are then not locked
+    fcntl = None  # type: ignore[assignment]
 
 #: Name of the lock file in an output folder (kept there: removing it would race with a new run).
 LOCK_NAME = ".cluster-bench.lock"
@@ -214,9 +218,10 @@ class OutputLock:
 
     def __init__(self, lock_path: Path, what: Path, flag: str) -> None:
         self.path = lock_path
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666 & ~_umask())
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666 & ~_umask())
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if fcntl is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
             os.close(fd)
