@@ -94,9 +94,7 @@ def _mode_for(path: Path) -> int:
     try:
         return path.stat().st_mode & 0o777
     except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
+        return 0o666 & ~_umask()
 
 
 @contextmanager
@@ -218,7 +216,7 @@ class OutputLock:
 
     def __init__(self, lock_path: Path, what: Path, flag: str) -> None:
         self.path = lock_path
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666 & ~_umask())
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o666)
         try:
             if fcntl is not None:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -248,6 +246,7 @@ class OutputLock:
 
 
 def _umask() -> int:
+    """The process's umask (read by setting it, so set back at once)."""
     umask = os.umask(0)
     os.umask(umask)
     return umask
