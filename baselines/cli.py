@@ -23,39 +23,68 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import os
 import sys
 import time
 from pathlib import Path
 from typing import Optional, Sequence
 
-from baselines.cli_support import (USER_ERRORS, OneLineParser, UsageError, check_run, csv_overrides, policy_listing,
-                                   pop_flag, report)
+from baselines.cli_support import (USER_ERRORS, OneLineParser, UsageError, check_run, column_overrides, csv_overrides,
+                                   custom_trace_notes, policy_listing, pop_flag, report)
 from baselines.registry import BASELINE_NAMES
 from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 
 #: Seeds (windows) of ``run``, ``compare`` and ``sweep`` when ``--seeds`` is not given.
 DEFAULT_SEEDS = "0-19"
+#: Files ``run`` writes into its folder (besides timeline_<policy>.png), checked before episodes run.
+RUN_FILES = ("results.csv", "summary.csv", "results.json", "jct_cdf.png", "paired_avg_jct.png", "utilization.png")
+
+
+#: The most seeds one ``--seeds`` may list (a typo such as 0-99999999999 would fill the memory).
+MAX_SEEDS = 100_000
 
 
 def parse_seeds(text: str) -> list[int]:
-    """``"0-4"`` -> [0, 1, 2, 3, 4]; ``"0,3,7"`` -> [0, 3, 7]; ``"5"`` -> [5]."""
+    """``"0-4"`` -> [0, 1, 2, 3, 4]; ``"0,3,7"`` -> [0, 3, 7]; ``"5"`` -> [5]; at most ``MAX_SEEDS``."""
     seeds: list[int] = []
     try:
         for part in text.split(","):
             part = part.strip()
             if "-" in part[1:]:
                 lo, hi = part.split("-", 1) if not part.startswith("-") else (part, part)
+                if len(seeds) + max(0, int(hi) - int(lo) + 1) > MAX_SEEDS:
+                    raise argparse.ArgumentTypeError(
+                        f"{text!r} lists {len(seeds) + int(hi) - int(lo) + 1:,} seeds; at most {MAX_SEEDS:,} "
+                        "(each seed is one episode per policy)")
                 seeds.extend(range(int(lo), int(hi) + 1))
             elif part:
                 seeds.append(int(part))
     except ValueError:
         raise argparse.ArgumentTypeError(f"seeds must look like 0-4 or 0,3,7; got {text!r}") from None
+    if len(seeds) > MAX_SEEDS:
+        raise argparse.ArgumentTypeError(f"{text!r} lists {len(seeds):,} seeds; at most {MAX_SEEDS:,}")
     if not seeds:
         raise argparse.ArgumentTypeError(f"no seeds in {text!r}")
     if min(seeds) < 0:
         raise argparse.ArgumentTypeError(f"seeds must be >= 0; got {text!r}")
     return seeds
+
+
+def bounded(kind: type, lo: float, hi: float):
+    """An argparse type: a ``kind`` (int or float) number in ``[lo, hi]`` (finite), else one line."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, "
+                                             f"got {text!r}") from None
+        if not lo <= value <= hi:          # NaN fails too
+            raise argparse.ArgumentTypeError(f"must be between {lo:g} and {hi:,g}, got {text!r}")
+        return value
+
+    parse.__name__ = kind.__name__       # argparse names the type in its messages
+    return parse
 
 
 def parse_env_overrides(items: Sequence[str]) -> dict:
@@ -98,7 +127,7 @@ def _split_names(text: str) -> list[str]:
 def cmd_run(args: argparse.Namespace) -> int:
     import cluster_env
     from baselines.harness.episode import env_mismatch, env_settings
-    from baselines.harness.files import prepare_output_dir
+    from baselines.harness.files import estimate_bytes, reserve_folder, written_together
     from baselines.harness.paired_plots import plot_paired
     from baselines.harness.plots import plot_jct_cdf, plot_timeline, plot_utilization
     from baselines.harness.report import format_table, write_csv, write_json, write_summary_csv
@@ -117,11 +146,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         if env_mismatch(policy, env_kwargs, args.scenario):
             mismatches[name] = env_mismatch(policy, env_kwargs, args.scenario)
     out = Path(args.out)
-    try:
-        prepare_output_dir(out)
-    except OSError as exc:
-        print(f"cluster-bench run: {exc.strerror or exc}", file=sys.stderr)
-        return 2
+    # Before any episode: a real, writable folder with room for the results, locked for this run.
+    plots = 0 if args.no_plots else 3 + len(policies)
+    args.resources.enter_context(reserve_folder(out, names=RUN_FILES, need_bytes=estimate_bytes(
+        len(policies) * len(args.seeds), plots)))
     tasks = make_tasks(policies, [args.scenario], args.split, args.seeds, env_kwargs,
                        record_seeds=args.seeds if not args.no_plots else (), allow_env_mismatch=allow)
     print(f"cluster-bench run: {len(policies)} policies x {len(args.seeds)} seeds on {args.scenario}/{args.split}"
@@ -136,8 +164,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     except (RunInterrupted, WorkersLost) as stop:
         # Keep what finished; one line, no traceback.
         records = [r.record for r in stop.results if r is not None]
-        write_csv(records, out / "results.csv")
-        write_json(records, out / "results.json", **meta, complete=False)
+        with written_together("the episodes that finished"):    # a second Ctrl-C waits for them
+            write_csv(records, out / "results.csv")
+            write_json(records, out / "results.json", **meta, complete=False)
         why = "interrupted" if isinstance(stop, RunInterrupted) else str(stop)
         print(f"\ncluster-bench run: {why}; wrote the {len(records)} of {len(tasks)} episodes that finished to "
               f"{out / 'results.json'}", file=sys.stderr)
@@ -145,21 +174,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     wall = time.perf_counter() - t0
     records = [r.record for r in results]
     print(format_table(records, markdown=args.markdown, reference=args.reference))
-    files = [write_csv(records, out / "results.csv"),
-             write_summary_csv(records, out / "summary.csv", reference=args.reference),
-             write_json(records, out / "results.json", **meta)]
-    if not args.no_plots:
-        title = f"{args.scenario} / {args.split}"
-        files.append(plot_jct_cdf(results, out / "jct_cdf.png", title=f"JCT CDF, {title}"))
-        if args.reference in policies and len(policies) > 1:
-            files.append(plot_paired(records, out / "paired_avg_jct.png", reference=args.reference,
-                                     title=f"avg JCT / {args.reference}'s per window, {title}"))
-        files.append(plot_utilization(results, out / "utilization.png", title=f"utilisation and queue, {title}"))
-        first = args.seeds[0]
-        for r in results:
-            if r.record["seed"] == first and r.allocations is not None:
-                safe = r.record["policy"].replace("+", "_").replace("/", "_")
-                files.append(plot_timeline(r, out / f"timeline_{safe}.png"))
+    with written_together():           # all new files, or on a failure all old ones
+        files = [write_csv(records, out / "results.csv"),
+                 write_summary_csv(records, out / "summary.csv", reference=args.reference),
+                 write_json(records, out / "results.json", **meta)]
+        if not args.no_plots:
+            title = f"{args.scenario} / {args.split}"
+            files.append(plot_jct_cdf(results, out / "jct_cdf.png", title=f"JCT CDF, {title}"))
+            if args.reference in policies and len(policies) > 1:
+                files.append(plot_paired(records, out / "paired_avg_jct.png", reference=args.reference,
+                                         title=f"avg JCT / {args.reference}'s per window, {title}"))
+            files.append(plot_utilization(results, out / "utilization.png", title=f"utilisation and queue, {title}"))
+            first = args.seeds[0]
+            for r in results:
+                if r.record["seed"] == first and r.allocations is not None:
+                    safe = r.record["policy"].replace("+", "_").replace("/", "_")
+                    files.append(plot_timeline(r, out / f"timeline_{safe}.png"))
     print(f"\n{len(records)} episodes in {wall:.1f} s; wrote:")
     for f in files:
         print(f"  {f}")
@@ -187,6 +217,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         return 2
     for name in (args.a, args.b):
         resolve_policy(name, args.scenario)
+    if args.out:                       # checked and locked before any episode runs
+        from baselines.harness.files import estimate_bytes, reserve_file
+
+        args.resources.enter_context(reserve_file(args.out, need_bytes=estimate_bytes(2 * len(args.seeds))))
     env_kwargs = parse_env_overrides(args.env)
     tasks = make_tasks([args.a, args.b], [args.scenario], args.split, args.seeds, env_kwargs)
     results = run_tasks(tasks, backend=args.backend, workers=args.workers, progress=not args.quiet,
@@ -219,13 +253,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if s.undefined:
         print(f"  {s.undefined} window(s) left out: {args.metric} NaN or not positive")
     if args.out:
-        from baselines.harness.files import atomic_write
+        from baselines.harness.files import atomic_write, written_together
 
         payload = {"meta": {"a": a, "b": b, "scenario": args.scenario, "split": args.split, "seeds": args.seeds,
                             "env_kwargs": env_kwargs, "metric": args.metric, "version": cluster_env.__version__},
                    "comparison": s.to_dict(), "episodes": records}
         text = json.dumps(payload, indent=2, allow_nan=True)
-        out = atomic_write(args.out, lambda f: f.write(text))
+        with written_together("the comparison"):
+            out = atomic_write(args.out, lambda f: f.write(text))
         print(f"wrote {out}")
     return 0
 
@@ -240,6 +275,10 @@ def parse_loads(text: str) -> list[float]:
     if not loads or any(not x > 0 for x in loads):
         raise argparse.ArgumentTypeError(f"loads must be positive numbers, got {text!r}")
     return loads
+
+
+#: Files ``sweep`` writes into its folder, checked before episodes run.
+SWEEP_FILES = ("load_sweep.csv", "load_sweep.json", "load_sweep.png")
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -257,6 +296,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if reference is None:
         print(f"note: the reference {args.reference!r} is not swept, so there are no paired ratios "
               "(add it to --policies or pick --reference)")
+    from baselines.harness.files import estimate_bytes, reserve_folder
+
+    args.resources.enter_context(reserve_folder(args.out, names=SWEEP_FILES, need_bytes=estimate_bytes(
+        len(policies) * len(args.seeds) * len(args.loads), 0 if args.no_plots else 1)))
     env_kwargs = parse_env_overrides(args.env)
     print(f"cluster-bench sweep: {len(policies)} policies x {len(args.seeds)} seeds x {len(args.loads)} loads "
           f"on {args.scenario}/{args.split} ({args.backend} backend)", flush=True)
@@ -266,7 +309,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                            ray_address=args.ray_address)
     wall = time.perf_counter() - t0
     print(format_sweep(sweep))
-    files = write_sweep(sweep, args.out, plot=not args.no_plots)
+    from baselines.harness.files import written_together
+
+    with written_together():
+        files = write_sweep(sweep, args.out, plot=not args.no_plots)
     print(f"\n{len(sweep.records)} episodes in {wall:.1f} s; wrote:")
     for f in files:
         print(f"  {f}")
@@ -406,6 +452,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--workload-csv", default=None, metavar="FILE",
                      help="your own jobs (CSV): one episode of exactly these jobs, every split (README: Your own data)")
     run.add_argument("--cluster-csv", default=None, metavar="FILE", help="your own machines (CSV)")
+    run.add_argument("--workload-columns", default=None, metavar="FIELD=COLUMN,...",
+                     help="column names of --workload-csv for fields it spells otherwise, e.g. "
+                          "submit_time=submission_time,num_gpus=num_gpu (FIELD= ignores an optional field)")
+    run.add_argument("--cluster-columns", default=None, metavar="FIELD=COLUMN,...",
+                     help="the same for --cluster-csv")
     run.add_argument("--reference-gpu", default=None, metavar="GPU_TYPE",
                      help="GPU type the durations of --workload-csv were measured on (default: the base "
                           "scenario's, P100 for philly-v0, V100 for openb-v0)")
@@ -461,8 +512,9 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                      help="environment override, repeatable (e.g. --env jobs_per_episode=40)")
     rep.add_argument("--gif", default=None, metavar="FILE.gif", help="write an animated GIF (else: text frames)")
-    rep.add_argument("--max-frames", type=int, default=200, help="frames at most, spread over the episode")
-    rep.add_argument("--fps", type=float, default=4.0, help="GIF frames per second")
+    rep.add_argument("--max-frames", type=bounded(int, 1, 100_000), default=200,
+                     help="frames at most, spread over the episode (1 .. 100,000)")
+    rep.add_argument("--fps", type=bounded(float, 0.01, 100.0), default=4.0, help="GIF frames per second (0.01 .. 100)")
     rep.set_defaults(func=cmd_replay)
 
     scores = sub.add_parser("scores", help="check or update the regression scores")
@@ -507,7 +559,7 @@ def _prepare(args: argparse.Namespace) -> None:
         if args.gif and not args.gif.lower().endswith(".gif"):
             raise UsageError(f"--gif {args.gif}: the file name must end in .gif", "e.g. --gif episode.gif")
     if args.command == "run":
-        args.env = list(args.env) + csv_overrides(args)
+        args.env = list(args.env) + csv_overrides(args) + column_overrides(args)
         env_kwargs = parse_env_overrides(args.env)
         policies = _split_names(args.policies) if args.policies else default_policies(args.scenario)
         check_run(args, policies, env_kwargs)
@@ -517,6 +569,8 @@ def _prepare(args: argparse.Namespace) -> None:
             gpu = cluster_env.get_scenario(args.scenario).world.reference_gpu
             print(f"note: the durations in {args.workload_csv} are read as measured on {gpu} ({args.scenario}'s "
                   "reference GPU); say which GPU they were measured on with --reference-gpu")
+        for note in custom_trace_notes(args.scenario, args.split, env_kwargs):
+            print(f"note: {note}")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -528,7 +582,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         args = build_parser().parse_args(argv)
         prog = f"cluster-bench {args.command}"
         _prepare(args)
-        return int(args.func(args) or 0)
+        with contextlib.ExitStack() as resources:    # output locks, released when the command ends
+            args.resources = resources
+            return int(args.func(args) or 0)
     except USER_ERRORS as exc:
         if debug:
             raise

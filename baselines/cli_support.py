@@ -49,18 +49,12 @@ def pop_flag(argv: Sequence[str], flag: str) -> tuple[list[str], bool]:
     return [a for a in argv if a != flag], found
 
 
-def check_output_folder(path: "str | Path") -> Path:
-    """Create ``path`` if needed and make sure a file can be written there."""
-    out = Path(path)
-    if out.exists() and not out.is_dir():
-        raise UsageError(f"--out {out} is a file, not a folder", "give a folder name, e.g. --out cluster-bench-results")
-    from baselines.harness.files import prepare_output_dir
+def check_output_folder(path: "str | Path", flag: str = "--out", hint: str = "") -> Path:
+    """Create ``path`` if needed and make sure a file can be written there (the hint names ``flag``,
+    the option that chose the folder, unless ``hint`` is given)."""
+    from baselines.harness.files import check_folder
 
-    try:
-        prepare_output_dir(out)
-    except OSError as exc:
-        raise UsageError(str(exc.strerror or exc), "choose another folder with --out") from None
-    return out
+    return check_folder(path, flag, hint=hint or f"give a folder that can be written, e.g. {flag} results")
 
 
 def check_run(args: argparse.Namespace, policies: Sequence[str], env_kwargs: dict) -> None:
@@ -106,6 +100,60 @@ def csv_overrides(args: argparse.Namespace) -> list[str]:
     return items
 
 
+def column_overrides(args: argparse.Namespace) -> list[str]:
+    """``--workload-columns`` / ``--cluster-columns`` ``FIELD=COLUMN,...`` as ``--env`` items: the
+    ``workload_columns=`` / ``cluster_columns=`` mappings of ``parallel_env``, which the loaders
+    check with the same messages; an empty ``COLUMN`` (``job_type=``) ignores an optional field."""
+    items = []
+    for flag, csv_flag in (("workload_columns", "workload_csv"), ("cluster_columns", "cluster_csv")):
+        text = getattr(args, flag, None)
+        if text is None:
+            continue
+        name = "--" + flag.replace("_", "-")
+        if getattr(args, csv_flag, None) is None:
+            raise UsageError(f"{name} maps the columns of --{csv_flag.replace('_', '-')}, which is not given",
+                             f"add --{csv_flag.replace('_', '-')} FILE")
+        mapping: dict = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            field, sep, column = part.partition("=")
+            if not sep or not field.strip():
+                raise UsageError(f"{name} takes FIELD=COLUMN pairs separated by commas, got {part!r}",
+                                 f"e.g. {name} submit_time=submission_time,num_gpus=num_gpu")
+            if field.strip() in mapping:
+                raise UsageError(f"{name}: field {field.strip()!r} is mapped twice", "map each field once")
+            mapping[field.strip()] = column.strip() or None
+        items.append(f"{flag}={mapping!r}")
+    return items
+
+
+def custom_trace_notes(scenario: str, split: str, env_kwargs: dict) -> list[str]:
+    """What a run on a user's trace should say about it: the job types drawn for jobs that had
+    none (recorded in the workload's report as well), and that windows shorter than the trace
+    start at random jobs and can overlap while the paired statistics count them as independent."""
+    import numpy as np
+
+    import cluster_env
+    from cluster_env.world.throughputs import JOB_TYPES
+
+    if not env_kwargs.get("workload_csv"):
+        return []
+    env = cluster_env.parallel_env(scenario, split=split, **env_kwargs)
+    workload = env.scenario.workload()
+    env.close()
+    notes = []
+    for note in (workload.report.notes if workload.report else []):
+        if "no job type" in note:
+            counts = np.bincount(workload.job_type, minlength=len(JOB_TYPES))
+            mix = ", ".join(f"{JOB_TYPES[i]} x{int(c)}" for i, c in enumerate(counts) if c)
+            notes.append(f"{note}; the trace's job types now: {mix}")
+    size = env_kwargs.get("jobs_per_episode")
+    if isinstance(size, int) and 0 < size < workload.num_jobs:
+        notes.append(f"each seed plays {size} consecutive jobs of the {workload.num_jobs} in "
+                     f"{Path(str(env_kwargs['workload_csv'])).name} from a random start: windows can overlap "
+                     "(share jobs), and the paired ratios and intervals treat them as independent windows")
+    return notes
+
+
 def policy_listing(scenario: Optional[str] = None) -> str:
     """The text of ``cluster-bench policies``: named baselines, orderers, placers, compositions,
     policies registered by entry points."""
@@ -143,7 +191,11 @@ def replay(scenario: str, split: str, policy_name: str, seed: int, env_kwargs: d
     mode = "rgb_array" if gif else "ansi"
     env = cluster_env.parallel_env(scenario, split=split, render_mode=mode, **env_settings(policy, env_kwargs))
     if gif:
-        check_output_folder(Path(gif).resolve().parent)
+        from baselines.harness.files import check_target
+
+        check_target(Path(gif), "--gif")
+        check_output_folder(Path(gif).absolute().parent, "--gif",
+                            "write the GIF elsewhere, e.g. --gif /tmp/episode.gif")
     policy.reset(seed)
     obs, infos = env.reset(seed=seed)
     # First pass: the instants (a replay is cheap, frames are not): then draw the chosen ones.
@@ -167,8 +219,11 @@ def replay(scenario: str, split: str, policy_name: str, seed: int, env_kwargs: d
     if gif:
         from PIL import Image
 
+        from baselines.harness.files import atomic_write
+
         images = [Image.fromarray(f) for f in frames]
-        images[0].save(gif, save_all=True, append_images=images[1:], duration=int(1000 / fps), loop=0)
+        atomic_write(gif, lambda fh: images[0].save(fh, format="GIF", save_all=True, append_images=images[1:],
+                                                     duration=max(1, round(1000 / fps)), loop=0), binary=True)
         print(f"{scenario} / {split} / seed {seed} / {name}: {len(frames)} frames of {env.num_steps} steps -> {gif}",
               file=stream)
     else:

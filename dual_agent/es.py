@@ -36,6 +36,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import signal
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -47,7 +48,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from dual_agent.priority import (PRIORITY_FEATURES, PriorityAgentPolicy, PriorityAgentSpec, PriorityModel,
-                                 SUFFIX, save_priority_agent)
+                                 SUFFIX, load_priority_agent, save_priority_agent)
 
 #: Positions of the tenant statistics in ``PRIORITY_FEATURES`` (frozen by ``tenant_features=False``).
 TENANT_INDICES = tuple(i for i, n in enumerate(PRIORITY_FEATURES) if n.startswith("tenant_"))
@@ -139,12 +140,14 @@ class ESConfig:
 class ESResult:
     """What :func:`train_priority` returns."""
 
-    best: PriorityAgentPolicy          # the weights with the best validation ratio (iteration 0: LAS)
+    best: Optional[PriorityAgentPolicy]  # the weights with the best validation ratio (iteration 0: LAS); None:
+                                         # interrupted before anything was saved
     best_ratio: float                  # its geometric-mean ratio of avg JCT to the untrained agent
-    last: PriorityAgentPolicy
+    last: Optional[PriorityAgentPolicy]
     iterations: int
     wall_s: float
     run_dir: Path
+    interrupted: bool = False          # Ctrl-C ended the run (the files hold the last finished iteration)
 
 
 class Adam:
@@ -207,7 +210,8 @@ class _Runner:
         self.pool = None
         if workers > 1:
             os.environ.setdefault("OMP_NUM_THREADS", "1")
-            self.pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("fork"))
+            self.pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("fork"),
+                                            initializer=_ignore_sigint)
 
     def costs(self, tasks: Sequence[tuple]) -> np.ndarray:
         if self.pool is None:
@@ -216,13 +220,45 @@ class _Runner:
 
     def close(self) -> None:
         if self.pool is not None:
-            self.pool.shutdown()
+            self.pool.shutdown(cancel_futures=True)     # after Ctrl-C: no new episode starts
+
+
+def _ignore_sigint() -> None:
+    """Workers leave Ctrl-C to the parent, which stops them (no traceback from each worker)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 # ---------------------------------------------------------------- training
+def _jsonable_row(row: dict) -> dict:
+    return {k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in row.items()}
+
+
+def load_es_state(path: "str | Path") -> tuple[ESConfig, dict]:
+    """The settings and the ES state (weights, Adam, the random generator, the best so far, the
+    log) that a run stored in its ``last.priority.json``, to continue it with
+    :func:`train_priority` (``state=``); ``ValueError`` naming the file when it holds none."""
+    from dual_agent.priority import load_priority_agent
+
+    training = load_priority_agent(path).spec.training
+    state, config = training.get("resume"), training.get("config")
+    if not isinstance(state, dict) or not isinstance(config, dict):
+        raise ValueError(f"{path}: no training state to resume from (resume needs the last.priority.json "
+                         "of a train-priority run made by this version)")
+    return ESConfig(**config), state
+
+
 def train_priority(config: ESConfig, log: Callable[[str], None] = print,
-                   command: Optional[str] = None) -> ESResult:
-    """Train the priority-mode ordering agent with antithetic ES; see the module docstring."""
+                   command: Optional[str] = None, state: Optional[dict] = None) -> ESResult:
+    """Train the priority-mode ordering agent with antithetic ES; see the module docstring.
+
+    Files (``config.out``): ``best.priority.json`` whenever validation improves (iteration 0: the
+    untrained agent), ``last.priority.json`` after every iteration, with the ES state, *then* the
+    iteration's row of ``log.csv``, each written atomically with Ctrl-C held off. ``state`` (from
+    :func:`load_es_state`) continues that run: the same weights as a run never stopped. Ctrl-C
+    ends the run at the last finished iteration (``ESResult.interrupted``).
+    """
+    from baselines.harness.files import atomic_write, sigint_deferred
+
     start = time.monotonic()
     run_dir = Path(config.out)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -267,19 +303,70 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
     log_path = run_dir / "log.csv"
     fields = ["iteration", "episodes", "wall_s", "grad_norm", "step_norm", "train_log_cost", "pair_spread",
               "val_ratio", "val_wins"] + [f"w_{i}" for i in range(theta.size)]
+    rows: list[dict] = []
+    wall_before = 0.0
+
+    def wall() -> float:
+        return round(wall_before + time.monotonic() - start, 1)
+
+    def commit(it: int, row: dict, improved: bool) -> None:
+        """best (when it improved), then last with the ES state, then the log row: a crash or
+        Ctrl-C between them leaves a checkpoint a resumed run continues without a gap or a repeat."""
+        resume = {"iteration": it, "theta": theta.tolist(), "rng": rng.bit_generator.state,
+                  "adam": {"m": adam.m.tolist(), "v": adam.v.tolist(), "t": adam.t},
+                  "best": {"theta": best_theta.tolist(), "ratio": best_ratio, "iteration": best_iter},
+                  "las_val": las_val.tolist(), "episodes": episodes, "wall_s": row["wall_s"],
+                  "log": rows + [_jsonable_row(row)]}
+        with sigint_deferred("\n(Ctrl-C: saving the iteration first)\n") as deferred:
+            if improved:
+                save_priority_agent(PriorityAgentPolicy(model0.with_flat(best_theta), spec(
+                    {"iterations": it, "seed": config.seed, "best_iteration": best_iter,
+                     "validation_ratio_to_untrained": round(best_ratio, 5), "validation_seeds": eval_seeds})),
+                    run_dir / f"best{SUFFIX}")
+            save_priority_agent(PriorityAgentPolicy(model0.with_flat(theta), spec(
+                {"iterations": it, "seed": config.seed, "resume": resume})), run_dir / f"last{SUFFIX}")
+            writer.writerow({k: row.get(k) for k in fields})
+            fh.flush()
+            rows.append(_jsonable_row(row))
+            committed.update(iteration=it, best_ratio=best_ratio)
+        if deferred:                   # Ctrl-C came while saving: stop now that the files agree
+            raise KeyboardInterrupt
+
+    committed: dict = {}
+    it, interrupted = 0, False
     try:
-        las_val = validation(theta)
-        best_theta, best_ratio, best_iter = theta.copy(), 1.0, 0
-        log(f"iteration 0: untrained agent (LAS+{config.placer}) validation mean avg JCT {las_val.mean():,.0f} s "
-            f"on {len(eval_seeds)} windows; episodes in the {engine} engine")
-        episodes = len(eval_seeds)
-        with open(log_path, "w", newline="") as fh:
+        if state is None:
+            las_val = validation(theta)
+            best_theta, best_ratio, best_iter = theta.copy(), 1.0, 0
+            episodes = len(eval_seeds)
+            log(f"iteration 0: untrained agent (LAS+{config.placer}) validation mean avg JCT {las_val.mean():,.0f} s "
+                f"on {len(eval_seeds)} windows; episodes in the {engine} engine")
+            fh = open(log_path, "w", newline="")
             writer = csv.DictWriter(fh, fieldnames=fields)
             writer.writeheader()
-            writer.writerow({"iteration": 0, "episodes": episodes, "wall_s": round(time.monotonic() - start, 1),
-                             "val_ratio": 1.0, "val_wins": 0, **{f"w_{i}": v for i, v in enumerate(theta)}})
-            it = 0
-            for it in range(1, config.iterations + 1):
+            commit(0, {"iteration": 0, "episodes": episodes, "wall_s": wall(), "val_ratio": 1.0, "val_wins": 0,
+                       **{f"w_{i}": v for i, v in enumerate(theta)}}, improved=True)
+        else:
+            it = int(state["iteration"])
+            theta = np.array(state["theta"], dtype=np.float64)
+            rng.bit_generator.state = state["rng"]
+            adam.m, adam.v = (np.array(state["adam"][k], dtype=np.float64) for k in ("m", "v"))
+            adam.t = int(state["adam"]["t"])
+            best = state["best"]
+            best_theta = np.array(best["theta"], dtype=np.float64)
+            best_ratio, best_iter = float(best["ratio"]), int(best["iteration"])
+            las_val = np.array(state["las_val"], dtype=np.float64)
+            episodes, wall_before = int(state["episodes"]), float(state["wall_s"])
+            rows = [dict(r) for r in state["log"]]
+            # The checkpoint's log is the truth: rows written after it (a crash between) go.
+            atomic_write(log_path, lambda f: _write_rows(f, fields, rows), newline="")
+            fh = open(log_path, "a", newline="")
+            writer = csv.DictWriter(fh, fieldnames=fields)
+            log(f"resuming after iteration {it} of {config.iterations} (best validation ratio {best_ratio:.4f} at "
+                f"iteration {best_iter})")
+        with fh:
+            first = it + 1
+            for it in range(first, config.iterations + 1):
                 if config.max_minutes is not None and time.monotonic() - start > 60.0 * config.max_minutes:
                     it -= 1
                     log(f"stopping before iteration {it + 1}: max_minutes={config.max_minutes} reached")
@@ -306,30 +393,46 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
                        "pair_spread": float(np.abs(costs[:, 0] - costs[:, 1]).mean()),
                        **{f"w_{i}": float(v) for i, v in enumerate(theta)}}
                 msg = f"iteration {it}: |g| {row['grad_norm']:.3f}, pair spread {row['pair_spread']:.3f}"
+                improved = False
                 if it % config.eval_every == 0 or it == config.iterations:
                     val = validation(theta)
                     episodes += len(eval_seeds)
+                    row["episodes"] = episodes
                     ratio = float(np.exp(np.mean(np.log(val / las_val))))
                     row.update(val_ratio=ratio, val_wins=int((val < las_val).sum()))
                     msg += f"; validation ratio to the untrained agent {ratio:.4f} ({row['val_wins']}/{len(val)} wins)"
                     if ratio < best_ratio:
-                        best_theta, best_ratio, best_iter = theta.copy(), ratio, it
-                row["wall_s"] = round(time.monotonic() - start, 1)
-                writer.writerow(row)
-                fh.flush()
+                        best_theta, best_ratio, best_iter, improved = theta.copy(), ratio, it, True
+                row["wall_s"] = wall()
+                commit(it, row, improved)
                 log(msg)
-                save_priority_agent(PriorityAgentPolicy(model0.with_flat(theta), spec(
-                    {"iterations": it, "seed": config.seed})), run_dir / f"last{SUFFIX}")
+    except KeyboardInterrupt:
+        interrupted = True
     finally:
         runner.close()
-    wall = time.monotonic() - start
-    record = {"iterations": it, "seed": config.seed, "wall_s": round(wall, 1), "episodes": episodes,
+    if interrupted:                  # the files hold the last finished iteration; nothing more is written
+        if not committed:
+            log("interrupted before the untrained agent was scored: nothing saved")
+            return ESResult(None, math.nan, None, 0, wall(), run_dir, interrupted=True)
+        log(f"interrupted: {run_dir / ('last' + SUFFIX)} holds iteration {committed['iteration']} (continue with "
+            f"--resume), {run_dir / ('best' + SUFFIX)} the best so far")
+        return ESResult(load_priority_agent(run_dir / f"best{SUFFIX}"), committed["best_ratio"],
+                        load_priority_agent(run_dir / f"last{SUFFIX}"), committed["iteration"], wall(), run_dir,
+                        interrupted=True)
+    wall_s = wall()
+    record = {"iterations": it, "seed": config.seed, "wall_s": wall_s, "episodes": episodes,
               "best_iteration": best_iter, "validation_ratio_to_untrained": round(best_ratio, 5),
               "validation_seeds": eval_seeds}
     best = PriorityAgentPolicy(model0.with_flat(best_theta), spec(record))
-    last = PriorityAgentPolicy(model0.with_flat(theta), spec(record))
+    last = load_priority_agent(run_dir / f"last{SUFFIX}")
     save_priority_agent(best, run_dir / f"best{SUFFIX}")
-    save_priority_agent(last, run_dir / f"last{SUFFIX}")
-    log(f"done: {it} iterations, {episodes} episodes, {wall / 60:.1f} min; best validation ratio {best_ratio:.4f} "
+    log(f"done: {it} iterations, {episodes} episodes, {wall_s / 60:.1f} min; best validation ratio {best_ratio:.4f} "
         f"(iteration {best_iter}) -> {run_dir / ('best' + SUFFIX)}")
-    return ESResult(best, best_ratio, last, it, wall, run_dir)
+    return ESResult(best, best_ratio, last, it, wall_s, run_dir)
+
+
+def _write_rows(f, fields: Sequence[str], rows: Sequence[dict]) -> None:
+    writer = csv.DictWriter(f, fieldnames=list(fields))
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: row.get(k) for k in fields})

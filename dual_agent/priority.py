@@ -327,6 +327,9 @@ def load_priority_agent(path: "str | Path", scenario: Optional[str] = None,
         raise PriorityCheckpointError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise PriorityCheckpointError(f"{path}: not a priority agent (unreadable JSON: {exc})") from None
+    except (RecursionError, MemoryError, ValueError) as exc:   # nested too deep, huge numbers
+        raise PriorityCheckpointError(f"{path}: not a priority agent (JSON too deeply nested or too large: "
+                                      f"{type(exc).__name__})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise PriorityCheckpointError(f"{path}: field format is not {FORMAT!r}")
     if doc.get("version") != VERSION:

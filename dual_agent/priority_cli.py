@@ -24,8 +24,8 @@ def register_command(subparsers: "argparse._SubParsersAction") -> None:
                     "learned residual score on top of a heuristic placer (--learn), by antithetic "
                     "evolution strategies on same-window pairs. Writes best.priority.json, "
                     "last.priority.json and log.csv to the run folder.")
-    p.add_argument("--scenario", default="philly-hetero-v1", help="scenario to train on (default philly-hetero-v1)")
-    p.add_argument("--placer", default="fastest", help="heuristic placer the orderer is composed with (default fastest)")
+    p.add_argument("--scenario", default=None, help="scenario to train on (default philly-hetero-v1)")
+    p.add_argument("--placer", default=None, help="heuristic placer the orderer is composed with (default fastest)")
     p.add_argument("--hidden", type=int, default=None, help="0: linear score (default); H: plus a tanh layer of H units")
     p.add_argument("--sigma", type=float, default=None, help="perturbation scale (default 0.3)")
     p.add_argument("--lr", type=float, default=None, help="Adam step (default 0.1)")
@@ -52,10 +52,21 @@ def register_command(subparsers: "argparse._SubParsersAction") -> None:
     p.add_argument("--learn", choices=("orderer", "placer", "both"), default=None,
                    help="which agents learn: orderer (default; the placer is --placer), placer (LAS orders; a "
                         "residual scorer learns on top of --placer) or both")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=None, help="random seed of the run (default 0)")
     p.add_argument("--out", default=None, help="run folder (default runs/priority-<scenario>)")
     p.add_argument("--smoke", action="store_true", help="a tiny run for CI (seconds)")
+    p.add_argument("--resume", default=None, metavar="LAST_PRIORITY_JSON",
+                   help="continue the run of this last.priority.json with its own settings (the same weights as "
+                        "a run never stopped); only --iterations, --max-minutes, --workers and --out may change")
     p.set_defaults(func=cmd_train_priority)
+
+
+#: Scenario trained on when --scenario is not given.
+DEFAULT_SCENARIO = "philly-hetero-v1"
+#: What ``--resume`` may change: the budget and where episodes run, never what the run learns from.
+RESUMABLE = ("iterations", "max_minutes", "workers")
+#: Exit code of a run ended by Ctrl-C (the shell's 128 + SIGINT), as for ``cluster-bench run``.
+INTERRUPTED = 130
 
 
 def cmd_train_priority(args: argparse.Namespace) -> int:
@@ -71,13 +82,41 @@ def cmd_train_priority(args: argparse.Namespace) -> int:
             kw[key] = value
     if args.jobs_per_episode is not None:
         kw["jobs_per_episode"] = args.jobs_per_episode
-    kw["out"] = args.out or f"runs/priority-{args.scenario}{'-smoke' if args.smoke else ''}"
-    config = ESConfig(scenario=args.scenario, **kw)
+    state = None
+    if args.resume:
+        config, state = _resumed_config(args, kw)
+    else:
+        scenario = args.scenario or DEFAULT_SCENARIO
+        kw["out"] = args.out or f"runs/priority-{scenario}{'-smoke' if args.smoke else ''}"
+        config = ESConfig(scenario=scenario, **kw)
     command = "cluster-bench " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    result = train_priority(config, command=command)
+    result = train_priority(config, command=command, state=state)
+    if result.interrupted:
+        print(f"cluster-bench train-priority: interrupted; resume with: cluster-bench train-priority --resume "
+              f"{result.run_dir / ('last' + SUFFIX)}", file=sys.stderr)
+        return INTERRUPTED
     best = result.run_dir / f"best{SUFFIX}"
     print(json.dumps({"scenario": config.scenario, "iterations": result.iterations, "wall_s": round(result.wall_s, 1),
                       "best_validation_ratio_to_untrained": round(result.best_ratio, 5), "best": str(best),
                       "log": str(result.run_dir / "log.csv")}, indent=2))
     print(f"\nscore it: cluster-bench run --scenario {config.scenario} --policies las+{config.placer},{best}")
     return 0
+
+
+def _resumed_config(args: argparse.Namespace, kw: dict):
+    """The settings stored in ``--resume``'s file, with the budget flags given now."""
+    from dataclasses import replace
+    from pathlib import Path
+
+    from dual_agent.es import load_es_state
+
+    given = [k for k in kw if k not in RESUMABLE] if not args.smoke else ["smoke"]
+    given += [k for k in ("scenario", "jobs_per_episode") if getattr(args, k) is not None]
+    if given:
+        flags = ", ".join(f"--{k.replace('_', '-')}" for k in given)
+        raise ValueError(f"--resume continues the run with its own settings; {flags} cannot change "
+                         "(only --iterations, --max-minutes, --workers and --out)")
+    config, state = load_es_state(args.resume)
+    changes = {k: kw[k] for k in RESUMABLE if k in kw}
+    changes["out"] = args.out or str(Path(args.resume).parent)
+    return replace(config, **changes), state

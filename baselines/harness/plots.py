@@ -194,11 +194,15 @@ def plot_timeline(episode: EpisodeResult, path: "str | Path", title: str = "", m
 
 def save_figure(fig, path: "str | Path") -> Path:
     """Lay out, write (creating the folder) and close a figure; returns the path."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    import matplotlib.pyplot as plt
+    from baselines.harness.files import atomic_write
 
-    plt.close(fig)
+    path = Path(path)
+    fig.tight_layout()
+    try:           # atomically, so that a plot joins the other files of a written_together block
+        atomic_write(path, lambda fh: fig.savefig(fh, dpi=110, format=path.suffix.lstrip(".") or "png"),
+                     binary=True)
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
     return path

@@ -263,7 +263,7 @@ def workload_from_table(table: CsvTable, *, name: str, seed: int, id_prefix: str
     tiny = np.flatnonzero((duration > 0) & (duration < MIN_DURATION))
     if tiny.size:
         i = int(tiny[0])
-        raise table.error(f"duration {duration[i]!r} s is below the minimum of {MIN_DURATION:g} s "
+        raise table.error(f"duration {float(duration[i]):g} s is below the minimum of {MIN_DURATION:g} s "
                           f"({tiny.size} rows): check the unit", i, "duration")
     keep = duration > 0
     n_zero = int((~keep).sum())
