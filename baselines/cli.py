@@ -115,10 +115,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     for name in policies:                      # fail fast, before any worker starts
         resolved.append(resolve_policy(name, args.scenario))
     labels = unique_labels(policies, args.scenario, [policy_name(p) for p in resolved])
-    for label, policy in zip(labels, resolved):
-        policy_env[label] = env_settings(policy, env_kwargs, allow, args.scenario)
+    for name, policy in zip(policies, resolved):
+        policy_env[name] = env_settings(policy, env_kwargs, allow, args.scenario)
         if env_mismatch(policy, env_kwargs, args.scenario):
-            mismatches[label] = env_mismatch(policy, env_kwargs, args.scenario)
+            mismatches[name] = env_mismatch(policy, env_kwargs, args.scenario)
     out = Path(args.out)
     try:
         prepare_output_dir(out)
@@ -130,8 +130,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"cluster-bench run: {len(policies)} policies x {len(args.seeds)} seeds on {args.scenario}/{args.split}"
           f" ({args.backend} backend)", flush=True)
     arrivals = arrivals_note(args.scenario, env_kwargs)
-    meta = dict(scenario=args.scenario, split=args.split, seeds=args.seeds, policies=labels,
-                policy_sources=dict(zip(labels, policies)), env_kwargs=env_kwargs, arrivals=arrivals,
+    meta = dict(scenario=args.scenario, split=args.split, seeds=args.seeds, policies=policies,
+                labels=dict(zip(policies, labels)), env_kwargs=env_kwargs, arrivals=arrivals,
                 policy_env_kwargs=policy_env, env_mismatch=mismatches, allow_env_mismatch=allow,
                 version=cluster_env.__version__, reference=args.reference)
     t0 = time.perf_counter()
