@@ -14,9 +14,9 @@ Subcommands:
     cluster-bench scores    --check | --update [--scenarios ...] [--file PATH] [--policies ...] [--seeds ...]
 
 A bare "cluster-bench run" scores the named baselines (and the agents that ship for the scenario:
-the dual agent's checkpoint, the priority agent; listed at the end of this help) on philly-v1's test split over 20 windows (seeds 0-19), prints
-the table with each policy's paired ratio to FIFO, and writes results.csv, results.json and PNG
-plots to cluster-bench-results/.
+the dual agent's checkpoint, the priority agent; listed at the end of this help) on philly-v1's
+test split over 20 windows (seeds 0-19), prints the table with each policy's paired ratio to FIFO,
+and writes results.csv, results.json and PNG plots to cluster-bench-results/.
 Every mistake in the arguments is one line and a hint (exit code 2); --debug shows the traceback.
 """
 from __future__ import annotations
@@ -177,9 +177,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     import json
 
     import cluster_env
+    from baselines.harness.episode import env_settings, policy_name
     from baselines.harness.report import format_value
     from baselines.harness.stats import lower_is_better, paired_summary, truncation
-    from baselines.harness.episode import env_settings, policy_name
     from baselines.harness.sweep import make_tasks, resolve_policy, run_tasks
     from cluster_env.core.metrics import METRIC_KEYS
 
