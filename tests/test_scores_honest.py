@@ -139,6 +139,14 @@ def test_seeds_that_play_the_same_jobs_are_one_window_in_the_interval():
         paired_summary([_rec("a", 0, 1.0, "w0"), _rec("b", 0, 1.0, "w1")], "a", "b")
 
 
+def test_a_load_sweep_counts_distinct_windows_too():
+    from baselines.harness.load_sweep import run_load_sweep
+
+    sweep = run_load_sweep("toy-v0", [1.0], ["fifo", "sjf"], [0, 1, 2], backend="serial")
+    sjf = next(r for r in sweep.rows if r["policy"] == "sjf")
+    assert sjf["ratio_avg_jct_windows"] == 1 and math.isnan(sjf["ratio_avg_jct_lo"])
+
+
 def test_records_name_the_jobs_they_played():
     from baselines.harness import evaluate
 
