@@ -188,6 +188,12 @@ def test_reference_gpu_without_a_trace_is_refused(tmp_path, capsys):
     assert cluster_bench(["run", "--scenario", "philly-v0", "--reference-gpu", "K80", "--out", str(tmp_path),
                           "--quiet"]) == 2
     _one_line_error(capsys.readouterr().err, "--reference-gpu K80 needs --workload-csv")
+    from cluster_env.__main__ import main as python_m_cluster_env
+
+    with pytest.raises(SystemExit) as exit_code:
+        python_m_cluster_env(["--scenario", "philly-v0", "--reference-gpu", "K80"])
+    assert exit_code.value.code == 2
+    _one_line_error(capsys.readouterr().err, "--reference-gpu K80 needs --workload-csv")
 
 
 # ----------------------------------------------------------------------------- 7, 14: priority-agent files
