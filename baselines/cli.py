@@ -2,7 +2,7 @@
 
 Subcommands:
 
-    cluster-bench run       [--scenario philly-v1] [--split test] [--policies random,fifo,sjf,tiresias]
+    cluster-bench run       [--scenario philly-v1] [--split test] [--policies P1,P2,...]
                             [--seeds 0-19] [--out DIR] [--backend auto|serial|process|ray] [--workers N]
     cluster-bench compare   A B [--scenario S] [--split test] [--seeds 0-19] [--env K=V ...] [--metric avg_jct]
                             [--out FILE.json]
@@ -13,10 +13,10 @@ Subcommands:
     cluster-bench train     [--scenario philly-v0] [--timesteps N] ...   (the dual agent; rl extra)
     cluster-bench scores    --check | --update [--scenarios ...] [--file PATH] [--policies ...] [--seeds ...]
 
-A bare "cluster-bench run" scores the named baselines (and the dual agent when a pretrained
-checkpoint exists for the scenario) on philly-v1's test split over 20 windows (seeds 0-19), prints
-the table with each policy's paired ratio to FIFO, and writes results.csv, results.json and PNG
-plots to cluster-bench-results/.
+A bare "cluster-bench run" scores the named baselines (and the agents that ship for the scenario:
+the dual agent's checkpoint, the priority agent; listed at the end of this help) on philly-v1's
+test split over 20 windows (seeds 0-19), prints the table with each policy's paired ratio to FIFO,
+and writes results.csv, results.json and PNG plots to cluster-bench-results/.
 Every mistake in the arguments is one line and a hint (exit code 2); --debug shows the traceback.
 """
 from __future__ import annotations
@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
+from baselines.cli_checks import arrivals_note, check_reference_gpu, unique_labels
 from baselines.cli_support import (USER_ERRORS, OneLineParser, UsageError, check_run, column_overrides, csv_overrides,
                                    custom_trace_notes, policy_listing, pop_flag, report)
 from baselines.registry import BASELINE_NAMES
@@ -126,7 +127,7 @@ def _split_names(text: str) -> list[str]:
 # ---------------------------------------------------------------------------- run
 def cmd_run(args: argparse.Namespace) -> int:
     import cluster_env
-    from baselines.harness.episode import env_mismatch, env_settings
+    from baselines.harness.episode import env_mismatch, env_settings, policy_name
     from baselines.harness.files import estimate_bytes, reserve_folder, written_together
     from baselines.harness.paired_plots import plot_paired
     from baselines.harness.plots import plot_jct_cdf, plot_timeline, plot_utilization
@@ -139,9 +140,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     policies = _split_names(args.policies) if args.policies else default_policies(args.scenario)
     env_kwargs = parse_env_overrides(args.env)
     allow = bool(getattr(args, "allow_env_mismatch", False))
-    policy_env, mismatches = {}, {}
+    policy_env, mismatches, resolved = {}, {}, []
     for name in policies:                      # fail fast, before any worker starts
-        policy = resolve_policy(name, args.scenario)
+        resolved.append(resolve_policy(name, args.scenario))
+    labels = unique_labels(policies, args.scenario, [policy_name(p) for p in resolved])
+    for name, policy in zip(policies, resolved):
         policy_env[name] = env_settings(policy, env_kwargs, allow, args.scenario)
         if env_mismatch(policy, env_kwargs, args.scenario):
             mismatches[name] = env_mismatch(policy, env_kwargs, args.scenario)
@@ -151,10 +154,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     args.resources.enter_context(reserve_folder(out, names=RUN_FILES, need_bytes=estimate_bytes(
         len(policies) * len(args.seeds), plots)))
     tasks = make_tasks(policies, [args.scenario], args.split, args.seeds, env_kwargs,
-                       record_seeds=args.seeds if not args.no_plots else (), allow_env_mismatch=allow)
+                       record_seeds=args.seeds if not args.no_plots else (), allow_env_mismatch=allow, labels=labels)
     print(f"cluster-bench run: {len(policies)} policies x {len(args.seeds)} seeds on {args.scenario}/{args.split}"
           f" ({args.backend} backend)", flush=True)
-    meta = dict(scenario=args.scenario, split=args.split, seeds=args.seeds, policies=policies, env_kwargs=env_kwargs,
+    arrivals = arrivals_note(args.scenario, env_kwargs)
+    meta = dict(scenario=args.scenario, split=args.split, seeds=args.seeds, policies=policies,
+                labels=dict(zip(policies, labels)), env_kwargs=env_kwargs, arrivals=arrivals,
                 policy_env_kwargs=policy_env, env_mismatch=mismatches, allow_env_mismatch=allow,
                 version=cluster_env.__version__, reference=args.reference)
     t0 = time.perf_counter()
@@ -174,6 +179,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     wall = time.perf_counter() - t0
     records = [r.record for r in results]
     print(format_table(records, markdown=args.markdown, reference=args.reference))
+    print(f"arrivals: {arrivals}")
     with written_together():           # all new files, or on a failure all old ones
         files = [write_csv(records, out / "results.csv"),
                  write_summary_csv(records, out / "summary.csv", reference=args.reference),
@@ -181,7 +187,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not args.no_plots:
             title = f"{args.scenario} / {args.split}"
             files.append(plot_jct_cdf(results, out / "jct_cdf.png", title=f"JCT CDF, {title}"))
-            if args.reference in policies and len(policies) > 1:
+            if args.reference in labels and len(labels) > 1:
                 files.append(plot_paired(records, out / "paired_avg_jct.png", reference=args.reference,
                                          title=f"avg JCT / {args.reference}'s per window, {title}"))
             files.append(plot_utilization(results, out / "utilization.png", title=f"utilisation and queue, {title}"))
@@ -201,49 +207,48 @@ def cmd_compare(args: argparse.Namespace) -> int:
     import json
 
     import cluster_env
+    from baselines.harness.episode import env_settings, policy_name
     from baselines.harness.report import format_value
     from baselines.harness.stats import lower_is_better, paired_summary, truncation
     from baselines.harness.sweep import make_tasks, resolve_policy, run_tasks
     from cluster_env.core.metrics import METRIC_KEYS
 
     if args.scenario not in cluster_env.list_scenarios():
-        print(f"unknown scenario {args.scenario!r}; scenarios: {cluster_env.list_scenarios()}", file=sys.stderr)
-        return 2
+        raise UsageError(f"unknown scenario {args.scenario!r}", f"scenarios: {', '.join(cluster_env.list_scenarios())}")
     if args.metric not in METRIC_KEYS:
-        print(f"unknown metric {args.metric!r}; metrics: {', '.join(METRIC_KEYS)}", file=sys.stderr)
-        return 2
-    if args.a == args.b:
-        print(f"compare needs two different policies, got {args.a!r} twice", file=sys.stderr)
-        return 2
-    for name in (args.a, args.b):
-        resolve_policy(name, args.scenario)
+        raise UsageError(f"unknown metric {args.metric!r}", f"metrics: {', '.join(METRIC_KEYS)}")
     if args.out:                       # checked and locked before any episode runs
         from baselines.harness.files import estimate_bytes, reserve_file
 
         args.resources.enter_context(reserve_file(args.out, need_bytes=estimate_bytes(2 * len(args.seeds))))
     env_kwargs = parse_env_overrides(args.env)
-    tasks = make_tasks([args.a, args.b], [args.scenario], args.split, args.seeds, env_kwargs)
+    resolved = [resolve_policy(name, args.scenario) for name in (args.a, args.b)]
+    for policy in resolved:                  # a policy made for another environment: refused before any episode
+        env_settings(policy, env_kwargs, False, args.scenario)
+    a, b = unique_labels([args.a, args.b], args.scenario, [policy_name(p) for p in resolved])
+    tasks = make_tasks([args.a, args.b], [args.scenario], args.split, args.seeds, env_kwargs, labels=[a, b])
     results = run_tasks(tasks, backend=args.backend, workers=args.workers, progress=not args.quiet,
                         ray_address=args.ray_address)
     records = [r.record for r in results]
-    names = {r.record["policy"] for r in results}
-    a = results[0].record["policy"]
-    b = next(r.record["policy"] for r in results if r.record["policy"] != a) if len(names) > 1 else None
-    if b is None:
-        print(f"{args.a!r} and {args.b!r} are the same policy ({a!r})", file=sys.stderr)
-        return 2
     s = paired_summary(records, a, b, args.metric)
     better = "lower" if lower_is_better(args.metric) else "higher"
     env_text = f" [{', '.join(args.env)}]" if args.env else ""
     print(f"{a} vs {b} on {args.scenario}/{args.split}{env_text}, {len(args.seeds)} windows, {args.metric} "
           f"({better} is better)")
-    print(f"  mean {args.metric}: {a} {format_value(s.mean)}, {b} {format_value(s.reference_mean)} (over the {s.n} paired windows)")
-    print(f"  ratio {a}/{b}: geometric mean {s.geo_mean:.4f}, 95% CI [{s.ci_low:.4f}, {s.ci_high:.4f}]")
-    wins = round(s.win_rate * s.n) if s.n else 0
-    print(f"  {a} better on {wins} of {s.n} windows (win rate {s.win_rate:.2f})")
+    print(f"  mean {args.metric}: {a} {format_value(s.mean)}, {b} {format_value(s.reference_mean)} "
+          f"(over the {s.n} paired episodes)")
+    print(f"  ratio {a}/{b}: geometric mean {s.geo_mean:.4f}, 95% CI [{s.ci_low:.4f}, {s.ci_high:.4f}] "
+          f"on {s.distinct} distinct window(s)")
+    print(f"  {a} better on {s.wins} of {s.distinct} distinct windows (win rate {s.win_rate:.2f})")
+    if s.distinct < s.n:
+        print(f"  REPEATED WINDOWS: the {s.n} episodes play only {s.distinct} distinct window(s) (seeds that play "
+              "the same jobs count once)")
     verdict = ("the interval excludes 1: " + (f"{a} is better" if (s.ci_high < 1) == lower_is_better(args.metric)
                                                 else f"{a} is worse")) if s.significant else \
         "the interval contains 1 (or is undefined): no difference shown on these windows"
+    if s.distinct < 2:
+        verdict = (f"{s.distinct} distinct window: no interval, no difference shown (these seeds all play the same "
+                   "jobs; windows differ where jobs_per_episode is below the split's size)")
     print(f"  {verdict}")
     for name in (a, b):
         bad, total, unfinished = truncation(records, name)
@@ -284,15 +289,13 @@ SWEEP_FILES = ("load_sweep.csv", "load_sweep.json", "load_sweep.png")
 def cmd_sweep(args: argparse.Namespace) -> int:
     import cluster_env
     from baselines.harness.load_sweep import format_sweep, run_load_sweep, write_sweep
-    from baselines.harness.sweep import resolve_policy
 
     if args.scenario not in cluster_env.list_scenarios():
         print(f"unknown scenario {args.scenario!r}; scenarios: {cluster_env.list_scenarios()}", file=sys.stderr)
         return 2
     policies = _split_names(args.policies)
-    for name in policies:
-        resolve_policy(name, args.scenario)
-    reference = args.reference if args.reference in policies else None
+    labels = unique_labels(policies, args.scenario)       # resolves each; refuses one policy twice
+    reference = args.reference if args.reference in labels else None
     if reference is None:
         print(f"note: the reference {args.reference!r} is not swept, so there are no paired ratios "
               "(add it to --policies or pick --reference)")
@@ -421,7 +424,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------- main
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="cluster-bench", description=__doc__,
+    bare = ",".join(default_policies(DEFAULT_SCENARIO))      # what a bare run scores: one source
+    parser = OneLineParser(prog="cluster-bench", description=f"{__doc__}\nA bare run's policies: {bare}",
                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error (anywhere on the line)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
@@ -439,9 +443,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--split", default="test", choices=["train", "validation", "test"])
     run.add_argument("--policies", default=None,
                      help="comma-separated names (cluster-bench policies lists them: named baselines, "
-                          "ORDERER+PLACER, dual, path/to/agent.pt, path/to/model.zip (an SB3 model or torch "
-                          "module saved with baselines.save_agent), package.module:attribute); "
-                          f"default: {','.join(BASELINE_NAMES)} (+dual when a checkpoint exists)")
+                          "ORDERER+PLACER, dual, path/to/agent.pt, path/to/agent.priority.json, "
+                          "path/to/model.zip (an SB3 model or torch module saved with baselines.save_agent), "
+                          "package.module:attribute); "
+                          "default: the named baselines plus the agents that ship for the scenario "
+                          f"(for {DEFAULT_SCENARIO}: {bare})")
     run.add_argument("--seeds", type=parse_seeds, default=parse_seeds(DEFAULT_SEEDS),
                      help=f"e.g. 0-4 or 0,3,7 (default {DEFAULT_SEEDS})")
     run.add_argument("--reference", default="fifo",
@@ -559,6 +565,7 @@ def _prepare(args: argparse.Namespace) -> None:
         if args.gif and not args.gif.lower().endswith(".gif"):
             raise UsageError(f"--gif {args.gif}: the file name must end in .gif", "e.g. --gif episode.gif")
     if args.command == "run":
+        check_reference_gpu(args)
         args.env = list(args.env) + csv_overrides(args) + column_overrides(args)
         env_kwargs = parse_env_overrides(args.env)
         policies = _split_names(args.policies) if args.policies else default_policies(args.scenario)

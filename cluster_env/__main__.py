@@ -77,6 +77,10 @@ def _run(args: argparse.Namespace) -> dict:
     if args.scenario not in cluster_env.list_scenarios():
         raise _UsageError(f"unknown scenario {args.scenario!r}",
                           f"scenarios: {', '.join(cluster_env.list_scenarios())} ({PROG} --list describes them)")
+    if args.reference_gpu is not None and args.workload_csv is None:     # it would change the scenario's world
+        raise _UsageError(f"--reference-gpu {args.reference_gpu} needs --workload-csv: it names the GPU your "
+                          "trace's durations were measured on",
+                          "give your trace with --workload-csv FILE, or drop --reference-gpu")
     overrides = {k: v for k, v in (("workload_csv", args.workload_csv), ("cluster_csv", args.cluster_csv),
                                    ("reference_gpu", args.reference_gpu)) if v is not None}
     env = cluster_env.parallel_env(args.scenario, split=args.split, **overrides)

@@ -116,6 +116,10 @@ class ESConfig:
         if self.train_load is not None and not (isinstance(self.train_load, (int, float))
                                                 and math.isfinite(self.train_load) and self.train_load > 0):
             raise ValueError(f"train_load must be a positive number or None, got {self.train_load!r}")
+        minutes = self.max_minutes
+        if minutes is not None and (isinstance(minutes, bool) or not (
+                isinstance(minutes, (int, float)) and math.isfinite(minutes) and minutes > 0)):
+            raise ValueError(f"max_minutes must be a positive number or None, got {self.max_minutes!r}")
         if self.pairing not in PAIRINGS:
             raise ValueError(f"pairing must be one of {list(PAIRINGS)}, got {self.pairing!r}")
         if self.learn not in LEARN:

@@ -193,7 +193,12 @@ class LearnedPriorityOrderer(PreemptivePriority):
         attained = obs["jobs"][rows, _JF["attained_all_log"]].astype(np.float64)
         if not len(rows):
             return rows, attained, ids
-        return rows, attained + self.model.score(priority_features(obs, rows)), ids
+        with np.errstate(over="ignore", invalid="ignore"):
+            keys = attained + self.model.score(priority_features(obs, rows))
+        if not np.all(np.isfinite(keys)):
+            raise ValueError("priority agent: a priority key is not finite (inf or NaN); its weights are too "
+                             f"large for its inputs (load_priority_agent bounds them by +-{MAX_WEIGHT:g})")
+        return rows, keys, ids
 
 
 def placer_features(obs: dict, ok: np.ndarray) -> np.ndarray:
@@ -265,14 +270,26 @@ class PriorityAgentPolicy(ComposedPolicy):
                                                                                         model.placer),
                          name=name or f"dual-priority({spec.placer})")
 
+    @property
+    def scenario(self) -> str:
+        """The scenario the agent was trained for: the harness refuses to score it on another
+        unless ``allow_env_mismatch`` (``baselines.harness.episode.env_mismatch``)."""
+        return self.spec.scenario
+
     def compiled_episode(self, scenario: Any, split: str, seed: int, env_kwargs: Optional[dict] = None,
                          allow_env_mismatch: bool = False):
         """The episode in the compiled engine (:func:`baselines.engine.run_weighted_las_episode`),
         record for record what the API gives; the harness calls it. Raises
         ``baselines.engine.Unsupported`` for what only the API plays (a hidden layer, event-time
-        preemption, settings the engine does not run)."""
+        preemption, settings the engine does not run), and the API's ``EnvMismatchError`` for a
+        run on another scenario or environment than the agent's."""
         from baselines.engine import Unsupported, run_weighted_las_episode
+        from baselines.harness.episode import env_settings
 
+        env_settings(self, env_kwargs, allow_env_mismatch, scenario)   # the check the API path makes
+        if np.max(np.abs(self.model.flat()), initial=0.0) > MAX_WEIGHT:
+            raise ValueError(f"priority agent {self.name!r}: a weight exceeds +-{MAX_WEIGHT:g}; the compiled "
+                             "engine's priority keys would overflow")
         if self.model.hidden:
             raise Unsupported("a priority agent with a hidden layer runs through the API")
         if self.spec.preempt_at != "tick":
@@ -298,17 +315,55 @@ def save_priority_agent(policy: PriorityAgentPolicy, path: "str | Path") -> Path
     return path
 
 
+#: Largest weight magnitude a file may hold: features are about unit scale, so a larger weight is
+#: no trained value, and near 1e308 the priority keys overflow to inf and NaN.
+MAX_WEIGHT = 1e6
+
+
+def _is_number(x: Any) -> bool:
+    """A JSON number: int or float, not a bool (``true`` is 1 to Python) nor a string."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
 def _array(doc: dict, key: str, shape: tuple, path: Path) -> np.ndarray:
     try:
-        arr = np.asarray(doc["weights"][key], dtype=np.float64)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise PriorityCheckpointError(f"{path}: field weights.{key} is missing or not numeric ({exc})") from None
+        value = doc["weights"][key]
+    except (KeyError, TypeError):
+        raise PriorityCheckpointError(f"{path}: field weights.{key} is missing") from None
+    items = [value]
+    for _ in shape:                              # one level of lists per dimension, no deeper
+        if not all(isinstance(v, list) for v in items):
+            raise PriorityCheckpointError(f"{path}: field weights.{key} must be lists of numbers of shape {shape}")
+        items = [x for v in items for x in v]
+    bad = next((x for x in items if not _is_number(x)), None)
+    if bad is not None:
+        raise PriorityCheckpointError(f"{path}: field weights.{key} holds {bad!r}, not a number "
+                                      "(numbers are written without quotes)")
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise PriorityCheckpointError(f"{path}: field weights.{key} is not numeric ({exc})") from None
     if arr.size == 0 and 0 in shape:
         arr = arr.reshape(shape)
     if arr.shape != shape or not np.all(np.isfinite(arr)):
         raise PriorityCheckpointError(f"{path}: field weights.{key} must be finite numbers of shape {shape}, "
                                       f"got shape {arr.shape}")
+    if arr.size and np.max(np.abs(arr)) > MAX_WEIGHT:
+        i = np.unravel_index(int(np.argmax(np.abs(arr))), arr.shape)
+        raise PriorityCheckpointError(f"{path}: field weights.{key}{list(map(int, i))} is {arr[i]:g}; a weight must "
+                                      f"lie within +-{MAX_WEIGHT:g} (larger ones overflow the priority keys)")
     return arr
+
+
+def _text(doc: dict, key: str, path: Path, default: Optional[str] = None) -> str:
+    """The string field ``key`` (``default`` when absent and there is one); null, a number or
+    another type is an error naming the field."""
+    if key not in doc and default is not None:
+        return default
+    value = doc.get(key)
+    if not isinstance(value, str) or not value:
+        raise PriorityCheckpointError(f"{path}: field {key} must be a non-empty string, got {value!r}")
+    return value
 
 
 def load_priority_agent(path: "str | Path", scenario: Optional[str] = None,
@@ -332,8 +387,9 @@ def load_priority_agent(path: "str | Path", scenario: Optional[str] = None,
                                       f"{type(exc).__name__})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise PriorityCheckpointError(f"{path}: field format is not {FORMAT!r}")
-    if doc.get("version") != VERSION:
-        raise PriorityCheckpointError(f"{path}: field version is {doc.get('version')!r}, this package reads {VERSION}")
+    if type(doc.get("version")) is not int or doc["version"] != VERSION:
+        raise PriorityCheckpointError(f"{path}: field version is {doc.get('version')!r}, this package reads "
+                                      f"{VERSION} (an integer)")
     if doc.get("features") != list(PRIORITY_FEATURES):
         raise PriorityCheckpointError(f"{path}: field features {doc.get('features')!r} differs from this "
                                       f"package's {list(PRIORITY_FEATURES)}")
@@ -342,6 +398,8 @@ def load_priority_agent(path: "str | Path", scenario: Optional[str] = None,
         h = len(doc["weights"]["out"])
     except (KeyError, TypeError):
         raise PriorityCheckpointError(f"{path}: field weights.out is missing") from None
+    if not isinstance(doc["weights"], dict) or not isinstance(doc["weights"]["out"], list):
+        raise PriorityCheckpointError(f"{path}: field weights.out must be a list of numbers")
     # Files written before the residual placer existed have neither field: the heuristic placer.
     if doc.get("placer_features", list(PLACER_FEATURES)) != list(PLACER_FEATURES):
         raise PriorityCheckpointError(f"{path}: field placer_features {doc.get('placer_features')!r} differs "
@@ -349,11 +407,11 @@ def load_priority_agent(path: "str | Path", scenario: Optional[str] = None,
     placer = _array(doc, "placer", (q,), path) if "placer" in doc["weights"] else np.zeros(q)
     model = PriorityModel(_array(doc, "linear", (f,), path), _array(doc, "hidden_w", (h, f), path),
                           _array(doc, "hidden_b", (h,), path), _array(doc, "out", (h,), path), placer)
-    try:
-        spec = PriorityAgentSpec(scenario=str(doc["scenario"]), placer=str(doc.get("placer", "fastest")),
-                                 preempt_at=str(doc.get("preempt_at", "tick")), training=dict(doc.get("training", {})))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise PriorityCheckpointError(f"{path}: field {exc} is missing or malformed") from None
+    training = doc.get("training", {})
+    if not isinstance(training, dict):
+        raise PriorityCheckpointError(f"{path}: field training must be an object, got {training!r}")
+    spec = PriorityAgentSpec(scenario=_text(doc, "scenario", path), placer=_text(doc, "placer", path, "fastest"),
+                             preempt_at=_text(doc, "preempt_at", path, "tick"), training=dict(training))
     if scenario is not None and spec.scenario != scenario:
         raise PriorityCheckpointError(f"{path}: trained for scenario {spec.scenario!r}, not {scenario!r}")
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shlex
 import sys
@@ -36,7 +37,8 @@ def register_command(subparsers: "argparse._SubParsersAction") -> None:
     p.add_argument("--train-load", type=float, default=None,
                    help="offered load of the training windows (default: the scenario's; validation keeps it)")
     p.add_argument("--iterations", type=int, default=None, help="iterations (default 40)")
-    p.add_argument("--max-minutes", type=float, default=None, help="stop after this much wall time")
+    p.add_argument("--max-minutes", type=_positive_minutes, default=None,
+                   help="stop after this much wall time (a positive number of minutes)")
     p.add_argument("--eval-every", type=int, default=None, help="iterations between validation runs (default 5)")
     p.add_argument("--eval-seeds", type=int, default=None, help="full validation windows (default 100)")
     p.add_argument("--workers", type=int, default=None, help="episode processes (default 2)")
@@ -67,6 +69,17 @@ DEFAULT_SCENARIO = "philly-hetero-v1"
 RESUMABLE = ("iterations", "max_minutes", "workers")
 #: Exit code of a run ended by Ctrl-C (the shell's 128 + SIGINT), as for ``cluster-bench run``.
 INTERRUPTED = 130
+
+
+def _positive_minutes(text: str) -> float:
+    """``--max-minutes``: a positive, finite number (0 or less would save the untrained agent as best)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number of minutes, got {text!r}")
+    return value
 
 
 def cmd_train_priority(args: argparse.Namespace) -> int:

@@ -160,12 +160,18 @@ def test_truncated_foreign_and_mismatched_checkpoints_are_refused(tmp_path):
 
 
 def test_checkpoint_for_other_spaces_is_refused_when_the_episode_starts(tmp_path):
+    from baselines.harness.episode import EnvMismatchError
+
     policy = fresh_policy("philly-v0")
     path = save_checkpoint(tmp_path / "p.pt", policy.model, policy.config, policy.spaces, "philly-v0")
-    with pytest.raises(ValueError, match="34 machines; this environment has .* 42 machines"):
+    # Another scenario: refused before any episode unless allowed (tests/test_scores_honest.py) ...
+    with pytest.raises(EnvMismatchError, match="scenario='philly-v0'"):
         evaluate(DualAgentPolicy.load(path), "openb-v0", seeds=[0], backend="serial")
+    # ... and then other spaces: refused when the episode starts unless allow_transfer.
+    with pytest.raises(ValueError, match="34 machines; this environment has .* 42 machines"):
+        evaluate(DualAgentPolicy.load(path), "openb-v0", seeds=[0], backend="serial", allow_env_mismatch=True)
     rec = evaluate(DualAgentPolicy.load(path, allow_transfer=True), "openb-v0", seeds=[0], backend="serial",
-                   env_kwargs={"jobs_per_episode": 20})[0]
+                   env_kwargs={"jobs_per_episode": 20}, allow_env_mismatch=True)[0]
     assert rec["jobs_finished"] == 20
 
 

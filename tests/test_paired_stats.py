@@ -134,10 +134,14 @@ def test_cluster_bench_compare_prints_the_paired_ratio_and_writes_json(tmp_path,
     assert cluster_bench(["compare", "sjf", "fifo", "--scenario", "toy-v0", "--seeds", "0-3",
                           "--backend", "serial", "--quiet", "--out", str(out)]) == 0
     text = capsys.readouterr().out
-    # toy-v0: fifo's avg JCT is 440/6 s, SJF's 430/6 s on every window (tests/test_toy_dynamics.py).
-    assert "ratio sjf/fifo: geometric mean 0.9773" in text and "sjf better on 4 of 4 windows" in text
+    # toy-v0: fifo's avg JCT is 440/6 s, SJF's 430/6 s, and every seed plays the same six jobs
+    # (tests/test_toy_dynamics.py): one distinct window, so no interval and no verdict.
+    assert "ratio sjf/fifo: geometric mean 0.9773, 95% CI [nan, nan] on 1 distinct window(s)" in text
+    assert "sjf better on 1 of 1 distinct windows" in text and "REPEATED WINDOWS" in text
+    assert "excludes 1" not in text and "1 distinct window: no interval" in text
     data = json.loads(out.read_text())
     assert data["comparison"]["n"] == 4 and data["comparison"]["geo_mean"] == pytest.approx(430 / 440)
+    assert data["comparison"]["distinct"] == 1
     assert len(data["episodes"]) == 8
 
 
@@ -152,7 +156,7 @@ def test_cluster_bench_run_shows_ratios_and_writes_the_paired_plot(tmp_path, cap
     assert cluster_bench(["run", "--scenario", "toy-v0", "--policies", "fifo,sjf", "--seeds", "0-2",
                           "--out", str(out), "--backend", "serial", "--quiet"]) == 0
     text = capsys.readouterr().out
-    assert "pending window K=8" in text and "0.977 [0.977, 0.977]" in text
+    assert "pending window K=8" in text and "0.977 [nan, nan]" in text and "REPEATED WINDOWS" in text
     summary = json.loads((out / "results.json").read_text())["summary"]
     sjf = next(r for r in summary if r["policy"] == "sjf")
     assert sjf["ratio_avg_jct"] == pytest.approx(430 / 440) and sjf["win_rate_avg_jct"] == 1.0

@@ -323,7 +323,7 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     if any((env_kwargs or {}).get(k) for k in ("workload_csv", "cluster_csv")):
         name = getattr(env.scenario, "name", None) or name
     row: dict[str, Any] = {"policy": name_override or make_policy(policy).name, "scenario": name, "split": split,
-                           "seed": int(seed), "env": env_label(env_kwargs)}
+                           "seed": int(seed), "env": env_label(env_kwargs), "window": workload.digest()}
     row.update({k: metrics[k] for k in METRIC_KEYS})
     row.update({"truncated": bool(ic[L.TRUNCATED]),
                 "jobs_unfinished": int(sim.num_jobs) - int(metrics["jobs_finished"]),

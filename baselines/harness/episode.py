@@ -24,7 +24,9 @@ class EpisodeResult:
     """What one episode produced.
 
     ``record`` is the flat result row (policy, scenario, split, seed, ``env`` (the user's
-    environment settings as text: part of the window's identity), every metric, ``truncated``,
+    environment settings as text: part of the window's identity), ``window`` (the digest of the
+    jobs the episode played, :meth:`cluster_env.core.instance.Workload.digest`: seeds that play
+    the same jobs count as one window in the confidence intervals), every metric, ``truncated``,
     ``jobs_unfinished``, ``offered_load``, ``pending_window``, steps, return, wall time). The
     arrays are present when the episode was recorded.
     """
@@ -79,9 +81,16 @@ def env_mismatch(policy: Any, env_kwargs: Optional[dict] = None, scenario: Any =
 
     Only keys outside :data:`INTERFACE_KEYS` are compared (those are requirements, applied by
     :func:`env_settings`). ``scenario`` resolves the values the run leaves at the scenario's default.
+    A policy's ``scenario`` attribute (a string: the scenario a checkpoint or a priority agent was
+    trained on), when it has one, must be the run's scenario: otherwise the result has the key
+    ``"scenario"``.
     """
     settings = dict(env_kwargs or {})
     out = {}
+    made_for = getattr(policy, "scenario", None)
+    run_name = getattr(scenario, "name", scenario)
+    if isinstance(made_for, str) and isinstance(run_name, str) and made_for != run_name:
+        out["scenario"] = {"policy": made_for, "run": run_name}
     for key, value in dict(getattr(policy, "env_overrides", {}) or {}).items():
         if key in INTERFACE_KEYS:
             continue
@@ -113,9 +122,11 @@ def env_settings(policy: Any, env_kwargs: Optional[dict] = None, allow_env_misma
     mismatch = env_mismatch(policy, env_kwargs, scenario)
     if mismatch and not allow_env_mismatch:
         what = ", ".join(f"{k}={v['policy']!r} (this run: {v['run']!r})" for k, v in mismatch.items())
+        fix = (f"run it on its scenario (--scenario {mismatch['scenario']['policy']})" if "scenario" in mismatch
+               else "set it for the whole run (--env KEY=VALUE / env_kwargs)")
         raise EnvMismatchError(
             f"policy {name!r} was made for another environment: {what}. Every policy of a comparison "
-            f"runs on the same environment: set it for the whole run (--env KEY=VALUE / env_kwargs), or "
+            f"runs on the same environment: {fix}, or "
             f"score the policy on this run's environment anyway with --allow-env-mismatch "
             f"(allow_env_mismatch=True; recorded in results.json)")
     return settings
@@ -175,7 +186,8 @@ def run_episode(policy: Any, scenario: "str | Scenario", split: str, seed: int, 
     if any((env_kwargs or {}).get(k) for k in ("workload_csv", "cluster_csv")):
         name = getattr(getattr(base, "scenario", None), "name", None) or name
     row: dict[str, Any] = {"policy": policy_name(policy), "scenario": name,
-                           "split": split, "seed": int(seed), "env": env_label(env_kwargs)}
+                           "split": split, "seed": int(seed), "env": env_label(env_kwargs),
+                           "window": sim.workload.digest()}
     row.update({k: metrics[k] for k in METRIC_KEYS})
     row.update({"truncated": truncated, "jobs_unfinished": int(sim.num_jobs) - int(metrics["jobs_finished"]),
                 "offered_load": float(getattr(base, "offered_load", float("nan"))),

@@ -18,6 +18,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from baselines.harness.stats import DEFAULT_REFERENCE, PairingError, mean_ci, paired_summary
+from baselines.harness.labels import policy_labels
 from baselines.harness.sweep import PolicySpec, make_tasks, run_tasks
 
 #: Metrics a sweep summarises (each gets ``_lo``/``_hi`` interval columns).
@@ -61,12 +62,12 @@ def run_load_sweep(scenario: str, loads: Sequence[float], policies: Sequence[Pol
         raise ValueError(f"loads must be positive numbers, got {loads}")
     if len(set(loads)) != len(loads):
         raise ValueError(f"loads must be distinct, got {loads}")
-    names = [p if isinstance(p, str) else str(getattr(p, "name", type(p).__name__)) for p in policies]
+    names = policy_labels(list(policies), scenario)      # the records' labels; one policy twice is an error
     if reference is not None and reference not in names:
         raise ValueError(f"the reference policy {reference!r} is not among the policies {names}")
     tasks, task_load = [], []
     for load in loads:
-        batch = make_tasks(list(policies), [scenario], split, list(seeds), {**env_kwargs, "load": load})
+        batch = make_tasks(list(policies), [scenario], split, list(seeds), {**env_kwargs, "load": load}, labels=names)
         tasks += batch
         task_load += [load] * len(batch)
     results = run_tasks(tasks, backend=backend, workers=workers, progress=progress, ray_address=ray_address)
@@ -101,7 +102,7 @@ def sweep_rows(records: Sequence[dict[str, Any]], reference: Optional[str] = DEF
             try:
                 s = paired_summary(at_load, policy, reference, "avg_jct")
                 row.update({"ratio_avg_jct": s.geo_mean, "ratio_avg_jct_lo": s.ci_low, "ratio_avg_jct_hi": s.ci_high,
-                            "win_rate_avg_jct": s.win_rate})
+                            "win_rate_avg_jct": s.win_rate, "ratio_avg_jct_windows": s.distinct})
             except PairingError as exc:
                 raise PairingError(f"load {load}: {exc}") from None
         rows.append(row)

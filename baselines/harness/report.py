@@ -21,7 +21,7 @@ from baselines.harness.stats import (DEFAULT_METRIC, DEFAULT_REFERENCE, PairingE
                                      lower_is_better, paired_summary, truncation)
 
 RECORD_KEYS = ("policy", "scenario", "split", "seed", *METRIC_KEYS, "return", "steps", "wall_s",
-               "env", "truncated", "jobs_unfinished", "offered_load", "pending_window")
+               "env", "window", "truncated", "jobs_unfinished", "offered_load", "pending_window")
 #: Metrics shown in the printed table (the files have all of them).
 TABLE_METRICS = ("avg_jct", "p95_jct", "avg_queue_delay", "avg_slowdown", "gpu_utilization", "total_fee",
                  "preemptions")
@@ -34,7 +34,8 @@ def summarize(records: Sequence[dict[str, Any]], metrics: Iterable[str] = METRIC
               paired_metrics: Sequence[str] = PAIRED_METRICS) -> list[dict[str, Any]]:
     """One row per (scenario, policy): mean and sample standard deviation of each metric over
     seeds, truncation counts, and for each of ``paired_metrics`` the paired ratio to ``reference``
-    (``ratio_M``, ``ratio_M_lo``, ``ratio_M_hi``, ``win_rate_M``, ``ratio_M_n``; NaN when the
+    (``ratio_M``, ``ratio_M_lo``, ``ratio_M_hi``, ``win_rate_M``, ``ratio_M_n`` paired episodes,
+    ``ratio_M_windows`` distinct windows among them, the unit of the interval; NaN when the
     reference did not run on the scenario; ``pairing_error`` says why when windows do not pair)."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in records:
@@ -63,7 +64,7 @@ def _paired_columns(records: Sequence[dict], policy: str, reference: Optional[st
                     row: dict) -> dict[str, Any]:
     nan = math.nan
     cols = {f"ratio_{metric}": nan, f"ratio_{metric}_lo": nan, f"ratio_{metric}_hi": nan,
-            f"win_rate_{metric}": nan, f"ratio_{metric}_n": 0}
+            f"win_rate_{metric}": nan, f"ratio_{metric}_n": 0, f"ratio_{metric}_windows": 0}
     if reference is None:
         return cols
     try:
@@ -72,7 +73,7 @@ def _paired_columns(records: Sequence[dict], policy: str, reference: Optional[st
         row["pairing_error"] = str(exc)
         return cols
     cols.update({f"ratio_{metric}": s.geo_mean, f"ratio_{metric}_lo": s.ci_low, f"ratio_{metric}_hi": s.ci_high,
-                 f"win_rate_{metric}": s.win_rate, f"ratio_{metric}_n": s.n})
+                 f"win_rate_{metric}": s.win_rate, f"ratio_{metric}_n": s.n, f"ratio_{metric}_windows": s.distinct})
     return cols
 
 
@@ -120,13 +121,17 @@ def format_table(records: Sequence[dict[str, Any]], metrics: Sequence[str] = TAB
               *metrics[1:], "flags"]
     cells = []
     notes = []
+    repeats: list[str] = []
     for r in rows:
         n = r.get(f"ratio_{paired_metric}_n", 0)
         if r["reference"] is None or n == 0:
             ratio, wins = "-", "-"
         else:
             ratio = f"{fmt_ratio(r[f'ratio_{paired_metric}'])} {fmt_interval(r[f'ratio_{paired_metric}_lo'], r[f'ratio_{paired_metric}_hi'])}"
-            wins = f"{round(r[f'win_rate_{paired_metric}'] * n)}/{n}"
+            d = r[f"ratio_{paired_metric}_windows"]
+            wins = f"{round(r[f'win_rate_{paired_metric}'] * d)}/{d}"
+            if d < n:
+                repeats.append(f"{r['scenario']}/{r['policy']}: {n} episodes on {d} distinct window{'s' * (d != 1)}")
         flags = []
         if r["truncated"]:
             flags.append(f"TRUNCATED {r['truncated']}/{r['seeds']} ({r['jobs_unfinished']} jobs unfinished)")
@@ -140,6 +145,9 @@ def format_table(records: Sequence[dict[str, Any]], metrics: Sequence[str] = TAB
     caption = table_caption(records, reference, paired_metric)
     if not any(c[-1] for c in cells):            # no flags: drop the column
         header, cells = header[:-1], [c[:-1] for c in cells]
+    if repeats:
+        notes.append(f"REPEATED WINDOWS: seeds that play the same jobs count once in the ratio, its interval and "
+                     f"the wins ({'; '.join(repeats)}); one distinct window gives no interval")
     if any(r["truncated"] for r in rows):
         notes.append("TRUNCATED: episodes cut by max_steps/max_time are not comparable; "
                      "they are left out of the ratios and their means cover unfinished episodes")

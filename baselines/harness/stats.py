@@ -15,6 +15,13 @@ Rules, so that nothing is mixed silently:
 
 * records are paired by :func:`window_key`; a window that one side has and the other lacks, or a
   window a policy ran twice, raises :class:`PairingError` naming them;
+* the unit of the interval and of the win rate is the *distinct window*: the jobs an episode
+  played (the record's ``window``, a digest of its workload, with its scenario, split and
+  settings). Seeds that play the same jobs (every seed of ``toy-v0``, or of a user's trace
+  without ``jobs_per_episode``) are one window: their log ratios are averaged into one value
+  before the bootstrap, so identical episodes never pass for independent evidence, and
+  ``distinct`` says how many windows the interval rests on (one: no interval). Records without
+  ``window`` (from older files) count one window per seed;
 * a window where either run was truncated (``record["truncated"]``) is left out of the ratios
   and counted in ``truncated``;
 * a window where either value is NaN or not positive (a log ratio is undefined) is left out of the
@@ -75,6 +82,7 @@ class PairedSummary:
     undefined: int = 0                  # windows left out: NaN or non-positive value
     windows: list[tuple] = field(default_factory=list)     # window keys of the ratios, sorted
     ratios: list[float] = field(default_factory=list)      # per window, same order
+    distinct: int = 0                   # distinct windows (jobs played) among the n: the interval's unit
 
     @property
     def significant(self) -> bool:
@@ -86,11 +94,21 @@ class PairedSummary:
         d["windows"] = [list(w) for w in self.windows]
         return d
 
+    @property
+    def wins(self) -> int:
+        """Distinct windows where the policy is better."""
+        return round(self.win_rate * self.distinct) if self.distinct else 0
+
+    def windows_text(self) -> str:
+        """``20 windows``, or ``20 episodes on 1 distinct window`` when seeds repeat a window."""
+        if self.distinct == self.n:
+            return f"{self.n} windows"
+        return f"{self.n} episodes on {self.distinct} distinct window{'s' * (self.distinct != 1)}"
+
     def describe(self) -> str:
         """``0.781x fifo [0.702, 0.866], wins 17/20 (avg_jct, 20 windows)``."""
-        wins = round(self.win_rate * self.n) if self.n else 0
         text = (f"{fmt_ratio(self.geo_mean)}x {self.reference} {fmt_interval(self.ci_low, self.ci_high)}, "
-                f"wins {wins}/{self.n} ({self.metric}, {self.n} windows")
+                f"wins {self.wins}/{self.distinct} ({self.metric}, {self.windows_text()}")
         if self.truncated:
             text += f", {self.truncated} truncated left out"
         if self.undefined:
@@ -169,7 +187,8 @@ def paired_summary(records: Sequence[dict[str, Any]], policy: str, reference: st
     _check_same_windows(policy, reference, mine, ref)
     lower = lower_is_better(metric)
     windows, ratios, values, refs = [], [], [], []
-    truncated = undefined = wins = 0
+    units: dict[tuple, list[tuple[float, int]]] = {}     # distinct window -> [(ratio, better?)]
+    truncated = undefined = 0
     for key in sorted(mine):
         a, b = mine[key], ref[key]
         if a.get("truncated") or b.get("truncated"):
@@ -183,12 +202,35 @@ def paired_summary(records: Sequence[dict[str, Any]], policy: str, reference: st
         ratios.append(va / vb)
         values.append(va)
         refs.append(vb)
-        wins += (va < vb) if lower else (va > vb)
-    g, lo, hi = geo_mean_ci(ratios, seed=seed)
-    n = len(ratios)
-    return PairedSummary(policy, reference, metric, n, g, lo, hi, wins / n if n else math.nan,
+        units.setdefault(distinct_window(a, b, policy, reference), []).append(
+            (va / vb, int((va < vb) if lower else (va > vb))))
+    unit_ratios, unit_wins = [], 0
+    for members in units.values():
+        if len(members) == 1:                # the ratio itself: no rounding through log and exp
+            ratio, better = members[0]
+        else:
+            mean_log = float(np.mean(np.log([r for r, _ in members])))
+            ratio, better = math.exp(mean_log), int(mean_log < 0 if lower else mean_log > 0)
+        unit_ratios.append(ratio)
+        unit_wins += better
+    g, lo, hi = geo_mean_ci(unit_ratios, seed=seed)
+    n, d = len(ratios), len(unit_ratios)
+    return PairedSummary(policy, reference, metric, n, g, lo, hi, unit_wins / d if d else math.nan,
                          float(np.mean(values)) if n else math.nan, float(np.mean(refs)) if n else math.nan,
-                         truncated, undefined, windows, ratios)
+                         truncated, undefined, windows, ratios, d)
+
+
+def distinct_window(a: dict[str, Any], b: dict[str, Any], policy: str = "", reference: str = "") -> tuple:
+    """The distinct window two paired records played: (scenario, split, env, the jobs' digest);
+    without a ``window`` field, the seed stands for it. Records of one seed that played different
+    jobs cannot be paired (:class:`PairingError`)."""
+    key = window_key(a)
+    if "window" not in a or "window" not in b:
+        return key
+    if a["window"] != b["window"]:
+        raise PairingError(f"{policy!r} and {reference!r} played different jobs on {_show(key)} "
+                           f"(window {a['window']} vs {b['window']}): they cannot be paired")
+    return (key[0], key[1], key[3], str(a["window"]))
 
 
 def paired_table(records: Sequence[dict[str, Any]], reference: str = DEFAULT_REFERENCE,

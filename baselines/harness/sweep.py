@@ -137,11 +137,20 @@ class Task:
     env_kwargs: tuple = ()          # sorted (key, value) pairs, hashable and picklable
     record: bool = False
     allow_env_mismatch: bool = False   # score a policy made for another environment anyway
+    label: Optional[str] = None        # the record's ``policy`` field (baselines.harness.labels); None: its name
 
 
 def run_task(task: Task) -> EpisodeResult:
     """Run one task (in whatever process the backend chose): in the compiled engine when it
-    runs the policy (:mod:`baselines.engine`, the same record), else through the API."""
+    runs the policy (:mod:`baselines.engine`, the same record), else through the API; the
+    record's ``policy`` is the task's label when it has one."""
+    result = _run_task(task)
+    if task.label is not None:
+        result.record["policy"] = task.label
+    return result
+
+
+def _run_task(task: Task) -> EpisodeResult:
     _limit_threads()
     result = _run_compiled(task)
     if result is not None:
@@ -210,12 +219,38 @@ def _limit_threads() -> None:
 
 def make_tasks(policies: Sequence[PolicySpec], scenarios: Sequence[str], split: str, seeds: Iterable[int],
                env_kwargs: Optional[dict] = None, record_seeds: Iterable[int] = (),
-               allow_env_mismatch: bool = False) -> list[Task]:
-    """The product policies x scenarios x seeds; ``record_seeds`` are run with recording on."""
+               allow_env_mismatch: bool = False, labels: Optional[Sequence[str]] = None) -> list[Task]:
+    """The product policies x scenarios x seeds; ``record_seeds`` are run with recording on.
+
+    ``labels``: each policy's row label (default :func:`baselines.harness.labels.policy_labels`,
+    which resolves the policies and raises ``DuplicatePolicyError`` for a policy given twice).
+    """
+    from baselines.harness.labels import policy_labels
+
+    policies = list(policies)
+    if labels is None:
+        labels = policy_labels(policies, scenarios[0] if scenarios else None)
+    if len(labels) != len(policies):
+        raise ValueError(f"labels must name each of the {len(policies)} policies, got {len(labels)}")
     kw = tuple(sorted((env_kwargs or {}).items()))
     recorded = set(int(s) for s in record_seeds)
-    return [Task(p, sc, split, int(s), kw, int(s) in recorded, bool(allow_env_mismatch))
-            for sc in scenarios for p in policies for s in seeds]
+    return [Task(p, sc, split, int(s), kw, int(s) in recorded, bool(allow_env_mismatch), label)
+            for sc in scenarios for p, label in zip(policies, labels) for s in seeds]
+
+
+def check_distinct(tasks: Sequence[Task]) -> None:
+    """Refuse, before any episode runs, two tasks that would give two records of one policy on one
+    window (the same label, or spec, on the same scenario, split, seed and settings)."""
+    seen: dict = {}
+    for task in tasks:
+        who = task.label if task.label is not None else (
+            task.policy.strip().lower() if isinstance(task.policy, str) else id(task.policy))
+        key = (who, task.scenario, task.split, task.seed, repr(task.env_kwargs))
+        if key in seen:
+            shown = task.label or (task.policy if isinstance(task.policy, str) else repr(task.policy))
+            raise ValueError(f"policy {shown!r} is asked twice for window {task.scenario}/{task.split} seed "
+                             f"{task.seed}: each policy may appear once in a run")
+        seen[key] = task
 
 
 def run_tasks(tasks: Sequence[Task], backend: str = "auto", workers: Optional[int] = None,
@@ -234,6 +269,7 @@ def run_tasks(tasks: Sequence[Task], backend: str = "auto", workers: Optional[in
     tasks = list(tasks)
     if not tasks:
         return []
+    check_distinct(tasks)
     workers = max(1, min(workers or os.cpu_count() or 1, len(tasks)))
     if backend == "auto":
         backend = "process" if workers > 1 and len(tasks) > 1 and _picklable(tasks) else "serial"

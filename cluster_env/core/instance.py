@@ -142,6 +142,22 @@ class Workload:
     def num_tenants(self) -> int:
         return int(self.tenant.max()) + 1 if len(self.tenant) else 0
 
+    def digest(self) -> str:
+        """16 hex digits identifying the jobs this workload plays: their ids, submit times,
+        durations, GPUs, job types, tenants and allowed GPU types (not its name, source rows or
+        load report). Two episodes with the same digest play the same window of jobs; the harness
+        counts them as one window in its confidence intervals."""
+        import hashlib
+
+        h = hashlib.sha256()
+        h.update("\x1f".join(self.job_ids).encode("utf-8", "surrogatepass"))
+        for arr, dtype in ((self.submit, np.float64), (self.duration, np.float64), (self.gpus, np.int64),
+                           (self.job_type, np.int64), (self.tenant, np.int64)):
+            h.update(np.ascontiguousarray(arr, dtype=dtype).tobytes())
+        if self.allowed_gpu_types is not None:
+            h.update(repr([None if a is None else sorted(a) for a in self.allowed_gpu_types]).encode())
+        return h.hexdigest()[:16]
+
     def subset(self, index: np.ndarray, name: Optional[str] = None, rebase: bool = True) -> "Workload":
         """Jobs at ``index`` (sorted positions), optionally rebased so the first submits at 0."""
         index = np.asarray(index, dtype=np.int64)

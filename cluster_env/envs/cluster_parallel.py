@@ -109,6 +109,26 @@ _INVALID_HINT = (". Choose only actions the mask allows: each observation's 'act
 #: How many times one job may be preempted in one instant of simulated time (see
 #: ``ClusterParallelEnv._guard_zero_time_restart``): the guard against zero-time livelocks.
 MAX_PREEMPTIONS_PER_INSTANT = 16
+#: The keys ``reset(options=...)`` reads. ``"options"`` is also accepted and ignored: PettingZoo's
+#: own API test passes ``{"options": 1}`` to check that reset takes the argument.
+RESET_OPTIONS = ("split",)
+_PROBE_OPTIONS = ("options",)
+
+
+def reset_split(options: Optional[dict], default: str) -> str:
+    """The split ``reset(options=...)`` asks for (``default`` when none); unknown keys are refused
+    (environment settings such as ``load`` are arguments of ``parallel_env``, not reset options)."""
+    if options is None:
+        return default
+    if not isinstance(options, dict):
+        raise TypeError(f"reset options must be None or a dict (key 'split'), got {options!r}")
+    unknown = sorted((k for k in options if k not in RESET_OPTIONS + _PROBE_OPTIONS), key=repr)
+    if unknown:
+        raise TypeError(f"unknown reset option(s) {unknown}; reset(options=...) accepts {list(RESET_OPTIONS)} "
+                        "(settings such as load are arguments of cluster_env.parallel_env)")
+    return options.get("split", default)
+
+
 _ENV_KEYS = {"reward", "render_mode", "jobs_per_episode", "time_scale", "load", "all_effects_off",
              "workload_csv", "cluster_csv", "workload_columns", "cluster_columns", "observation"}
 
@@ -202,12 +222,9 @@ class ClusterParallelEnv(ParallelEnv):
 
     # ------------------------------------------------------------------ episode
     def reset(self, seed: Optional[int] = None, options: Optional[dict] = None):
-        # Other keys are ignored (PettingZoo's API test passes some); only "split" is read.
-        if options is not None and not isinstance(options, dict):
-            raise TypeError(f"reset options must be None or a dict (key 'split'), got {options!r}")
+        split = reset_split(options, self.split)     # before anything changes
         if seed is not None or self._np_random is None:
             self._np_random, _ = seeding.np_random(seed)
-        split = (options or {}).get("split", self.split)
         rng = self._np_random
         workload = self.scenario.sample(split, rng, self.jobs_per_episode)
         self.offered_load = offered_load(workload, self.cluster.total_gpus)

@@ -105,7 +105,9 @@ def custom_scenario(base: Scenario, *, workload_csv: Optional[str] = None, clust
     """``base`` with its workload and/or cluster replaced by a user's CSV files.
 
     A user workload is one episode: every split is the whole file (no window sampling, no time
-    scaling), so that results are about exactly the jobs given.
+    scaling, and its own arrival times: the base scenario's default ``load`` is dropped, so the
+    arrivals are rescaled only when the environment is given ``load=``), so that results are about
+    exactly the jobs given.
     """
     from cluster_env.loaders import load_cluster_csv, load_workload_csv
 
@@ -117,8 +119,8 @@ def custom_scenario(base: Scenario, *, workload_csv: Optional[str] = None, clust
     if workload_csv is not None:
         workload = load_workload_csv(workload_csv, columns=workload_columns)
         scenario = replace(scenario, name=f"{scenario.name}+{Path(str(workload_csv)).name}", workload=lambda: workload,
-                           splits=dict(WHOLE_SPLITS), jobs_per_episode=None, time_scale=1.0,
-                           workload_file=str(workload_csv))
+                           splits=dict(WHOLE_SPLITS), jobs_per_episode=None, time_scale=1.0, load=None,
+                           repeat=1, workload_file=str(workload_csv))
     return scenario
 
 

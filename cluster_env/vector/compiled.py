@@ -101,13 +101,13 @@ class CompiledBackend(VectorBackend):
         from cluster_env.core.simulator import ClusterSimulator
         from cluster_env.scenarios.load import offered_load
 
+        from cluster_env.envs.cluster_parallel import reset_split
+
         env = self.envs[index]
-        if options is not None and not isinstance(options, dict):
-            raise TypeError(f"reset options must be None or a dict (key 'split'), got {options!r}")
+        split = reset_split(options, env.split)
         # ClusterParallelEnv.reset: the same generator, drawn from in the same order.
         if seed is not None or env._np_random is None:
             env._np_random, _ = seeding.np_random(seed)
-        split = (options or {}).get("split", env.split)
         rng = env._np_random
         workload = env.scenario.sample(split, rng, env.jobs_per_episode)
         env.offered_load = offered_load(workload, env.cluster.total_gpus)

@@ -1,0 +1,48 @@
+"""Checks and notes of ``cluster-bench run`` and ``compare`` that keep a score from being silently
+wrong: unique policy labels, ``--reference-gpu`` only with a trace of one's own, and what the
+arrivals of the run's windows are (the trace's own times, or rescaled to an offered load)."""
+from __future__ import annotations
+
+import argparse
+from typing import Optional, Sequence
+
+from baselines.cli_support import UsageError
+
+
+def unique_labels(specs: Sequence[str], scenario: Optional[str], names: Optional[Sequence[str]] = None) -> list[str]:
+    """:func:`baselines.harness.labels.policy_labels`, a duplicate as a one-line usage error."""
+    from baselines.harness.labels import DuplicatePolicyError, policy_labels
+
+    try:
+        return policy_labels(specs, scenario, names)
+    except DuplicatePolicyError as exc:
+        raise UsageError(str(exc), "list each policy once (names are case-insensitive)") from None
+
+
+def check_reference_gpu(args: argparse.Namespace) -> None:
+    """``--reference-gpu`` says which GPU the durations of ``--workload-csv`` were measured on;
+    alone it would silently change a registered scenario's world (and its scores) under its name."""
+    if getattr(args, "reference_gpu", None) is not None and not getattr(args, "workload_csv", None):
+        import cluster_env
+
+        gpu = cluster_env.get_scenario(args.scenario).world.reference_gpu \
+            if args.scenario in cluster_env.list_scenarios() else "its own"
+        raise UsageError(f"--reference-gpu {args.reference_gpu} needs --workload-csv: it names the GPU your trace's "
+                         f"durations were measured on ({args.scenario}'s own are measured on {gpu})",
+                         "give your trace with --workload-csv FILE, or drop --reference-gpu")
+
+
+def arrivals_note(scenario: str, env_kwargs: dict) -> str:
+    """What the arrivals of the run's windows are, read from the environment the run builds:
+    ``"the trace's own arrival times"`` or ``"rescaled to offered load 1.5 (...)"``."""
+    import cluster_env
+
+    env = cluster_env.parallel_env(scenario, **env_kwargs)
+    built = getattr(env, "unwrapped", env).scenario
+    load, scale = built.load, built.time_scale
+    env.close()
+    if load is None:
+        own = "the trace's own arrival times" if scale == 1 else f"the trace's arrival times x time_scale {scale:g}"
+        return f"{own} (no rescaling to a load; --env load=X rescales each window to offered load X)"
+    why = "--env load" if env_kwargs.get("load") is not None else f"{scenario}'s default"
+    return f"each window rescaled to offered load {load:g} ({why})"
