@@ -150,7 +150,9 @@ _STATE = {"compiled": False}
 
 
 def _compile() -> None:
-    """Replace the module's functions by their numba-compiled versions (disk-cached)."""
+    """Replace the module's functions by their numba-compiled versions (disk-cached), once."""
+    if _STATE["compiled"]:
+        return
     import numba
 
     from cluster_env.core import kernels as _cache
@@ -214,8 +216,7 @@ class PortableActors:
     def logits(self, agent: int, feats: dict) -> np.ndarray:
         """One step's logits (float64, 1-D) of ``agent`` (0 orderer, 1 placer) from the policy's
         feature arrays (``DualAgentPolicy.features``)."""
-        if not _STATE["compiled"]:
-            _compile()
+        _compile()
         wide = {k: np.ascontiguousarray(feats[k], dtype=np.float64) for k in ("jobs", "machines", "global", "placing")}
         if agent == 0:
             return self.orderer(wide["jobs"], wide["machines"], wide["global"])
