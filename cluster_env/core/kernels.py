@@ -645,7 +645,8 @@ CACHE_LIMIT_BYTES = 16 * 2**20
 #: With less free space than this where the cache lives, the kernels compile without caching.
 CACHE_MIN_FREE_BYTES = 64 * 2**20
 
-_cache_state = {"disabled": False, "warned": False, "pruned": set(), "announced": False}
+_cache_state = {"disabled": False, "warned": False, "pruned": set()}
+_compile_announced = [False]       # the note below is printed once per process
 #: Printed (stderr, once per process) when a kernel is about to compile: a fresh install's first
 #: run would otherwise sit silent, and a progress bar started meanwhile would show a false ETA.
 COMPILE_NOTE = ("cluster_env: compiling the simulator's kernels with numba (one time: later processes load "
@@ -653,8 +654,8 @@ COMPILE_NOTE = ("cluster_env: compiling the simulator's kernels with numba (one 
 
 
 def _announce_compile() -> None:
-    if not _cache_state["announced"]:
-        _cache_state["announced"] = True
+    if not _compile_announced[0]:
+        _compile_announced[0] = True
         print(COMPILE_NOTE, file=sys.stderr, flush=True)
 
 
