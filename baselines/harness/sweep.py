@@ -302,14 +302,16 @@ def _warm_up(tasks: Sequence[Task]) -> None:
     """On a fresh install, compile the simulator's kernels and the compiled engine here once (into
     numba's disk cache; the kernels print a one-line note when they compile) rather than in every
     worker at the same time, and before the progress bar starts: its rate and ETA then count
-    episodes only. With a warm cache this checks the cache's index files and returns."""
+    episodes only. Only what the tasks use: the engine for its episodes, then the environment's
+    kernels if a task runs through the API (the engine's warm-up compiles some of them). With a
+    warm cache this checks the cache's index files and returns."""
     from baselines import engine
     from cluster_env.core import kernels
 
-    if kernels.cache_is_cold():
-        kernels.warm_up()
     if engine.engine_mode() != "api" and any(engine.policy_codes(t.policy) for t in tasks if not t.record):
         engine.warm_up()
+    if kernels.cache_is_cold() and any(cost_class(t) < 2 for t in tasks):
+        kernels.warm_up()
 
 
 def _picklable(tasks: Sequence[Task]) -> bool:
