@@ -69,15 +69,25 @@ _POW2 = np.ldexp(1.0, np.arange(-1022, 1024))
 
 
 def _exp(x):
-    """exp(x) for x in [-700, 709] (callers stay inside) by range reduction x = k ln2 + r and the
-    series of exp(r): within a few ulps, and the same bits everywhere."""
+    """exp(x) by range reduction x = k ln2 + r and the series of exp(r): within a few ulps, and
+    the same bits everywhere. Outside [-700, 709] (where the callers never go) inf or 0; NaN stays
+    NaN (the table index below must stay in range)."""
+    if x != x:
+        return x
+    if x > 709.0:
+        return math.inf
+    if x < -700.0:
+        return 0.0
     k = math.floor(x * _INV_LN2 + 0.5)
     r = (x - k * _LN2_HI) - k * _LN2_LO
     return (_expm1_small(r) + 1.0) * _POW2[int(k) + 1022]
 
 
 def _tanh(x):
-    """tanh(x) = e / (e + 2) with e = exp(2|x|) - 1 (no cancellation near 0), odd."""
+    """tanh(x) = e / (e + 2) with e = exp(2|x|) - 1 (no cancellation near 0), odd; NaN stays NaN
+    (the policy then raises on non-finite logits)."""
+    if x != x:
+        return x
     a = abs(x)
     if a > 20.0:                                    # tanh is 1 to double precision
         t = 1.0
@@ -88,7 +98,10 @@ def _tanh(x):
 
 
 def _sigmoid(x):
-    """1 / (1 + exp(-x)); exactly 1 above 40 and 0 below -700 (where double precision ends)."""
+    """1 / (1 + exp(-x)); exactly 1 above 40 and 0 below -700 (where double precision ends); NaN
+    stays NaN."""
+    if x != x:
+        return x
     if x > 40.0:
         return 1.0
     if x < -700.0:
@@ -221,8 +234,6 @@ class PortableActors:
         if agent == 0:
             return self.orderer(wide["jobs"], wide["machines"], wide["global"])
         return self.placer(wide["jobs"], wide["machines"], wide["global"], wide["placing"])
-
-
 
 
 def _layers(pairs: Optional[tuple]) -> tuple[Layer, ...]:

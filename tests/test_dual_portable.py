@@ -69,6 +69,10 @@ def test_own_exp_and_tanh_are_accurate():
         if x < 600:
             assert math.isclose(portable._exp(x), math.exp(x), rel_tol=1e-15), x
         assert math.isclose(portable._sigmoid(x), 1 / (1 + math.exp(-x)), rel_tol=1e-15), x
+    for f in (portable._tanh, portable._sigmoid, portable._exp):       # NaN in, NaN out (never a
+        assert math.isnan(f(math.nan))                                 # wild table index)
+    assert portable._tanh(math.inf) == 1.0 and portable._tanh(-math.inf) == -1.0
+    assert portable._sigmoid(math.inf) == 1.0 and portable._sigmoid(-math.inf) == 0.0
 
 
 def test_identical_candidates_get_identical_logits_and_the_lowest_index_wins():
