@@ -7,7 +7,9 @@ on Public Cloud via Reinforcement Learning"), trained jointly with MAPPO on ``cl
 
 Importing the package registers the ``"dual"`` policy name with the harness
 (``baselines.evaluate("dual", ...)``, ``cluster-bench run --policies dual``), and names ending in
-``.pt`` load that checkpoint. Torch is imported only when a policy or trainer is built.
+``.pt`` load that checkpoint. Torch is imported only when a policy or trainer is built; without
+it (the base install) those fail with an ImportError naming ``pip install '.[rl]'``, and the
+numpy priority-mode agent (``dual-priority``) works as with it.
 """
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
+#: What to install for the torch agent (training, ``.pt`` checkpoints, the ``dual`` policy).
+TORCH_HINT = "pip install '.[rl]'"
 
 _LAZY = {
     "DualAgentPolicy": "dual_agent.policy", "DualAgentConfig": "dual_agent.config",
@@ -23,7 +27,8 @@ _LAZY = {
     "save_checkpoint": "dual_agent.checkpoint", "pretrained_path": "dual_agent.checkpoint",
     "RandomWalkGP": "dual_agent.rwgp", "RWGPConfig": "dual_agent.rwgp",
 }
-__all__ = sorted([*_LAZY, "PRETRAINED_DIR", "has_pretrained", "pretrained_scenarios"])
+__all__ = sorted([*_LAZY, "PRETRAINED_DIR", "TORCH_HINT", "has_pretrained", "pretrained_scenarios",
+                  "torch_available"])
 
 
 def __getattr__(name: str) -> Any:
@@ -44,8 +49,20 @@ def pretrained_scenarios() -> list[str]:
     return sorted(p.stem for p in PRETRAINED_DIR.glob("*.pt"))
 
 
+def torch_available() -> bool:
+    """Whether torch can be imported (looked up, not imported: importing torch takes seconds)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("torch") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def _resolve(name: str, scenario: Optional[str] = None) -> Any:
     """Harness names: ``dual`` (the pretrained agent of the scenario) and ``path/to/agent.pt``."""
+    if name != "dual" and not name.endswith(".pt"):
+        return None                       # not ours: no torch import (the base install has none)
     from dual_agent.policy import DualAgentPolicy
 
     if name == "dual":

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import numpy as np
+import dual_agent._torch  # noqa: F401  (without torch: an ImportError that names the extra)
 import torch
 
 from baselines.obs import is_place_phase

@@ -17,6 +17,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Optional
 
+import dual_agent._torch  # noqa: F401  (without torch: an ImportError that names the extra)
 import torch
 
 from baselines.harness.files import atomic_write

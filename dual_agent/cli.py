@@ -74,6 +74,7 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    import dual_agent._torch  # noqa: F401  (without torch: an ImportError that names the extra)
     import torch
 
     from baselines.cli import parse_env_overrides

@@ -19,13 +19,14 @@ import weakref
 from typing import Optional
 
 import numpy as np
+import dual_agent._torch  # noqa: F401  (without torch: an ImportError that names the extra)
 import torch
 from torch import nn
 from torch.nn.functional import linear
 
 from dual_agent.networks import DualAgentModel, OrderingAgent, PlacementAgent, masked_mean_max
 
-__all__ = ["FastActors", "actor_logits", "fast_actors", "forget"]
+__all__ = ["FastActors", "actor_logits", "actor_weights", "fast_actors", "forget"]
 
 Layer = tuple[torch.Tensor, torch.Tensor]          # (weight, bias) of one nn.Linear
 _INPUTS = ("jobs", "machines", "global", "placing")   # the feature arrays the actors read
@@ -158,9 +159,10 @@ def _tensor(a: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(a)).unsqueeze(0)
 
 
-def fast_actors(model: DualAgentModel) -> Optional[FastActors]:
-    """:class:`FastActors` for ``model``, or None when its actors are not exactly the networks this
-    module mirrors (then call the modules)."""
+def actor_weights(model: DualAgentModel) -> Optional[tuple[dict, dict]]:
+    """The actors' parameters, ``({orderer part: layers}, {placer part: layers, "noop_logit": tensor})``
+    with each part's (weight, bias) pairs, or None when the actors are not exactly the networks this
+    module mirrors (another layer layout, a subclass, a forward hook)."""
     orderer, placer = getattr(model, "orderer", None), getattr(model, "placer", None)
     if type(orderer) is not OrderingAgent or type(placer) is not PlacementAgent:
         return None
@@ -180,7 +182,14 @@ def fast_actors(model: DualAgentModel) -> Optional[FastActors]:
         for sub in module.modules():
             if sub._forward_hooks or sub._forward_pre_hooks:
                 return None
-    return FastActors(o, p)
+    return o, p
+
+
+def fast_actors(model: DualAgentModel) -> Optional[FastActors]:
+    """:class:`FastActors` for ``model``, or None when its actors are not exactly the networks this
+    module mirrors (then call the modules)."""
+    weights = actor_weights(model)
+    return None if weights is None else FastActors(*weights)
 
 
 # Per model (weakly held: a dropped model frees its entry); None: the model is not mirrored.

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
+import dual_agent._torch  # noqa: F401  (without torch: an ImportError that names the extra)
 import torch
 from torch.distributions import Categorical
 

@@ -18,6 +18,7 @@ Shapes in comments: B batch, N candidate rows (K + R), M machines, H hidden widt
 """
 from __future__ import annotations
 
+import dual_agent._torch  # noqa: F401  (without torch: an ImportError that names the extra)
 import torch
 from torch import nn
 

@@ -8,14 +8,16 @@
 * ``cluster_bench.commands``: ``train`` -> :func:`dual_agent.cli.register_command`, ``train-priority`` ->
   :func:`dual_agent.priority_cli.register_command`.
 
-Nothing here imports torch; the policy is built when asked for.
+Nothing here imports torch; the policy is built when asked for, and without torch (the base
+install) it fails with an ImportError naming ``pip install '.[rl]'``.
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any, Optional
 
-from dual_agent import has_pretrained
+from dual_agent import TORCH_HINT, has_pretrained, torch_available
 
 
 class _DualEntry:
@@ -31,9 +33,20 @@ class _DualEntry:
         return DualAgentPolicy.pretrained(scenario)
 
     def default_for(self, scenario: str) -> bool:
-        return has_pretrained(scenario)
+        """Whether a checkpoint ships and torch is there to run it; without torch (the base install)
+        the default policies go on without it, and say so once."""
+        if not has_pretrained(scenario):
+            return False
+        if torch_available():
+            return True
+        if not _NOTED:
+            _NOTED.append(scenario)
+            print(f"note: the default policies leave out 'dual' (the pretrained torch agent of {scenario}): "
+                  f"torch is not installed; {TORCH_HINT}", file=sys.stderr)
+        return False
 
 
+_NOTED: list[str] = []      # the note above is printed once per process
 DUAL = _DualEntry()
 
 

@@ -4,8 +4,10 @@
 (``reset(seed)``, ``act(observations, infos)``) and reads nothing but the observation, its masks
 and the infos. Each step it refreshes the Random Walk GP from the measured machine speeds, then
 the acting agent decides: the ordering agent in the ORDER phase, the placement agent (with the
-ordering agent's summary of the queue) in the PLACE phase. Deterministic by default (arg max);
-``deterministic=False`` samples, which is how the training workers explore. With a ``prior``
+ordering agent's summary of the queue) in the PLACE phase. Deterministic by default (arg max,
+on logits computed by :mod:`dual_agent.portable`: the same bits, hence the same episodes and
+scores, on every CPU; ties go to the lowest index); ``deterministic=False`` samples from torch's
+logits, which is how the training workers explore. With a ``prior``
 heuristic in the config, the agent is a residual policy on it (:mod:`dual_agent.prior`).
 """
 from __future__ import annotations
@@ -14,12 +16,14 @@ from pathlib import Path
 from typing import Any, Optional
 
 import numpy as np
+import dual_agent._torch  # noqa: F401  (without torch: an ImportError that names the extra)
 import torch
 
 from baselines.obs import is_place_phase
 from dual_agent.config import LEARNED, DualAgentConfig
 from dual_agent.inference import actor_logits
 from dual_agent.networks import GP_FEATURES, DualAgentModel
+from dual_agent.portable import portable_logits
 from dual_agent.prior import NO_PRIOR, add_prior_bonus, make_prior, zero_output_layers
 
 ORDERER, PLACER = 0, 1
@@ -216,8 +220,12 @@ class DualAgentPolicy:
         legal = np.flatnonzero(mask)
         if len(legal) == 1:  # a forced move is not a decision: no network call, nothing to learn
             return int(legal[0]), False
-        with torch.inference_mode():   # the modules' operations without their call overhead
-            logits = actor_logits(self.model, agent, feats)
+        logits = None
+        if self.deterministic:   # arg max: the same bits on every CPU (dual_agent.portable)
+            logits = portable_logits(self.model, agent, feats)
+        if logits is None:
+            with torch.inference_mode():   # the modules' operations without their call overhead
+                logits = actor_logits(self.model, agent, feats)
         return self.choose_from_logits(agent, logits, mask), True
 
     def network_decides(self, agent: int, feats: dict) -> bool:

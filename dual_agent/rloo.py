@@ -30,6 +30,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import numpy as np
+import dual_agent._torch  # noqa: F401  (without torch: an ImportError that names the extra)
 import torch
 
 from dual_agent.batched import EpisodeSpec, collect_batched

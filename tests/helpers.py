@@ -61,3 +61,21 @@ def run_episode(env, policy, seed: int = 0, max_steps: int = 1_000_000, on_step=
         if steps >= max_steps:
             raise AssertionError("episode did not end")
     return total, steps, infos
+
+
+#: Python code that makes torch and the SB3 packages unimportable, as in the base install (no
+#: ``rl`` extra): prepend it to a ``python -c`` program (the pytest process has torch loaded).
+BLOCK_TORCH = """
+import sys
+class _NoTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("torch", "stable_baselines3", "sb3_contrib"):
+            raise ModuleNotFoundError(f"No module named {name!r}")
+sys.meta_path.insert(0, _NoTorch())
+"""
+
+
+def run_python(code: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run ``python -c code`` from the repository root with one thread; the completed process."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ONE_THREAD_ENV,
+                          cwd=ROOT, timeout=timeout)

@@ -118,18 +118,28 @@ def test_models_it_does_not_mirror_use_the_modules():
 
 
 def test_policy_decisions_take_the_fast_path(monkeypatch):
-    from dual_agent import inference
+    """Sampling policies (training workers) act on FastActors' logits; arg max policies on the
+    portable ones (dual_agent.portable, tests/test_dual_portable.py), never on torch's."""
+    from dual_agent import inference, portable
 
-    policy = DualAgentPolicy.pretrained("openb-v0")
     seen = []
     original = inference.FastActors.logits
     monkeypatch.setattr(inference.FastActors, "logits", lambda self, a, f: seen.append(a) or original(self, a, f))
-    env = cluster_env.parallel_env("openb-v0", split="test", **policy.env_overrides)
-    obs, infos = env.reset(seed=0)
-    policy.reset(0)
-    for _ in range(40):
-        obs, _, _, _, infos = env.step(policy.act(obs, infos))
-    assert seen
+    ported = []
+    original_portable = portable.PortableActors.logits
+    monkeypatch.setattr(portable.PortableActors, "logits",
+                        lambda self, a, f: ported.append(a) or original_portable(self, a, f))
+    for deterministic in (False, True):
+        policy = DualAgentPolicy.pretrained("openb-v0", deterministic=deterministic)
+        env = cluster_env.parallel_env("openb-v0", split="test", **policy.env_overrides)
+        obs, infos = env.reset(seed=0)
+        policy.reset(0)
+        for _ in range(40):
+            obs, _, _, _, infos = env.step(policy.act(obs, infos))
+        if not deterministic:
+            assert seen and not ported
+            sampled = len(seen)
+    assert ported and len(seen) == sampled
 
 
 def test_gp_update_skips_repeated_readings_exactly():

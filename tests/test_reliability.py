@@ -241,8 +241,10 @@ def test_second_process_loads_every_kernel_from_the_cache(tmp_path):
     # One specialisation per kernel: a compiled caller passing other argument types (a literal
     # instead of a bool) would compile a second one in every fresh install.
     assert compiled["misses"] > 0 and compiled["most_misses"] == 1 and files, compiled
+    assert first.stderr.count(kernels.COMPILE_NOTE) == 1        # the one-time compile is announced
     second = python(KERNEL_STATS, env=env)
     assert second.returncode == 0, second.stderr
+    assert kernels.COMPILE_NOTE not in second.stderr            # and only when it happens
     stats = json.loads(second.stdout.splitlines()[-1])
     # Nothing compiled; the kernels built on compiled parts (run_to_next's kind, whose cache used
     # to miss in every process) among those loaded.

@@ -276,8 +276,7 @@ def run_tasks(tasks: Sequence[Task], backend: str = "auto", workers: Optional[in
     elif backend in ("process", "ray") and not _picklable(tasks):
         raise ValueError(f"the {backend} backend sends policies to other processes, but a policy "
                          "does not pickle; pass its name, make it picklable, or use backend='serial'")
-    if backend in ("process", "ray"):
-        _warm_compiled_engine(tasks)
+    _warm_up(tasks)       # a fresh install compiles here, announced, before the bar starts its clock
     bar = _progress(len(tasks), progress)
     results: list[Optional[EpisodeResult]] = [None] * len(tasks)   # filled as episodes finish
     try:
@@ -335,13 +334,20 @@ def longest_first(tasks: Sequence[Task], indices: Sequence[int]) -> list[int]:
     return sorted(indices, key=rank.__getitem__)
 
 
-def _warm_compiled_engine(tasks: Sequence[Task]) -> None:
-    """On a fresh install, compile the engine here once (into numba's disk cache) rather than in
-    every worker at the same time."""
+def _warm_up(tasks: Sequence[Task]) -> None:
+    """On a fresh install, compile the simulator's kernels and the compiled engine here once (into
+    numba's disk cache; the kernels print a one-line note when they compile) rather than in every
+    worker at the same time, and before the progress bar starts: its rate and ETA then count
+    episodes only. Only what the tasks use: the engine for its episodes, then the environment's
+    kernels if a task runs through the API (the engine's warm-up compiles some of them). With a
+    warm cache this checks the cache's index files and returns."""
     from baselines import engine
+    from cluster_env.core import kernels
 
     if engine.engine_mode() != "api" and any(engine.policy_codes(t.policy) for t in tasks if not t.record):
         engine.warm_up()
+    if kernels.cache_is_cold() and any(cost_class(t) < 2 for t in tasks):
+        kernels.warm_up()
 
 
 def _picklable(tasks: Sequence[Task]) -> bool:

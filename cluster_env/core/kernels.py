@@ -40,6 +40,7 @@ import contextlib
 import math
 import os
 import shutil
+import sys
 import types
 import warnings
 from types import SimpleNamespace
@@ -645,6 +646,32 @@ CACHE_LIMIT_BYTES = 16 * 2**20
 CACHE_MIN_FREE_BYTES = 64 * 2**20
 
 _cache_state = {"disabled": False, "warned": False, "pruned": set()}
+_compile_announced = [False]       # the note below is printed once per process
+#: Printed (stderr, once per process) when a kernel is about to compile: a fresh install's first
+#: run would otherwise sit silent, and a progress bar started meanwhile would show a false ETA.
+COMPILE_NOTE = ("cluster_env: compiling the simulator's kernels with numba (one time: later processes load "
+                "them from numba's cache in about a second); this takes about 20-60 s on 2 idle cores")
+
+
+def _announce_compile() -> None:
+    if not _compile_announced[0]:
+        _compile_announced[0] = True
+        print(COMPILE_NOTE, file=sys.stderr, flush=True)
+
+
+def cache_is_cold() -> bool:
+    """Whether none of the compiled backend's kernels is in numba's disk cache (a fresh install, or
+    this module changed: the next episode compiles them). False for the numpy backend or without a
+    cache. Kernels of rare paths (restarts) may still compile later; the note says so then."""
+    if backend() != "numba":
+        return False
+    indexes = []
+    for dispatcher in vars(active()).values():
+        cache = getattr(getattr(dispatcher, "_cache", None), "_cache", None)
+        index = getattr(getattr(cache, "_cache_file", None), "_index_path", None)
+        if index is not None:
+            indexes.append(index)
+    return bool(indexes) and not any(os.path.exists(index) for index in indexes)
 
 
 def _cache_off(why: str) -> None:
@@ -669,13 +696,15 @@ class _GuardedCache:
         return getattr(self._cache, name)
 
     def load_overload(self, sig, target_context):
-        if _cache_state["disabled"]:
-            return None
-        try:
-            return self._cache.load_overload(sig, target_context)
-        except Exception as exc:  # noqa: BLE001 - any cache trouble means "compile instead"
-            _cache_off(f"reading {self._cache.cache_path} failed: {type(exc).__name__}: {exc}")
-            return None
+        loaded = None
+        if not _cache_state["disabled"]:
+            try:
+                loaded = self._cache.load_overload(sig, target_context)
+            except Exception as exc:  # noqa: BLE001 - any cache trouble means "compile instead"
+                _cache_off(f"reading {self._cache.cache_path} failed: {type(exc).__name__}: {exc}")
+        if loaded is None:       # numba compiles it now
+            _announce_compile()
+        return loaded
 
     def save_overload(self, sig, data) -> None:
         if _cache_state["disabled"]:
@@ -1304,4 +1333,4 @@ def available() -> tuple[str, ...]:
     return BACKENDS
 
 
-__all__ = ["BACKENDS", "active", "available", "backend", "use", "warm_up"]
+__all__ = ["BACKENDS", "COMPILE_NOTE", "active", "available", "backend", "cache_is_cold", "use", "warm_up"]

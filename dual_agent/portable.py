@@ -1,0 +1,272 @@
+"""The dual agent's actors in float64 with one fixed order of operations: the same bits on every CPU.
+
+A greedy policy turns a last-bit difference of its logits into another action whenever two
+logits are close, and one other action sends the episode elsewhere. torch's float32 CPU kernels
+pick their summation order (and vector width, and fused multiply-add) by CPU, so the shipped
+checkpoints scored with torch gave other episodes on other x86-64 CPUs (issue 28: preemptions
+323 -> 3,551 on one seed). :class:`PortableActors` is what deterministic (arg max) policies act
+through instead:
+
+* the shipped float32 weights and the float32 features are widened exactly to float64;
+* every layer is ``y_j = (sum_k x_k w_jk, summed for k = 0, 1, 2, ... in order) + b_j`` with a
+  plain multiply and a plain add (compiled by numba without fast-math, so no reassociation and no
+  fused multiply-add; a test checks the compiled kernels against their pure-Python versions);
+* ``tanh``, the gate's sigmoid and their ``exp`` are written here with additions, multiplications,
+  divisions and an exact power-of-two scaling: no C library or SIMD maths whose last bit differs
+  between CPUs; masked mean and max are explicit loops in row order.
+
+IEEE 754 fixes the result of each of these operations, so the logits are the same bits wherever
+the code runs. They differ from torch's float32 logits by about 1e-7 relative (same network, other
+rounding). Ties (identical candidate rows give identical logits here) go to the lowest index, as
+``numpy.argmax`` does. The remaining inputs are portable too: the environment's observations are
+bit-exact across CPUs (the baselines' scores check), and the Random Walk GP's float64 posterior is
+rounded to float32 before it reaches the networks, which absorbs its LAPACK round-off but for a
+vanishing fraction of values (a last-bit float64 change flips a float32 rounding about once in
+10^7 values, and a float32 last-bit change of one input then almost never changes the arg max;
+``tests/test_dual_portable.py`` scores the agent with every weight moved by a float64 ulp and
+gets the checked-in scores).
+
+Sampling policies (training workers) keep torch's path: their actions are random draws anyway.
+"""
+from __future__ import annotations
+
+import math
+import weakref
+from typing import Optional
+
+import numpy as np
+
+__all__ = ["PortableActors", "portable_actors", "portable_logits"]
+
+_LN2_HI = 6.93147180369123816490e-01   # ln 2 split so that k * _LN2_HI is exact for |k| < 2^11
+_LN2_LO = 1.90821492927058770002e-10
+_INV_LN2 = 1.44269504088896338700e+00
+_BIG = float(np.finfo(np.float32).max)  # masked_mean_max's fill for float32 features
+
+
+def _expm1_small(r):
+    """exp(r) - 1 for |r| <= 0.35, Horner form of its Taylor series to r^14/14! (the first term
+    left out is below 1e-18 there)."""
+    p = 1.0 / 87178291200.0                         # 1/14!
+    p = p * r + 1.0 / 6227020800.0
+    p = p * r + 1.0 / 479001600.0
+    p = p * r + 1.0 / 39916800.0
+    p = p * r + 1.0 / 3628800.0
+    p = p * r + 1.0 / 362880.0
+    p = p * r + 1.0 / 40320.0
+    p = p * r + 1.0 / 5040.0
+    p = p * r + 1.0 / 720.0
+    p = p * r + 1.0 / 120.0
+    p = p * r + 1.0 / 24.0
+    p = p * r + 1.0 / 6.0
+    p = p * r + 0.5
+    p = p * r + 1.0
+    return p * r
+
+
+# 2^k for k = -1022..1023: scaling by a table entry is exact (and faster than a call to ldexp).
+_POW2 = np.ldexp(1.0, np.arange(-1022, 1024))
+
+
+def _exp(x):
+    """exp(x) by range reduction x = k ln2 + r and the series of exp(r): within a few ulps, and
+    the same bits everywhere. Outside [-700, 709] (where the callers never go) inf or 0; NaN stays
+    NaN (the table index below must stay in range)."""
+    if x != x:
+        return x
+    if x > 709.0:
+        return math.inf
+    if x < -700.0:
+        return 0.0
+    k = math.floor(x * _INV_LN2 + 0.5)
+    r = (x - k * _LN2_HI) - k * _LN2_LO
+    return (_expm1_small(r) + 1.0) * _POW2[int(k) + 1022]
+
+
+def _tanh(x):
+    """tanh(x) = e / (e + 2) with e = exp(2|x|) - 1 (no cancellation near 0), odd; NaN stays NaN
+    (the policy then raises on non-finite logits)."""
+    if x != x:
+        return x
+    a = abs(x)
+    if a > 20.0:                                    # tanh is 1 to double precision
+        t = 1.0
+    else:
+        e = _expm1_small(2.0 * a) if 2.0 * a <= 0.34 else _exp(2.0 * a) - 1.0
+        t = e / (e + 2.0)
+    return -t if x < 0.0 else t
+
+
+def _sigmoid(x):
+    """1 / (1 + exp(-x)); exactly 1 above 40 and 0 below -700 (where double precision ends); NaN
+    stays NaN."""
+    if x != x:
+        return x
+    if x > 40.0:
+        return 1.0
+    if x < -700.0:
+        return 0.0
+    return 1.0 / (1.0 + _exp(-x))
+
+
+def _dense(x, wt, b, act):
+    """``x @ wt + b`` (rows of ``x`` (R, K), ``wt`` (K, J)), each sum in the order k = 0..K-1, then
+    ``tanh`` when ``act``. Only the outputs j run side by side (vectorisable without changing any
+    sum's order)."""
+    rows, inner = x.shape
+    out = np.empty((rows, wt.shape[1]))
+    acc = np.empty(wt.shape[1])
+    for r in range(rows):
+        acc[:] = 0.0
+        for k in range(inner):
+            xk = x[r, k]
+            for j in range(wt.shape[1]):
+                acc[j] = acc[j] + xk * wt[k, j]
+        for j in range(wt.shape[1]):
+            y = acc[j] + b[j]
+            out[r, j] = _tanh(y) if act else y
+    return out
+
+
+def _sigmoid_rows(x):
+    out = np.empty_like(x)
+    for r in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            out[r, j] = _sigmoid(x[r, j])
+    return out
+
+
+def _mean_max(x, valid):
+    """``networks.masked_mean_max`` of (S, H) rows: [mean, max] of the valid rows summed in row
+    order (count at least 1), zeros when none is valid."""
+    h = x.shape[1]
+    total, top = np.zeros(h), np.full(h, -_BIG)
+    n = 0
+    for s in range(x.shape[0]):
+        if valid[s]:
+            n += 1
+            for j in range(h):
+                total[j] = total[j] + x[s, j]
+                if x[s, j] > top[j]:
+                    top[j] = x[s, j]
+    out = np.zeros(2 * h)
+    for j in range(h):
+        out[j] = total[j] / max(n, 1)
+        out[h + j] = top[j] if n > 0 else 0.0
+    return out
+
+
+# The kernels as called below, compiled on first use. They are looked up as module attributes at
+# each call, so a test can put the pure-Python versions back and compare bits.
+KERNELS = ("_dense", "_sigmoid_rows", "_mean_max")
+_STATE = {"compiled": False}
+
+
+def _compile() -> None:
+    """Replace the module's functions by their numba-compiled versions (disk-cached), once."""
+    if _STATE["compiled"]:
+        return
+    import numba
+
+    from cluster_env.core import kernels as _cache
+
+    jit = numba.njit(nogil=True, error_model="numpy")
+    scalar = numba.njit(inline="always", error_model="numpy")
+    g = globals()
+    g["_expm1_small"] = scalar(_expm1_small)
+    g["_exp"] = scalar(_exp)
+    g["_tanh"] = scalar(_tanh)
+    g["_sigmoid"] = scalar(_sigmoid)
+    for name in KERNELS:
+        dispatcher = jit(g[name])
+        _cache._attach_cache(dispatcher)        # numba's disk cache, guarded as the simulator's
+        g[name] = dispatcher
+    _STATE["compiled"] = True
+
+
+Layer = tuple[np.ndarray, np.ndarray]   # (weight transposed (K, J), bias (J,)), float64, contiguous
+
+
+class PortableActors:
+    """The orderer's and the placer's logits of a :class:`dual_agent.networks.DualAgentModel` from a
+    float64 copy of its weights (taken when built: later in-place updates are not seen)."""
+
+    def __init__(self, orderer: dict[str, tuple[Layer, ...]], placer: dict[str, tuple[Layer, ...]],
+                 noop_logit: float) -> None:
+        self._o, self._p, self._noop = orderer, placer, float(noop_logit)
+
+    def _mlp(self, layers: tuple[Layer, ...], x: np.ndarray, last_tanh: bool = False) -> np.ndarray:
+        for i, (wt, b) in enumerate(layers):
+            x = _dense(x, wt, b, i < len(layers) - 1 or last_tanh)
+        return x
+
+    def _summarise(self, jobs: np.ndarray, machines: np.ndarray, glob: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        emb = self._mlp(self._o["job_encoder"], jobs)                          # (N, H)
+        m_emb = self._mlp(self._o["machine_encoder"], machines, last_tanh=True)  # (M, H)
+        valid = jobs[:, 0] > 0.5
+        pooled = np.concatenate([_mean_max(emb, valid), _mean_max(m_emb, np.ones(len(m_emb), bool)), glob])
+        return emb, self._mlp(self._o["squeeze"], pooled[None, :])             # summary (1, H)
+
+    def orderer(self, jobs: np.ndarray, machines: np.ndarray, glob: np.ndarray) -> np.ndarray:
+        """``OrderingAgent.forward``'s logits (N + 1,): the candidates, then ``advance``."""
+        emb, summary = self._summarise(jobs, machines, glob)
+        gate = _sigmoid_rows(self._mlp(self._o["gate"], summary))  # (1, H)
+        gated = emb * gate                                                     # exact products
+        head_in = np.concatenate([gated, np.repeat(summary, len(emb), axis=0)], axis=1)
+        job_logits = self._mlp(self._o["job_head"], head_in)[:, 0]
+        return np.concatenate([job_logits, self._mlp(self._o["advance_head"], summary)[0]])
+
+    def placer(self, jobs: np.ndarray, machines: np.ndarray, glob: np.ndarray, placing: np.ndarray) -> np.ndarray:
+        """``PlacementAgent.forward``'s logits (M + 1,): the machines, then the no-op."""
+        _, summary = self._summarise(jobs, machines, glob)
+        job = np.concatenate([placing, summary[0]])
+        enc_in = np.concatenate([machines, np.repeat(job[None, :], len(machines), axis=0)], axis=1)
+        emb = self._mlp(self._p["encoder"], enc_in)                          # (M, H)
+        ctx = _mean_max(emb, np.ones(len(emb), bool))[:emb.shape[1]]
+        head_in = np.concatenate([emb, np.repeat(ctx[None, :], len(emb), axis=0)], axis=1)
+        return np.concatenate([self._mlp(self._p["head"], head_in)[:, 0], [self._noop]])
+
+    def logits(self, agent: int, feats: dict) -> np.ndarray:
+        """One step's logits (float64, 1-D) of ``agent`` (0 orderer, 1 placer) from the policy's
+        feature arrays (``DualAgentPolicy.features``)."""
+        _compile()
+        wide = {k: np.ascontiguousarray(feats[k], dtype=np.float64) for k in ("jobs", "machines", "global", "placing")}
+        if agent == 0:
+            return self.orderer(wide["jobs"], wide["machines"], wide["global"])
+        return self.placer(wide["jobs"], wide["machines"], wide["global"], wide["placing"])
+
+
+def _layers(pairs: Optional[tuple]) -> tuple[Layer, ...]:
+    return tuple((np.ascontiguousarray(w.detach().cpu().numpy().astype(np.float64).T),
+                  b.detach().cpu().numpy().astype(np.float64)) for w, b in pairs)
+
+
+def portable_actors(model) -> Optional[PortableActors]:
+    """:class:`PortableActors` for ``model`` (its current weights), or None when its actors are not
+    exactly the networks mirrored here (:func:`dual_agent.inference.actor_weights`)."""
+    from dual_agent.inference import actor_weights
+
+    weights = actor_weights(model)
+    if weights is None:
+        return None
+    orderer, placer = weights
+    noop = placer.pop("noop_logit")
+    return PortableActors({k: _layers(v) for k, v in orderer.items()},
+                          {k: _layers(v) for k, v in placer.items()},
+                          float(noop.detach().cpu().double().reshape(-1)[0]))
+
+
+# Per model (weakly held): (the parameters' in-place version counters, its actors or None).
+_ACTORS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def portable_logits(model, agent: int, feats: dict) -> Optional[np.ndarray]:
+    """The acting agent's logits through :class:`PortableActors` (float64, 1-D), rebuilt whenever a
+    weight changed in place (an optimiser step, ``load_state_dict``); None when the model is not
+    mirrored (then the caller uses torch's path, which is not portable)."""
+    versions = tuple(p._version for p in model.parameters())
+    cached = _ACTORS.get(model)
+    if cached is None or cached[0] != versions:
+        cached = _ACTORS[model] = (versions, portable_actors(model))
+    actors = cached[1]
+    return None if actors is None else actors.logits(agent, feats)

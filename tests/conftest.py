@@ -1,0 +1,110 @@
+"""Shared test configuration: the quick tier.
+
+``python -m pytest -q`` (what CI runs) runs everything but the ``slow`` tests, in two processes
+(pytest-xdist). ``python -m pytest -m quick`` is the contributors' tier: every test except the
+slow ones and the heavy ones listed below (end-to-end runs, subprocess start-ups, examples, full
+episodes of the big scenarios, each a second or more on 2 cores): 823 of the 944 tests in about
+30 s on 2 cores. Run the full suite before you push: the quick tier leaves out what the heavy
+tests guard. A test that takes over a second belongs in HEAVY (``--durations=30`` shows them).
+"""
+from __future__ import annotations
+
+import pytest
+
+#: Tests left out of the quick tier: ``file.py`` (the whole file) or ``file.py::test_name`` (every
+#: parametrisation), relative to tests/.
+HEAVY = frozenset({
+    "test_base_install.py",
+    "test_baselines_harness.py::test_checked_in_baseline_scores_have_not_moved",
+    "test_baselines_harness.py::test_cluster_bench_run_writes_table_files_and_plots",
+    "test_baselines_harness.py::test_evaluate_accepts_any_object_with_the_policy_methods",
+    "test_baselines_harness.py::test_evaluate_returns_one_record_per_seed_with_every_metric",
+    "test_baselines_harness.py::test_ray_backend_on_a_local_instance",
+    "test_benchmarks_smoke.py::test_calibrate_load_smoke",
+    "test_benchmarks_smoke.py::test_compiled_engine_benchmark_floor_agrees",
+    "test_benchmarks_smoke.py::test_effects_decomposition_smoke",
+    "test_benchmarks_smoke.py::test_episode_digests_save_then_check",
+    "test_benchmarks_smoke.py::test_replay_benchmark_smoke",
+    "test_benchmarks_smoke.py::test_suite_quick_reports_every_section",
+    "test_cli_errors.py::test_module_attribute_policies_resolve_from_the_current_folder",
+    "test_docs.py::test_python_examples_in_docs_run",
+    "test_dual_agent.py::test_agent_never_touches_a_job_twice_in_one_instant",
+    "test_dual_agent.py::test_cli_train_smoke_then_score_the_checkpoint",
+    "test_dual_agent.py::test_subprocess_and_in_process_rollouts_agree",
+    "test_dual_agent_prior.py::test_config_and_cli_errors_name_the_argument",
+    "test_dual_agent_prior.py::test_paired_script_against_every_info_agnostic_heuristic",
+    "test_dual_agent_prior.py::test_prior_margin_script_smoke",
+    "test_dual_agent_prior.py::test_training_loss_sees_the_bonus_and_one_rloo_iteration_moves_the_output_layers",
+    "test_dual_agent_prior.py::test_untrained_residual_agent_is_exactly_its_heuristic",
+    "test_dual_agent_rloo.py::test_batched_rollout_benchmark_smoke",
+    "test_dual_agent_rloo.py::test_batched_rollout_of_one_env_matches_the_one_env_path",
+    "test_dual_agent_rloo.py::test_cli_rloo_smoke_then_score_the_checkpoint",
+    "test_dual_agent_rloo.py::test_paired_evaluation_script_smoke",
+    "test_dual_agent_rloo.py::test_rloo_groups_share_their_window_and_training_is_deterministic",
+    "test_dual_agent_rwgp.py::test_real_environment",
+    "test_dual_inference.py::test_gp_solve_by_lapack_equals_scipy_wrappers",
+    "test_dual_portable.py::test_checked_in_dual_scores_survive_last_bit_noise_and_catch_a_real_change",
+    "test_dual_portable.py::test_compiled_kernels_give_the_bits_of_their_python_versions",
+    "test_dual_priority.py::test_a_learned_weight_changes_the_schedule_and_reads_as_documented",
+    "test_dual_priority.py::test_ablation_table_script_pairs_variants_with_the_reference_and_the_first",
+    "test_dual_priority.py::test_cli_smoke_then_score_the_agent_by_path",
+    "test_dual_priority.py::test_compiled_tenant_statistics_change_the_schedule_as_the_api_does",
+    "test_dual_priority.py::test_compiled_weighted_las_plays_the_api_agent_record_for_record",
+    "test_dual_priority.py::test_paired_evaluation_script_reads_a_priority_agent",
+    "test_dual_priority.py::test_residual_placer_moves_placements_and_the_compiled_engine_follows",
+    "test_dual_priority.py::test_the_shipped_hetero_agent_is_a_default_of_cluster_bench_run_and_plays_compiled",
+    "test_env_api.py::test_same_seed_same_trajectory_other_seed_other_fluctuation",
+    "test_event_paths.py::test_compiled_launch_release_and_stamps_match_numpy",
+    "test_event_paths.py::test_compiled_skip_idle_loop_matches_numpy",
+    "test_event_paths.py::test_measurement_kept_where_an_effect_needs_it",
+    "test_examples.py::test_train_dual_agent_tiny_budget",
+    "test_examples.py::test_train_maskable_ppo_tiny_budget",
+    "test_examples_baselines.py::test_02_compare_baselines",
+    "test_examples_baselines.py::test_05_custom_trace_and_cluster",
+    "test_examples_baselines.py::test_05_reports_bad_rows_with_file_row_and_field",
+    "test_examples_baselines.py::test_06_render_timeline",
+    "test_examples_baselines.py::test_07_custom_heuristic",
+    "test_examples_rl_path.py::test_cleanrl_ppo_parallel_tiny_budget",
+    "test_flat_view_policy.py::test_adapter_reproduces_the_flat_view_episode",
+    "test_fluctuation_calibration.py::test_calibration_is_sensitive_to_the_parameters",
+    "test_invariants.py::test_invariants_hold_after_every_step",
+    "test_kernels.py::test_environment_variable_selects_backend_and_rejects_typos",
+    "test_kernels.py::test_machine_pool_compaction_keeps_results",
+    "test_kernels.py::test_numba_and_numpy_kernels_give_identical_episodes",
+    "test_kernels.py::test_warm_up_loads_one_specialisation_per_kernel",
+    "test_layering.py::test_cluster_env_imports_no_policy_package",
+    "test_layering.py::test_the_baselines_cli_does_not_import_the_dual_agent_cli",
+    "test_loader_errors.py::test_any_text_loads_or_raises_data_error",
+    "test_loader_fuzz.py::test_one_bad_cluster_cell_is_named_by_row_and_field",
+    "test_loader_fuzz.py::test_one_bad_workload_cell_is_named_by_row_and_field",
+    "test_loaders.py::test_philly_job_types_follow_the_seeded_rule",
+    "test_loaders.py::test_philly_trace_matches_the_raw_file",
+    "test_long_run.py::test_no_file_descriptor_growth_over_30_episodes",
+    "test_long_run.py::test_python_heap_stays_flat_over_60_episodes",
+    "test_long_run.py::test_same_seed_same_metrics_in_fresh_processes_with_other_hash_seeds",
+    "test_long_run.py::test_stability_benchmark_runs_with_a_tiny_budget",
+    "test_main_job.py::test_bare_cluster_bench_run",
+    "test_no_stall.py::test_lowest_allowed_action_with_preemption_ends",
+    "test_npy_loops.py::test_disabled_by_environment_variable",
+    "test_observation_ext.py::test_tenant_statistics_read_only_jobs_finished_before_now",
+    "test_properties.py::test_invariants_random_instances_switches_and_policies",
+    "test_reliability.py::test_a_full_cache_disk_turns_caching_off_with_one_warning",
+    "test_reliability.py::test_ctrl_c_during_run_writes_what_finished_and_exits_130",
+    "test_reliability.py::test_second_process_loads_every_kernel_from_the_cache",
+    "test_reliability.py::test_workers_die_with_their_parent",
+    "test_safe_defaults.py::test_plain_ppo_benchmark_smoke",
+    "test_safe_defaults.py::test_registered_views_pass_both_checkers_with_default_arguments",
+    "test_vector.py::test_benchmark_script_smoke",
+})
+
+
+def _heavy(nodeid: str) -> bool:
+    path, _, rest = nodeid.partition("::")
+    name = path.rsplit("/", 1)[-1]
+    return name in HEAVY or f"{name}::{rest.split('[', 1)[0]}" in HEAVY
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("slow") is None and not _heavy(item.nodeid):
+            item.add_marker(pytest.mark.quick)

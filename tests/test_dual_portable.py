@@ -1,0 +1,119 @@
+"""The dual agent's arg max acts on portable logits (dual_agent.portable): the same bits on every CPU.
+
+* the compiled kernels give the bits of their pure-Python versions (IEEE operations in the written
+  order: no fused multiply-add, no reassociation, no C library maths), and the logits are the torch
+  modules' to float32 round-off;
+* its own ``exp`` and ``tanh`` are correct to a few ulps;
+* identical candidate rows get identical logits (the arg max takes the lowest index);
+* the checked-in scores of the shipped agent are both portable and sensitive: scored with every
+  weight and every Random Walk GP solution moved by one float64 ulp (what another CPU's LAPACK or
+  a last-bit difference anywhere would do), ``check_scores`` still passes; with the weights
+  changed by 1% (a real change), it fails.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import cluster_env
+from baselines.harness.scores import check_scores, packaged_scores_file
+from dual_agent import portable, rwgp
+from dual_agent.policy import ORDERER, PLACER, DualAgentPolicy, joint_action, network_logits
+
+torch.set_num_threads(1)
+SCALARS = ("_expm1_small", "_exp", "_tanh", "_sigmoid")
+
+
+def _steps(scenario: str, want: int = 2) -> list[tuple[int, dict]]:
+    """Features of the first ``want`` learned decisions of each agent in a real episode."""
+    policy = DualAgentPolicy.pretrained(scenario)
+    env = cluster_env.parallel_env(scenario, split="test", **policy.env_overrides)
+    obs, infos = env.reset(seed=1)
+    policy.reset(1)
+    seen: list[tuple[int, dict]] = []
+    while env.agents and min(sum(a == k for a, _ in seen) for k in (ORDERER, PLACER)) < want:
+        agent, action, learned, feats = policy.decide(obs, infos)
+        if learned and sum(a == agent for a, _ in seen) < want:
+            seen.append((agent, feats))
+        obs, _, _, _, infos = env.step(joint_action(obs, agent, action))
+    return seen
+
+
+def test_compiled_kernels_give_the_bits_of_their_python_versions(monkeypatch):
+    policy = DualAgentPolicy.pretrained("philly-v0")
+    actors = portable.portable_actors(policy.model)
+    steps = _steps("philly-v0", want=1)
+    compiled = [actors.logits(agent, feats) for agent, feats in steps]
+    for name in (*portable.KERNELS, *SCALARS):      # the same code, run by the interpreter
+        monkeypatch.setattr(portable, name, getattr(portable, name).py_func)
+    for (agent, feats), fast in zip(steps, compiled):
+        slow = actors.logits(agent, feats)
+        assert slow.dtype == np.float64 and slow.tobytes() == fast.tobytes(), np.abs(slow - fast).max()
+        with torch.inference_mode():
+            batch = {k: torch.from_numpy(np.ascontiguousarray(v)).unsqueeze(0)
+                     for k, v in feats.items() if k in ("jobs", "machines", "global", "placing")}
+            want = network_logits(policy.model, agent, batch)[0].double().numpy()
+        assert np.allclose(fast, want, rtol=1e-5, atol=1e-4)   # the same network, float32 round-off
+
+
+def test_own_exp_and_tanh_are_accurate():
+    portable._compile()
+    xs = np.concatenate([np.linspace(-30, 30, 2001), np.geomspace(1e-12, 0.2, 200), [0.0, 0.17, 0.34, 20.5]])
+    for x in xs:
+        assert math.isclose(portable._tanh(x), math.tanh(x), rel_tol=1e-15, abs_tol=1e-300), x
+        assert math.isclose(portable._tanh(-x), -math.tanh(x), rel_tol=1e-15, abs_tol=1e-300), x
+        if x < 600:
+            assert math.isclose(portable._exp(x), math.exp(x), rel_tol=1e-15), x
+        assert math.isclose(portable._sigmoid(x), 1 / (1 + math.exp(-x)), rel_tol=1e-15), x
+    for f in (portable._tanh, portable._sigmoid, portable._exp):       # NaN in, NaN out (never a
+        assert math.isnan(f(math.nan))                                 # wild table index)
+    assert portable._tanh(math.inf) == 1.0 and portable._tanh(-math.inf) == -1.0
+    assert portable._sigmoid(math.inf) == 1.0 and portable._sigmoid(-math.inf) == 0.0
+
+
+def test_identical_candidates_get_identical_logits_and_the_lowest_index_wins():
+    policy = DualAgentPolicy.pretrained("philly-v0")
+    (agent, feats), = [s for s in _steps("philly-v0", want=1) if s[0] == ORDERER]
+    jobs = feats["jobs"].copy()
+    jobs[:] = jobs[0]                                 # every candidate row the same job
+    logits = portable.portable_actors(policy.model).logits(ORDERER, {**feats, "jobs": jobs})
+    assert len(set(logits[:-1].tobytes()[i:i + 8] for i in range(0, 8 * (len(logits) - 1), 8))) == 1
+    mask = np.ones(len(logits), bool)
+    mask[:3] = False
+    assert policy.choose_from_logits(ORDERER, logits, mask) in (3, len(logits) - 1)
+
+
+def _one_seed_file(tmp_path, scenario: str = "philly-v0", seed: int = 0):
+    """A scores file with the checked-in entry of the shipped dual agent on one seed."""
+    data = json.loads(packaged_scores_file(scenario).read_text())
+    data["seeds"] = [seed]
+    data["scores"] = {scenario: {"dual": {str(seed): data["scores"][scenario]["dual"][str(seed)]}}}
+    path = tmp_path / "dual.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def _perturb_weights(monkeypatch, change):
+    original = portable._layers
+    monkeypatch.setattr(portable, "_layers", lambda pairs: tuple((change(w), change(b)) for w, b in original(pairs)))
+
+
+def test_checked_in_dual_scores_survive_last_bit_noise_and_catch_a_real_change(tmp_path, monkeypatch):
+    path = _one_seed_file(tmp_path)
+    with monkeypatch.context() as patch:              # one ulp up on every weight and GP solution
+        _perturb_weights(patch, lambda a: np.nextafter(a, np.inf))
+        solve = rwgp._lapack_solve
+
+        def noisy_solve(a, b, phi_t):
+            solved = solve(a, b, phi_t)
+            return None if solved is None else tuple(np.nextafter(s, np.inf) for s in solved)
+        patch.setattr(rwgp, "_lapack_solve", noisy_solve)
+        assert check_scores(path, backend="serial") == []
+    with monkeypatch.context() as patch:              # a real change: every weight 1% larger
+        _perturb_weights(patch, lambda a: a * 1.01)
+        drifts = check_scores(path, backend="serial")
+    assert drifts and {d.policy for d in drifts} == {"dual"}
