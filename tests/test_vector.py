@@ -428,3 +428,12 @@ def test_compiled_step_refuses_before_any_env_steps():
             assert value.tobytes() == snap[k].tobytes(), (mode, k)
         vec.step(actions)
         assert infos["num_steps"].tolist() == [1, 1, 1]
+
+
+def test_closing_a_vector_env_whose_constructor_failed_is_quiet():
+    # gymnasium's VectorEnv.__del__ closes even an instance whose __init__ raised before the
+    # backend existed; that close must not raise (it surfaced as an unraisable-exception warning).
+    from cluster_env.vector.env import ClusterVectorEnv
+
+    half_built = ClusterVectorEnv.__new__(ClusterVectorEnv)
+    half_built.close_extras()

@@ -276,7 +276,10 @@ class ClusterVectorEnv(VectorEnv):
         return tuple(env.render() for env in self._envs)
 
     def close_extras(self, **kwargs: Any) -> None:
-        self.backend.close()
+        # A constructor that refused its arguments leaves no backend; gymnasium's __del__ still closes.
+        backend = getattr(self, "backend", None)
+        if backend is not None:
+            backend.close()
 
     # ------------------------------------------------------------------ extras
     @property
