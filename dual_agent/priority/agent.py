@@ -9,7 +9,9 @@ at a tick, backfill, advance). A candidate's priority key (lower runs first) is:
 
     key = log1p(attained GPU-seconds) + score(phi(row))
 
-with ``phi`` the row's :data:`PRIORITY_FEATURES` (the extended observation's, never durations)
+with ``phi`` the row's :data:`PRIORITY_FEATURES` (the extended observation's, never durations;
+defined with :data:`PLACER_FEATURES` and :data:`PLACER_BONUS` in :mod:`baselines.learned_key`,
+which the compiled engine reads too)
 and ``score`` a linear map (``hidden=0``, the default) or a one-hidden-layer tanh network plus the
 linear map. All weights start at zero, so the untrained agent **is** LAS, decision for decision
 (tested against the compiled ``las`` baseline). A learned weight reads as a rule: ``+1`` on
