@@ -15,7 +15,7 @@ from __future__ import annotations
 import errno
 import shutil
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import dual_agent._torch  # noqa: F401  (without torch: an ImportError that names the extra)
 import torch
