@@ -23,6 +23,7 @@ from baselines.obs import is_place_phase
 from dual_agent.paper.config import LEARNED, DualAgentConfig
 from dual_agent.paper.inference import actor_logits
 from dual_agent.paper.checkpoint import CheckpointError, load_checkpoint, pretrained_path
+# ORDERER, PLACER and network_logits are the networks'; importable from here as before the layout.
 from dual_agent.paper.networks import GP_FEATURES, ORDERER, PLACER, DualAgentModel, network_logits  # noqa: F401
 from dual_agent.paper.portable import portable_logits
 from dual_agent.paper.prior import NO_PRIOR, add_prior_bonus, make_prior, zero_output_layers
