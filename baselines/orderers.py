@@ -4,6 +4,12 @@ Action layout (see the environment's card): the index of a row of ``jobs`` acts 
 (a pending row starts it, a running row preempts it, with ``preemption=True``) and the last index
 is ``advance``. A row is pending when ``valid == 1`` and ``running == 0``; the mask allows it only
 when the job fits the free GPUs. Pending rows are oldest first, so the lowest row is the oldest.
+
+Public names (``__all__``): the orderers (:class:`FIFO`, :class:`SJF`, :class:`LAS`,
+:class:`Tiresias`, :class:`OracleSRPT`, :class:`RandomOrderer`), the scheduling rule they share
+(:class:`PreemptivePriority`, whose ``keys`` a subclass such as ``dual_agent.priority``'s learned
+orderer overrides), the row helpers :func:`pending_rows`, :func:`running_rows` and
+:func:`visible_candidates`, Tiresias' defaults and :class:`ClairvoyanceRequired`.
 """
 from __future__ import annotations
 
@@ -226,10 +232,14 @@ class PreemptivePriority(Orderer):
         return int(row)
 
 
-def _visible(obs: dict, info: dict) -> tuple[np.ndarray, np.ndarray]:
-    """(rows, job ids) of every visible candidate, pending and running."""
+def visible_candidates(obs: dict, info: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, job ids) of every visible candidate, pending and running: what a priority orderer
+    (:meth:`PreemptivePriority.keys`) ranks."""
     rows = (obs["jobs"][:, J["valid"]] > 0.5).nonzero()[0]
     return rows, np.asarray(info["job_ids"])[rows]
+
+
+_visible = visible_candidates     # its private name before it became public (code written against it)
 
 
 class Tiresias(PreemptivePriority):
@@ -276,7 +286,7 @@ class Tiresias(PreemptivePriority):
     def priorities(self, obs: dict, info: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(rows, queue, job id) of every visible candidate, promotions applied."""
         jobs = obs["jobs"]
-        rows, ids = _visible(obs, info)
+        rows, ids = visible_candidates(obs, info)
         attained = from_log(jobs[rows, J["attained_log"]])
         executed = from_log(jobs[rows, J["executed_log"]])
         running = jobs[rows, J["running"]] > 0.5
@@ -315,7 +325,7 @@ class LAS(PreemptivePriority):
     name = "las"
 
     def keys(self, obs: dict, info: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        rows, ids = _visible(obs, info)
+        rows, ids = visible_candidates(obs, info)
         return rows, from_log(obs["jobs"][rows, J["attained_log"]]), ids
 
 
@@ -341,7 +351,7 @@ class OracleSRPT(PreemptivePriority):
             raise ClairvoyanceRequired(
                 "the oracle reads job durations but this environment hides them: create it with "
                 "clairvoyant=True (baselines.evaluate does so from the policy's env_overrides)")
-        rows, ids = _visible(obs, info)
+        rows, ids = visible_candidates(obs, info)
         jobs = obs["jobs"]
         remaining = from_log(jobs[rows, J["remaining_log"]]) * job_gpus(jobs[rows])
         return rows, remaining, ids
@@ -354,3 +364,8 @@ class RandomOrderer(Orderer):
 
     def order(self, obs: dict, info: dict) -> int:
         return int(self.rng.choice(obs["action_mask"].nonzero()[0]))
+
+
+__all__ = ["FIFO", "LAS", "SJF", "TIRESIAS_QUEUE_LIMITS", "TIRESIAS_STARVATION_KNOB", "ClairvoyanceRequired",
+           "OracleSRPT", "PreemptivePriority", "RandomOrderer", "Tiresias", "pending_rows", "running_rows",
+           "visible_candidates"]

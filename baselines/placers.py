@@ -4,6 +4,11 @@ The placer's mask allows a machine when it has a free GPU of a type the job may 
 as many free GPUs there as it still needs, and the placer is asked again until it holds them all.
 Every placer reads only the observation: free GPUs, measured speeds, the job's nominal speed per
 machine (``job_speed``, Gavel's public table) and the GPUs it still needs.
+
+Public names (``__all__``): the placers (:class:`FirstFit`, :class:`BestFit`, :class:`Spread`,
+:class:`FastestFirst`, :class:`OraclePlacer`, :class:`RandomPlacer`) and the helpers other placers
+build on (``dual_agent.priority``'s residual placer does): :func:`allowed_machines` and
+:func:`speed_and_fit`.
 """
 from __future__ import annotations
 
@@ -19,7 +24,7 @@ def allowed_machines(obs: dict) -> np.ndarray:
     return obs["action_mask"][:-1].nonzero()[0]     # np.flatnonzero, minus its overhead
 
 
-def _speed_and_fit(obs: dict, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def speed_and_fit(obs: dict, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """For the allowed machines ``ok``: the job's expected speed there (its nominal speed on the
     GPU type x the machine's measured speed), their free GPUs, whether each holds the job's whole
     remaining need, and the pool to choose from (those that do, or all when none does)."""
@@ -30,6 +35,9 @@ def _speed_and_fit(obs: dict, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
     whole = free >= placing_need(obs)
     pool = whole if whole.any() else np.ones(len(ok), dtype=bool)
     return speed, free, whole, pool
+
+
+_speed_and_fit = speed_and_fit    # its private name before it became public (code written against it)
 
 
 def _noop_or_first(obs: dict) -> int:
@@ -109,7 +117,7 @@ class FastestFirst(Placer):
         ok = allowed_machines(obs)
         if not len(ok):
             return _noop_or_first(obs)
-        speed, free, whole, pool = _speed_and_fit(obs, ok)
+        speed, free, whole, pool = speed_and_fit(obs, ok)
         best = speed[pool].max()
         near = pool & (speed >= best * (1.0 - self.tolerance))
         if whole.any():
@@ -152,7 +160,7 @@ class OraclePlacer(Placer):
         ok = allowed_machines(obs)
         if not len(ok):
             return _noop_or_first(obs)
-        speed, free, whole, pool = _speed_and_fit(obs, ok)
+        speed, free, whole, pool = speed_and_fit(obs, ok)
         best = speed[pool].max()
         duration = float(from_log(np.asarray(obs["placing"][P["duration_log"]])))
         with np.errstate(divide="ignore"):
@@ -173,3 +181,7 @@ class RandomPlacer(Placer):
     def place(self, obs: dict, info: dict) -> int:
         ok = allowed_machines(obs)
         return int(self.rng.choice(ok)) if len(ok) else _noop_or_first(obs)
+
+
+__all__ = ["BestFit", "FastestFirst", "FirstFit", "OraclePlacer", "RandomPlacer", "Spread", "allowed_machines",
+           "speed_and_fit"]

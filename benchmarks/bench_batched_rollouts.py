@@ -1,11 +1,11 @@
 """Decisions per second of dual-agent rollouts: one environment at a time against B environments
-stepped in lock step with one batched forward pass per agent per step (``dual_agent.batched``).
+stepped in lock step with one batched forward pass per agent per step (``dual_agent.paper.batched``).
 
 Every configuration plays the same episodes (philly-v1 train windows of ``--jobs`` jobs, the
 sampling agent with fresh weights, one torch thread): ``B`` episodes per measurement, so the
 work is equal and only the batching differs. Prints one row per batch size: decisions, seconds,
 decisions per second and the speed-up over the one-environment path
-(``dual_agent.rollout.collect``, what a MAPPO worker runs).
+(``dual_agent.paper.rollout.collect``, what a MAPPO worker runs).
 
     python benchmarks/bench_batched_rollouts.py [--jobs 100] [--batches 1,4,8] [--preemption] [--quick]
 """
@@ -20,10 +20,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import torch  # noqa: E402
 
 import cluster_env  # noqa: E402
-from dual_agent.batched import EpisodeSpec, collect_batched  # noqa: E402
-from dual_agent.config import DualAgentConfig  # noqa: E402
-from dual_agent.policy import DualAgentPolicy, build_model, spaces_signature  # noqa: E402
-from dual_agent.rollout import collect  # noqa: E402
+from dual_agent.paper.batched import EpisodeSpec, collect_batched  # noqa: E402
+from dual_agent.paper.config import DualAgentConfig  # noqa: E402
+from dual_agent.paper.policy import DualAgentPolicy, build_model, spaces_signature  # noqa: E402
+from dual_agent.paper.rollout import collect  # noqa: E402
 
 
 def measure(jobs: int, batches: list[int], scenario: str = "philly-v1", preemption: bool = False) -> list[dict]:

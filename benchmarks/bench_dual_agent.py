@@ -21,8 +21,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import cluster_env  # noqa: E402
-from dual_agent.config import DualAgentConfig, TrainConfig  # noqa: E402
-from dual_agent.policy import DualAgentPolicy, build_model, spaces_signature  # noqa: E402
+from dual_agent.paper.config import DualAgentConfig, TrainConfig  # noqa: E402
+from dual_agent.paper.policy import DualAgentPolicy, build_model, spaces_signature  # noqa: E402
 
 
 def _observation(jobs: int, machine_rows: np.ndarray, place: bool, rng: np.random.Generator) -> dict:
@@ -72,8 +72,8 @@ def decision_latency(quick: bool) -> list[dict]:
 
 
 def training_throughput(quick: bool) -> list[dict]:
-    from dual_agent.mappo import MAPPOTrainer
-    from dual_agent.rollout import RolloutWorkers
+    from dual_agent.paper.mappo import MAPPOTrainer
+    from dual_agent.paper.rollout import RolloutWorkers
 
     steps = 1000 if quick else 8000
     cfg = TrainConfig(scenario="philly-v0", n_envs=1, steps_per_worker=steps, eval_every=0)

@@ -24,7 +24,7 @@ def margins(checkpoint: str, scenario: str, split: str, seeds: list[int], jobs: 
 
     import cluster_env
     from dual_agent import DualAgentPolicy
-    from dual_agent.policy import ORDERER, joint_action, network_logits, required_env
+    from dual_agent.paper.policy import ORDERER, joint_action, network_logits, required_env
 
     torch.set_num_threads(1)
     policy = DualAgentPolicy.load(checkpoint)

@@ -13,19 +13,18 @@ numpy priority-mode agent (``dual-priority``) works as with it.
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Optional
 
-PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
-#: What to install for the torch agent (training, ``.pt`` checkpoints, the ``dual`` policy).
-TORCH_HINT = "pip install '.[rl]'"
+from dual_agent.shared import PRETRAINED_DIR, TORCH_HINT, has_pretrained, pretrained_scenarios, torch_available
 
+# The documented names of the paper's agent, imported when first used (torch takes seconds to import).
 _LAZY = {
-    "DualAgentPolicy": "dual_agent.policy", "DualAgentConfig": "dual_agent.config",
-    "TrainConfig": "dual_agent.config", "MAPPOTrainer": "dual_agent.mappo", "TrainResult": "dual_agent.mappo",
-    "CheckpointError": "dual_agent.checkpoint", "load_checkpoint": "dual_agent.checkpoint",
-    "save_checkpoint": "dual_agent.checkpoint", "pretrained_path": "dual_agent.checkpoint",
-    "RandomWalkGP": "dual_agent.rwgp", "RWGPConfig": "dual_agent.rwgp",
+    "DualAgentPolicy": "dual_agent.paper.policy", "DualAgentConfig": "dual_agent.paper.config",
+    "TrainConfig": "dual_agent.paper.config", "MAPPOTrainer": "dual_agent.paper.mappo",
+    "TrainResult": "dual_agent.paper.mappo", "CheckpointError": "dual_agent.paper.checkpoint",
+    "load_checkpoint": "dual_agent.paper.checkpoint", "save_checkpoint": "dual_agent.paper.checkpoint",
+    "pretrained_path": "dual_agent.paper.checkpoint", "RandomWalkGP": "dual_agent.paper.rwgp",
+    "RWGPConfig": "dual_agent.paper.rwgp",
 }
 __all__ = sorted([*_LAZY, "PRETRAINED_DIR", "TORCH_HINT", "has_pretrained", "pretrained_scenarios",
                   "torch_available"])
@@ -39,39 +38,13 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'dual_agent' has no attribute {name!r}")
 
 
-def has_pretrained(scenario: str) -> bool:
-    """Whether a pretrained checkpoint ships for ``scenario``."""
-    return (PRETRAINED_DIR / f"{scenario}.pt").is_file()
-
-
-def pretrained_scenarios() -> list[str]:
-    """The scenarios with a shipped checkpoint."""
-    return sorted(p.stem for p in PRETRAINED_DIR.glob("*.pt"))
-
-
-def torch_available() -> bool:
-    """Whether torch can be imported (looked up, not imported: importing torch takes seconds)."""
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec("torch") is not None
-    except (ImportError, ValueError):
-        return False
-
-
 def _resolve(name: str, scenario: Optional[str] = None) -> Any:
     """Harness names: ``dual`` (the pretrained agent of the scenario) and ``path/to/agent.pt``."""
     if name != "dual" and not name.endswith(".pt"):
         return None                       # not ours: no torch import (the base install has none)
-    from dual_agent.policy import DualAgentPolicy
+    from dual_agent.plugin import DUAL, resolve_checkpoint
 
-    if name == "dual":
-        if scenario is None:
-            raise ValueError("policy 'dual' needs the scenario to pick its pretrained checkpoint")
-        return DualAgentPolicy.pretrained(scenario)
-    if name.endswith(".pt"):
-        return DualAgentPolicy.load(name, name=f"dual({Path(name).stem})")
-    return None
+    return DUAL.make(scenario) if name == "dual" else resolve_checkpoint(name)
 
 
 def _register() -> None:

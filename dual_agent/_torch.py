@@ -6,7 +6,7 @@ from __future__ import annotations
 try:
     import torch  # noqa: F401
 except ImportError as exc:
-    from dual_agent import TORCH_HINT
+    from dual_agent.shared import TORCH_HINT
 
     raise ImportError(f"the dual agent's torch networks need torch, which is not installed ({exc}); "
                       f"{TORCH_HINT}") from None

@@ -5,8 +5,8 @@
 * ``cluster_bench.resolvers``: :func:`resolve_checkpoint` (names ending in ``.pt``);
 * ``cluster_bench.policies``: ``dual-priority`` -> :data:`DUAL_PRIORITY` (the shipped priority-mode agent);
 * ``cluster_bench.resolvers``: names ending in ``.priority.json`` load a priority-mode agent;
-* ``cluster_bench.commands``: ``train`` -> :func:`dual_agent.cli.register_command`, ``train-priority`` ->
-  :func:`dual_agent.priority_cli.register_command`.
+* ``cluster_bench.commands``: ``train`` -> :func:`dual_agent.paper.cli.register_command`, ``train-priority`` ->
+  :func:`dual_agent.priority.cli.register_command`.
 
 Nothing here imports torch; the policy is built when asked for, and without torch (the base
 install) it fails with an ImportError naming ``pip install '.[rl]'``.
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-from dual_agent import TORCH_HINT, has_pretrained, torch_available
+from dual_agent.shared import PRETRAINED_DIR, TORCH_HINT, has_pretrained, torch_available
 
 
 class _DualEntry:
@@ -26,7 +26,7 @@ class _DualEntry:
     description = "the dual agent's pretrained checkpoint for the scenario (needs the rl extra)"
 
     def make(self, scenario: Optional[str] = None) -> Any:
-        from dual_agent.policy import DualAgentPolicy
+        from dual_agent.paper.policy import DualAgentPolicy
 
         if scenario is None:
             raise ValueError("policy 'dual' needs the scenario to pick its pretrained checkpoint")
@@ -76,8 +76,6 @@ DUAL_PRIORITY = _PriorityEntry()
 
 def priority_pretrained_path(scenario: str) -> Path:
     """Where the shipped priority agent of ``scenario`` lives (it may not exist)."""
-    from dual_agent import PRETRAINED_DIR
-
     return PRETRAINED_DIR / f"{scenario}.priority.json"
 
 
@@ -90,6 +88,6 @@ def resolve_checkpoint(name: str, scenario: Optional[str] = None) -> Any:
         return load_priority_agent(name, name=f"dual-priority({Path(name).name[:-len('.priority.json')]})")
     if not name.endswith(".pt"):
         return None
-    from dual_agent.policy import DualAgentPolicy
+    from dual_agent.paper.policy import DualAgentPolicy
 
     return DualAgentPolicy.load(name, name=f"dual({Path(name).stem})")

@@ -15,11 +15,11 @@ import torch
 import cluster_env
 from baselines import evaluate
 from dual_agent import CheckpointError, DualAgentConfig, DualAgentPolicy, MAPPOTrainer, TrainConfig
-from dual_agent.checkpoint import load_checkpoint, save_checkpoint
-from dual_agent.mappo import gae
-from dual_agent.networks import OrderingAgent
-from dual_agent.policy import build_model, joint_action, required_env, spaces_signature, work_conserving_mask
-from dual_agent.rollout import RolloutWorkers
+from dual_agent.paper.checkpoint import load_checkpoint, save_checkpoint
+from dual_agent.paper.mappo import gae
+from dual_agent.paper.networks import OrderingAgent
+from dual_agent.paper.policy import build_model, joint_action, required_env, spaces_signature, work_conserving_mask
+from dual_agent.paper.rollout import RolloutWorkers
 
 torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parent.parent

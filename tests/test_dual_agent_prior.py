@@ -16,12 +16,12 @@ import torch
 import cluster_env
 from baselines import evaluate
 from dual_agent import DualAgentConfig, DualAgentPolicy, TrainConfig
-from dual_agent.batched import EpisodeSpec, collect_batched
-from dual_agent.checkpoint import load_checkpoint, save_checkpoint
-from dual_agent.policy import build_model, required_env, spaces_signature
-from dual_agent.prior import NO_PRIOR, add_prior_bonus
-from dual_agent.rloo import RLOOTrainer
-from dual_agent.rollout import collect
+from dual_agent.paper.batched import EpisodeSpec, collect_batched
+from dual_agent.paper.checkpoint import load_checkpoint, save_checkpoint
+from dual_agent.paper.policy import build_model, required_env, spaces_signature
+from dual_agent.paper.prior import NO_PRIOR, add_prior_bonus
+from dual_agent.paper.rloo import RLOOTrainer
+from dual_agent.paper.rollout import collect
 
 torch.set_num_threads(1)
 

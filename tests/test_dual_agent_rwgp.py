@@ -10,7 +10,7 @@ import baselines
 import cluster_env
 from baselines.obs import M as COL
 from cluster_env.envs.observation import MACHINE_FEATURES
-from dual_agent.rwgp import (RandomWalkGP, RWGPConfig, kernel_factor, normalised_laplacian,
+from dual_agent.paper.rwgp import (RandomWalkGP, RWGPConfig, kernel_factor, normalised_laplacian,
                              random_walk_kernel, similarity_graph)
 
 

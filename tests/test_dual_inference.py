@@ -1,6 +1,6 @@
-"""The dual agent's fast inference path (dual_agent.inference) gives the modules' logits bit for bit.
+"""The dual agent's fast inference path (dual_agent.paper.inference) gives the modules' logits bit for bit.
 
-Each check compares the float64 logits of :func:`dual_agent.inference.actor_logits` (what the
+Each check compares the float64 logits of :func:`dual_agent.paper.inference.actor_logits` (what the
 policy acts on) with ``network_logits`` through the ``nn.Module`` tree, byte for byte, for both
 agents: on the observations of real episodes with the shipped checkpoints, and on random
 observations (empty, full and partial candidate sets) with freshly initialised models.
@@ -12,11 +12,11 @@ import pytest
 import torch
 
 import cluster_env
-from dual_agent.config import DualAgentConfig
-from dual_agent.inference import actor_logits, fast_actors
+from dual_agent.paper.config import DualAgentConfig
+from dual_agent.paper.inference import actor_logits, fast_actors
 from baselines.obs import M as COL
-from dual_agent import rwgp
-from dual_agent.policy import ORDERER, PLACER, DualAgentPolicy, build_model, joint_action, network_logits
+from dual_agent.paper import rwgp
+from dual_agent.paper.policy import ORDERER, PLACER, DualAgentPolicy, build_model, joint_action, network_logits
 
 torch.set_num_threads(1)
 
@@ -70,7 +70,7 @@ def _random_feats(rng: np.random.Generator, spaces: dict, valid: np.ndarray) -> 
 
 
 def rwgp_columns() -> int:
-    from dual_agent.networks import GP_FEATURES
+    from dual_agent.paper.networks import GP_FEATURES
 
     return GP_FEATURES
 
@@ -119,8 +119,8 @@ def test_models_it_does_not_mirror_use_the_modules():
 
 def test_policy_decisions_take_the_fast_path(monkeypatch):
     """Sampling policies (training workers) act on FastActors' logits; arg max policies on the
-    portable ones (dual_agent.portable, tests/test_dual_portable.py), never on torch's."""
-    from dual_agent import inference, portable
+    portable ones (dual_agent.paper.portable, tests/test_dual_portable.py), never on torch's."""
+    from dual_agent.paper import inference, portable
 
     seen = []
     original = inference.FastActors.logits

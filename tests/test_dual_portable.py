@@ -1,4 +1,4 @@
-"""The dual agent's arg max acts on portable logits (dual_agent.portable): the same bits on every CPU.
+"""The dual agent's arg max acts on portable logits (dual_agent.paper.portable): the same bits on every CPU.
 
 * the compiled kernels give the bits of their pure-Python versions (IEEE operations in the written
   order: no fused multiply-add, no reassociation, no C library maths), and the logits are the torch
@@ -21,8 +21,8 @@ import torch
 
 import cluster_env
 from baselines.harness.scores import check_scores, packaged_scores_file
-from dual_agent import portable, rwgp
-from dual_agent.policy import ORDERER, PLACER, DualAgentPolicy, joint_action, network_logits
+from dual_agent.paper import portable, rwgp
+from dual_agent.paper.policy import ORDERER, PLACER, DualAgentPolicy, joint_action, network_logits
 
 torch.set_num_threads(1)
 SCALARS = ("_expm1_small", "_exp", "_tanh", "_sigmoid")

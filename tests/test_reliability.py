@@ -168,7 +168,7 @@ def test_policy_requirements_apply_only_to_the_scheduling_interface():
 @pytest.fixture(scope="module")
 def toy_world_checkpoint(tmp_path_factory) -> Path:
     """The shipped philly-v0 agent with a training environment of 5 jobs and no effects added."""
-    from dual_agent.checkpoint import load_checkpoint, pretrained_path
+    from dual_agent.paper.checkpoint import load_checkpoint, pretrained_path
 
     data = load_checkpoint(pretrained_path("philly-v0"))
     data["config"]["env_overrides"] = {**data["config"]["env_overrides"], "jobs_per_episode": 5,
@@ -334,7 +334,7 @@ def _nan_policy():
 
 def test_nan_checkpoint_is_refused_when_loaded(tmp_path):
     from dual_agent import CheckpointError
-    from dual_agent.checkpoint import load_checkpoint, save_checkpoint
+    from dual_agent.paper.checkpoint import load_checkpoint, save_checkpoint
 
     policy = _nan_policy()
     path = save_checkpoint(tmp_path / "nan.pt", policy.model, policy.config, policy.spaces, "openb-v0")
@@ -538,7 +538,7 @@ def test_a_full_disk_while_saving_a_checkpoint_says_so(tmp_path):
         import resource, signal, torch
         torch.set_num_threads(1)
         from dual_agent import DualAgentPolicy
-        from dual_agent.checkpoint import save_checkpoint
+        from dual_agent.paper.checkpoint import save_checkpoint
         p = DualAgentPolicy.pretrained("openb-v0")
         save_checkpoint({str(old)!r}, p.model, p.config, p.spaces, "openb-v0")
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -551,7 +551,7 @@ def test_a_full_disk_while_saving_a_checkpoint_says_so(tmp_path):
     out = python(code, timeout=180)
     assert out.returncode == 0, out.stderr
     assert "MESSAGE" in out.stdout and "is the disk full?" in out.stdout and str(old) in out.stdout
-    from dual_agent.checkpoint import load_checkpoint
+    from dual_agent.paper.checkpoint import load_checkpoint
 
     assert "train" not in load_checkpoint(old)                     # the previous file is intact
     assert [p.name for p in tmp_path.iterdir()] == ["last.pt"]

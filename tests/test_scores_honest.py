@@ -258,7 +258,7 @@ def test_unknown_reset_options_are_refused(options, key):
 
 @pytest.mark.parametrize("minutes", ["-1", "0", "nan"])
 def test_train_priority_max_minutes_must_be_positive(minutes, tmp_path, capsys):
-    from dual_agent.es import ESConfig
+    from dual_agent.priority.es import ESConfig
 
     assert cluster_bench(["train-priority", "--smoke", "--max-minutes", minutes, "--out", str(tmp_path / "r")]) == 2
     _one_line_error(capsys.readouterr().err, "--max-minutes: must be a positive number of minutes")

@@ -33,6 +33,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from baselines.learned_key import PLACER_FEATURES, PRIORITY_FEATURES, TENANT_FEATURES  # noqa: F401 (re-exported)
 from cluster_env.core.engine import layout as L
 
 #: Environment variable choosing the engine: ``auto`` (default), ``api`` or ``compiled``.
@@ -210,12 +211,10 @@ def run_compiled_episode(policy: str, scenario: Any, split: str, seed: int, env_
     return _run_codes(policy, codes, scenario, split, seed, env_kwargs, allow_env_mismatch, None, None)
 
 
-#: Entries of ``dual_agent.priority.PRIORITY_FEATURES`` read from the tenants' running statistics
-#: of finished durations (the engine keeps them only when one of these weights is not zero).
-TENANT_FEATURES = (1, 2, 3)
-N_PRIORITY_FEATURES = 9
-#: Length of ``dual_agent.priority.PLACER_FEATURES`` (the residual placer's weights).
-N_PLACER_FEATURES = 5
+#: Lengths of :data:`baselines.learned_key.PRIORITY_FEATURES` (the linear key's weights) and of
+#: :data:`~baselines.learned_key.PLACER_FEATURES` (the residual placer's weights).
+N_PRIORITY_FEATURES = len(PRIORITY_FEATURES)
+N_PLACER_FEATURES = len(PLACER_FEATURES)
 
 
 def run_weighted_las_episode(weights: Any, placer: str, scenario: Any, split: str, seed: int,

@@ -28,10 +28,10 @@ import numpy as np
 from cluster_env.core import kernels as _kernels
 from cluster_env.core.engine import sim as _sim
 from cluster_env.core.engine.layout import *  # noqa: F401,F403 - numba reads them as compile-time constants
+from baselines import learned_key as _learned_key
+from baselines.learned_key import PLACER_BONUS  # noqa: F401 - a compile-time constant of the residual placer
 from cluster_env.envs.observation_ext import RECENT_WEIGHT
 
-#: ``dual_agent.priority.PLACER_BONUS`` (baselines does not import dual_agent; a test compares them).
-PLACER_BONUS = 0.1
 # The dynamics, as module globals (numba caches calls to compiled functions through globals).
 from cluster_env.core.engine.sim import (advance, stash, place, preempt, skip_idle, start,  # noqa: F401
                                          sync_running, top_running, usable_free)
@@ -40,7 +40,7 @@ START, PREEMPT_JOB, ADVANCE = 0, 1, 2
 _F32_SIGN = 0x7FFFFFFF
 
 _sim.prune_stale_cache(__file__, _kernels.__file__, _sim.__file__, _sim._ref.__file__,
-                       _sim._npy.__file__)
+                       _sim._npy.__file__, _learned_key.__file__)
 _jit = _sim.jit
 
 @_jit

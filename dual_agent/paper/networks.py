@@ -24,6 +24,8 @@ from torch import nn
 
 #: Extra per-machine inputs: the Random Walk GP's posterior mean and standard deviation.
 GP_FEATURES = 2
+#: Index of the acting agent: the ordering agent (ORDER phase) or the placement agent (PLACE phase).
+ORDERER, PLACER = 0, 1
 _NEG = -1e9  # logit of a forbidden action (finite: keeps softmax and entropy NaN-free)
 
 
@@ -136,3 +138,13 @@ class DualAgentModel(nn.Module):
 
     def value(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.critic(batch["jobs"], batch["machines"], batch["global"], batch["placing"])
+
+
+def network_logits(model: DualAgentModel, agent: int, batch: dict) -> torch.Tensor:
+    """The acting agent's logits for a batch of steps of one phase: the orderer's (B, N + 1), or
+    the placer's (B, M + 1) given the orderer's summary of the queue."""
+    if agent == ORDERER:
+        logits, _ = model.orderer(batch["jobs"], batch["machines"], batch["global"])
+        return logits
+    _, _, summary = model.orderer.summarise(batch["jobs"], batch["machines"], batch["global"])
+    return model.placer(batch["machines"], batch["placing"], summary)

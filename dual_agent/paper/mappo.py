@@ -29,12 +29,12 @@ import dual_agent._torch  # noqa: F401  (without torch: an ImportError that name
 import torch
 from torch.distributions import Categorical
 
-from dual_agent.checkpoint import load_checkpoint, save_checkpoint
-from dual_agent.config import DualAgentConfig, TrainConfig
-from dual_agent.networks import masked_logits
-from dual_agent.policy import DualAgentPolicy, build_model, required_env, spaces_signature
-from dual_agent.prior import add_prior_bonus
-from dual_agent.rollout import Rollout, RolloutWorkers, make_env
+from dual_agent.paper.checkpoint import load_checkpoint, save_checkpoint
+from dual_agent.paper.config import DualAgentConfig, TrainConfig
+from dual_agent.paper.networks import masked_logits
+from dual_agent.paper.policy import DualAgentPolicy, build_model, required_env, spaces_signature
+from dual_agent.paper.prior import add_prior_bonus
+from dual_agent.paper.rollout import Rollout, RolloutWorkers, make_env
 
 LOG_COLUMNS = ("iteration", "timesteps", "wall_s", "steps_per_s", "episodes", "episode_return", "train_avg_jct",
                "policy_loss", "value_loss", "entropy_orderer", "entropy_placer", "approx_kl", "clip_frac", "learned_frac",

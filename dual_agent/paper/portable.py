@@ -188,7 +188,7 @@ Layer = tuple[np.ndarray, np.ndarray]   # (weight transposed (K, J), bias (J,)),
 
 
 class PortableActors:
-    """The orderer's and the placer's logits of a :class:`dual_agent.networks.DualAgentModel` from a
+    """The orderer's and the placer's logits of a :class:`dual_agent.paper.networks.DualAgentModel` from a
     float64 copy of its weights (taken when built: later in-place updates are not seen)."""
 
     def __init__(self, orderer: dict[str, tuple[Layer, ...]], placer: dict[str, tuple[Layer, ...]],
@@ -243,8 +243,8 @@ def _layers(pairs: Optional[tuple]) -> tuple[Layer, ...]:
 
 def portable_actors(model) -> Optional[PortableActors]:
     """:class:`PortableActors` for ``model`` (its current weights), or None when its actors are not
-    exactly the networks mirrored here (:func:`dual_agent.inference.actor_weights`)."""
-    from dual_agent.inference import actor_weights
+    exactly the networks mirrored here (:func:`dual_agent.paper.inference.actor_weights`)."""
+    from dual_agent.paper.inference import actor_weights
 
     weights = actor_weights(model)
     if weights is None:

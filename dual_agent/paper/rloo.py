@@ -4,7 +4,7 @@ Why: on Philly the variance of an episode's return *between windows* is hundreds
 variance between rollouts *on the same window*, and a critic cannot see the window's future load.
 So each iteration draws ``group_windows`` windows and plays ``group_size`` rollouts on each (the
 same environment seed, hence the same jobs and the same world; different sampling seeds), all in
-one process with one batched forward pass per step (:mod:`dual_agent.batched`). A decision's
+one process with one batched forward pass per step (:mod:`dual_agent.paper.batched`). A decision's
 advantage compares its rollout with the *other* rollouts of its window (leave-one-out mean):
 
 * ``baseline="time"`` (default): per decision, the rollout's return-to-go from the decision's
@@ -19,7 +19,7 @@ advantage compares its rollout with the *other* rollouts of its window (leave-on
 ``"none"`` (hours of JCT), ``"scale"`` (divided by the window's mean |return|), ``"log"``
 (compares remaining costs on a log scale: ``-(log(c_i + eps) - mean_j log(c_j + eps))`` with
 ``c = -return-to-go`` and ``eps`` 1% of the window's mean cost). The clipped PPO objective then
-runs as in :class:`~dual_agent.mappo.MAPPOTrainer`, on the learned decisions only; without a
+runs as in :class:`~dual_agent.paper.mappo.MAPPOTrainer`, on the learned decisions only; without a
 critic no value network is evaluated or trained.
 
 Seeds: the window ``w`` of iteration ``i`` is ``episode_seed(seed, i, w, 0)`` and its rollout
@@ -33,11 +33,11 @@ import numpy as np
 import dual_agent._torch  # noqa: F401  (without torch: an ImportError that names the extra)
 import torch
 
-from dual_agent.batched import EpisodeSpec, collect_batched
-from dual_agent.config import DualAgentConfig, TrainConfig
-from dual_agent.mappo import MAPPOTrainer
-from dual_agent.policy import DualAgentPolicy, required_env
-from dual_agent.rollout import Rollout, episode_seed, make_env
+from dual_agent.paper.batched import EpisodeSpec, collect_batched
+from dual_agent.paper.config import DualAgentConfig, TrainConfig
+from dual_agent.paper.mappo import MAPPOTrainer
+from dual_agent.paper.policy import DualAgentPolicy, required_env
+from dual_agent.paper.rollout import Rollout, episode_seed, make_env
 
 __all__ = ["RLOOTrainer", "rloo_advantages", "make_trainer"]
 

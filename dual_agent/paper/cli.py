@@ -78,10 +78,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     import torch
 
     from baselines.cli import parse_env_overrides
-    from dual_agent.config import DualAgentConfig, TrainConfig
-    from dual_agent.checkpoint import load_checkpoint
-    from dual_agent.mappo import MAPPOTrainer
-    from dual_agent.rloo import RLOOTrainer, make_trainer
+    from dual_agent.paper.config import DualAgentConfig, TrainConfig
+    from dual_agent.paper.checkpoint import load_checkpoint
+    from dual_agent.paper.mappo import MAPPOTrainer
+    from dual_agent.paper.rloo import RLOOTrainer, make_trainer
 
     torch.set_num_threads(1)
     out = Path(args.out or f"runs/dual-{args.scenario}{'-smoke' if args.smoke else ''}")

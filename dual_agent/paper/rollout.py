@@ -18,7 +18,7 @@ import numpy as np
 STEP_FIELDS = {"jobs": np.float32, "machines": np.float32, "global": np.float32, "placing": np.float32,
                "order_mask": bool, "place_mask": bool, "agent": np.int8, "action": np.int64,
                "learned": bool, "reward": np.float32, "done": bool, "time": np.float64,
-               "prior": np.int64}   # the prior heuristic's action (dual_agent.prior), -1 without one
+               "prior": np.int64}   # the prior heuristic's action (dual_agent.paper.prior), -1 without one
 
 
 @dataclass
@@ -58,7 +58,7 @@ def collect(policy: Any, env: Any, seeds: list[int], min_steps: int) -> Rollout:
 
     ``seeds`` must be long enough; episode ``e`` uses ``seeds[e]``.
     """
-    from dual_agent.policy import joint_action
+    from dual_agent.paper.policy import joint_action
 
     rows: dict[str, list] = {k: [] for k in STEP_FIELDS}
     episodes = []
@@ -167,8 +167,8 @@ class _WorkerState:
 
     def __init__(self, scenario: str, split: str, env_kwargs: dict, jobs_per_episode: Optional[int],
                  config: dict, spaces: dict) -> None:
-        from dual_agent.config import DualAgentConfig
-        from dual_agent.policy import DualAgentPolicy, build_model, required_env
+        from dual_agent.paper.config import DualAgentConfig
+        from dual_agent.paper.policy import DualAgentPolicy, build_model, required_env
 
         cfg = DualAgentConfig.from_dict(config)
         kw = {**env_kwargs, **required_env(cfg)}

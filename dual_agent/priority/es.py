@@ -1,7 +1,7 @@
 """Evolution strategies for the priority-mode agents (:mod:`dual_agent.priority`): the ordering
 agent's score, the residual placer's, or both (``learn``).
 
-Why not the policy gradient of :mod:`dual_agent.rloo` here: on Philly a window's average JCT moves
+Why not the policy gradient of :mod:`dual_agent.paper.rloo` here: on Philly a window's average JCT moves
 by 20-25% (standard deviation of the log) under small changes of the ordering, so a per-decision
 credit signal drowns; and the priority agent is deterministic and has a handful of parameters.
 Antithetic ES (Salimans et al., 2017) with *common random numbers* fits that: each iteration
@@ -47,11 +47,9 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from dual_agent.priority import (PRIORITY_FEATURES, PriorityAgentPolicy, PriorityAgentSpec, PriorityModel,
-                                 SUFFIX, load_priority_agent, save_priority_agent)
-
-#: Positions of the tenant statistics in ``PRIORITY_FEATURES`` (frozen by ``tenant_features=False``).
-TENANT_INDICES = tuple(i for i, n in enumerate(PRIORITY_FEATURES) if n.startswith("tenant_"))
+from baselines.learned_key import TENANT_FEATURES
+from dual_agent.priority.agent import (PriorityAgentPolicy, PriorityAgentSpec, PriorityModel, SUFFIX,
+                                       load_priority_agent, save_priority_agent)
 
 
 #: Values of ``ESConfig.pairing``.
@@ -241,8 +239,6 @@ def load_es_state(path: "str | Path") -> tuple[ESConfig, dict]:
     """The settings and the ES state (weights, Adam, the random generator, the best so far, the
     log) that a run stored in its ``last.priority.json``, to continue it with
     :func:`train_priority` (``state=``); ``ValueError`` naming the file when it holds none."""
-    from dual_agent.priority import load_priority_agent
-
     training = load_priority_agent(path).spec.training
     state, config = training.get("resume"), training.get("config")
     if not isinstance(state, dict) or not isinstance(config, dict):
@@ -284,7 +280,7 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
     if config.learn == "placer":
         free[:n_orderer] = 0.0
     if not config.tenant_features:
-        free[list(TENANT_INDICES)] = 0.0
+        free[list(TENANT_FEATURES)] = 0.0     # frozen by tenant_features=False
 
     def directions() -> np.ndarray:
         eps = np.zeros((config.pairs, theta.size))

@@ -15,14 +15,14 @@ from __future__ import annotations
 import errno
 import shutil
 from pathlib import Path
-from typing import Any, Optional
+from typing import Optional
 
 import dual_agent._torch  # noqa: F401  (without torch: an ImportError that names the extra)
 import torch
 
 from baselines.harness.files import atomic_write
-from dual_agent import PRETRAINED_DIR, pretrained_scenarios
-from dual_agent.config import DualAgentConfig
+from dual_agent.shared import PRETRAINED_DIR, pretrained_scenarios
+from dual_agent.paper.config import DualAgentConfig
 
 FORMAT = "cluster-env/dual-agent"
 VERSION = 1
@@ -88,20 +88,6 @@ def load_checkpoint(path: "str | Path", scenario: Optional[str] = None) -> dict:
         raise CheckpointError(f"{path}: trained on scenario {data.get('scenario')!r}, not {scenario!r}")
     data["path"] = str(path)
     return data
-
-
-def policy_from_checkpoint(data: dict, **kwargs: Any):
-    """A :class:`DualAgentPolicy` from a loaded checkpoint dict (``kwargs`` go to the policy)."""
-    from dual_agent.policy import DualAgentPolicy, build_model
-
-    where = data.get("path", "checkpoint")
-    try:
-        config = DualAgentConfig.from_dict(data["config"])
-        model = build_model(config, data["spaces"])
-        model.load_state_dict(data["model"])
-    except (TypeError, ValueError, KeyError, RuntimeError) as exc:
-        raise CheckpointError(f"{where}: its networks do not match this dual_agent version: {exc}") from None
-    return DualAgentPolicy(model, config, data["spaces"], scenario=data.get("scenario"), **kwargs)
 
 
 def pretrained_path(scenario: str) -> Path:

@@ -1,6 +1,6 @@
 """``cluster-bench train-priority``: train the priority-mode ordering agent with ES.
 
-No torch: the priority agent is a numpy policy (:mod:`dual_agent.priority`, :mod:`dual_agent.es`).
+No torch: the priority agent is a numpy policy (:mod:`dual_agent.priority`, :mod:`dual_agent.priority.es`).
 """
 from __future__ import annotations
 
@@ -83,8 +83,8 @@ def _positive_minutes(text: str) -> float:
 
 
 def cmd_train_priority(args: argparse.Namespace) -> int:
-    from dual_agent.es import ESConfig, train_priority
-    from dual_agent.priority import SUFFIX
+    from dual_agent.priority.es import ESConfig, train_priority
+    from dual_agent.priority.agent import SUFFIX
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     kw = dict(SMOKE) if args.smoke else {}
@@ -121,7 +121,7 @@ def _resumed_config(args: argparse.Namespace, kw: dict):
     from dataclasses import replace
     from pathlib import Path
 
-    from dual_agent.es import load_es_state
+    from dual_agent.priority.es import load_es_state
 
     given = [k for k in kw if k not in RESUMABLE] if not args.smoke else ["smoke"]
     given += [k for k in ("scenario", "jobs_per_episode") if getattr(args, k) is not None]

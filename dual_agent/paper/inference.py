@@ -1,6 +1,6 @@
 """Fast inference of the dual agent's two actors for one decision at a time.
 
-:func:`dual_agent.policy.network_logits` calls the ``nn.Module`` tree: at a batch of one, with
+:func:`dual_agent.paper.networks.network_logits` calls the ``nn.Module`` tree: at a batch of one, with
 hidden width 64, the modules' call machinery (``__call__``, hooks, ``nn.Sequential`` iteration,
 attribute look-ups) costs about three times the matrix products themselves. :class:`FastActors`
 runs the very same torch operations (``torch.nn.functional.linear`` on the modules' own weight
@@ -8,8 +8,8 @@ tensors, ``torch.tanh``, ``torch.sigmoid``, the same concatenations, reductions 
 the same order) without them, so its logits are the modules' bit for bit (tests check it on the
 shipped checkpoints and fresh models).
 
-Only the forward passes of :class:`dual_agent.networks.OrderingAgent` and
-:class:`dual_agent.networks.PlacementAgent` as written today are mirrored. :func:`fast_actors`
+Only the forward passes of :class:`dual_agent.paper.networks.OrderingAgent` and
+:class:`dual_agent.paper.networks.PlacementAgent` as written today are mirrored. :func:`fast_actors`
 returns None for a model whose structure differs (another layer layout, a subclass), and the
 policy then calls the modules as before. Training (gradients, batches) keeps the modules.
 """
@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from torch.nn.functional import linear
 
-from dual_agent.networks import DualAgentModel, OrderingAgent, PlacementAgent, masked_mean_max
+from dual_agent.paper.networks import DualAgentModel, OrderingAgent, PlacementAgent, masked_mean_max, network_logits
 
 __all__ = ["FastActors", "actor_logits", "actor_weights", "fast_actors", "forget"]
 
@@ -125,7 +125,7 @@ class FastActors:
     def placer(self, jobs: np.ndarray, machines: torch.Tensor, glob: torch.Tensor, placing: torch.Tensor
                ) -> torch.Tensor:
         """``PlacementAgent.forward``'s logits (B, M + 1) given the orderer's summary of the queue
-        (what :func:`dual_agent.policy.network_logits` computes for the placer)."""
+        (what :func:`dual_agent.paper.policy.network_logits` computes for the placer)."""
         p = self._p
         _, summary = self._summarise(jobs, machines, glob)
         b, m, _ = machines.shape
@@ -213,8 +213,6 @@ def actor_logits(model: DualAgentModel, agent: int, feats: dict) -> np.ndarray:
 
 def _module_logits(model: DualAgentModel, agent: int, feats: dict) -> np.ndarray:
     """The modules' path (what the policy called before this module existed)."""
-    from dual_agent.policy import network_logits
-
     batch = {k: _tensor(feats[k]) for k in _INPUTS}
     return network_logits(model, agent, batch)[0].double().numpy()
 

@@ -25,8 +25,9 @@ import dual_agent._torch  # noqa: F401  (without torch: an ImportError that name
 import torch
 
 from baselines.obs import is_place_phase
-from dual_agent.policy import ORDERER, PLACER, DualAgentPolicy, joint_action, network_logits
-from dual_agent.rollout import STEP_FIELDS, Rollout
+from dual_agent.paper.networks import ORDERER, PLACER, network_logits
+from dual_agent.paper.policy import DualAgentPolicy, joint_action
+from dual_agent.paper.rollout import STEP_FIELDS, Rollout
 
 _NET_KEYS = ("jobs", "machines", "global", "placing")
 

@@ -1,6 +1,6 @@
 """A learned priority index on top of least-attained-service: the ordering agent in *priority mode*.
 
-The ordering agent of :mod:`dual_agent.networks` picks one candidate row per decision, so changing
+The ordering agent of :mod:`dual_agent.paper.networks` picks one candidate row per decision, so changing
 one preemption of LAS needs the network to out-score its prior at every tick of a window (15k to
 143k decisions per 1,000-job window on Philly). Here the ordering agent scores candidates
 instead, and the scores feed LAS's own scheduling rule
@@ -9,7 +9,9 @@ at a tick, backfill, advance). A candidate's priority key (lower runs first) is:
 
     key = log1p(attained GPU-seconds) + score(phi(row))
 
-with ``phi`` the row's :data:`PRIORITY_FEATURES` (the extended observation's, never durations)
+with ``phi`` the row's :data:`PRIORITY_FEATURES` (the extended observation's, never durations;
+defined with :data:`PLACER_FEATURES` and :data:`PLACER_BONUS` in :mod:`baselines.learned_key`,
+which the compiled engine reads too)
 and ``score`` a linear map (``hidden=0``, the default) or a one-hidden-layer tanh network plus the
 linear map. All weights start at zero, so the untrained agent **is** LAS, decision for decision
 (tested against the compiled ``las`` baseline). A learned weight reads as a rule: ``+1`` on
@@ -25,7 +27,7 @@ the orderer with a placer (a heuristic placer by name, the ``placer`` field, und
 scorer), carries its
 environment needs (``preemption=True``, ``observation="extended"``) and is saved as one JSON file
 (:func:`save_priority_agent`, :func:`load_priority_agent`; names ending in ``.priority.json`` load
-in the harness and ``cluster-bench run``). Training: :mod:`dual_agent.es`.
+in the harness and ``cluster-bench run``). Training: :mod:`dual_agent.priority.es`.
 """
 from __future__ import annotations
 
@@ -37,37 +39,14 @@ from typing import Any, Optional
 
 import numpy as np
 
+from baselines.learned_key import PLACER_BONUS, PLACER_FEATURES, PRIORITY_FEATURES
 from baselines.obs import M as _M
-from baselines.orderers import PreemptivePriority, _visible
-from baselines.placers import _speed_and_fit, allowed_machines
+from baselines.orderers import PreemptivePriority, visible_candidates
+from baselines.placers import allowed_machines, speed_and_fit
 from baselines.policy import ComposedPolicy, Placer
 from baselines.registry import PLACERS
 from cluster_env.envs.observation_ext import global_features, job_features
 
-#: Per-row inputs of the score, each about unit scale (names are the model's contract; the
-#: checkpoint stores them and refuses another list).
-PRIORITY_FEATURES = (
-    "gpus_log2",          # log2(GPUs requested)
-    "tenant_dev",         # tenant's mean log1p(run time) of finished jobs minus everyone's; 0 unknown
-    "tenant_recent_dev",  # the same with the moving averages (recent finishes)
-    "tenant_known",       # 1 once one of the tenant's jobs finished in the episode
-    "comm_intensity",     # how communication-heavy the job type is (Gavel), in [0, 1]
-    "best_speed",         # nominal speed on the fastest GPU type it may use
-    "restarts",           # log1p(times preempted) / 3
-    "wait",               # log1p(seconds since submission) / 10
-    "running",            # 1 for a running candidate (a bias against preempting it)
-)
-#: Per-machine inputs of the residual placer's score, for the job being placed (float32 features of
-#: the observation, as the heuristic placers read them).
-PLACER_FEATURES = (
-    "whole",        # 1 if the machine's free GPUs hold the job's whole remaining need
-    "rel_speed",    # the job's speed there (nominal x measured) over the best allowed machine's
-    "free_frac",    # free GPUs / GPUs on the machine
-    "free_gpus",    # free GPUs / 8
-    "jobs",         # running jobs on the machine / 4 (contention)
-)
-#: Score added to the heuristic placer's own pick (the learned weights must outweigh it).
-PLACER_BONUS = 0.1
 FORMAT = "hetero-cluster-sched/priority-agent"
 VERSION = 1
 SUFFIX = ".priority.json"
@@ -189,7 +168,7 @@ class LearnedPriorityOrderer(PreemptivePriority):
         self.model = model
 
     def keys(self, obs: dict, info: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        rows, ids = _visible(obs, info)
+        rows, ids = visible_candidates(obs, info)
         attained = obs["jobs"][rows, _JF["attained_all_log"]].astype(np.float64)
         if not len(rows):
             return rows, attained, ids
@@ -204,7 +183,7 @@ class LearnedPriorityOrderer(PreemptivePriority):
 def placer_features(obs: dict, ok: np.ndarray) -> np.ndarray:
     """(len(ok), Q) :data:`PLACER_FEATURES` of the allowed machines ``ok`` of a PLACE observation."""
     machines = obs["machines"]
-    speed, free, whole, _ = _speed_and_fit(obs, ok)
+    speed, free, whole, _ = speed_and_fit(obs, ok)
     psi = np.empty((len(ok), len(PLACER_FEATURES)))
     psi[:, 0] = whole
     psi[:, 1] = speed / speed.max()

@@ -5,10 +5,10 @@
 and the infos. Each step it refreshes the Random Walk GP from the measured machine speeds, then
 the acting agent decides: the ordering agent in the ORDER phase, the placement agent (with the
 ordering agent's summary of the queue) in the PLACE phase. Deterministic by default (arg max,
-on logits computed by :mod:`dual_agent.portable`: the same bits, hence the same episodes and
+on logits computed by :mod:`dual_agent.paper.portable`: the same bits, hence the same episodes and
 scores, on every CPU; ties go to the lowest index); ``deterministic=False`` samples from torch's
 logits, which is how the training workers explore. With a ``prior``
-heuristic in the config, the agent is a residual policy on it (:mod:`dual_agent.prior`).
+heuristic in the config, the agent is a residual policy on it (:mod:`dual_agent.paper.prior`).
 """
 from __future__ import annotations
 
@@ -20,13 +20,13 @@ import dual_agent._torch  # noqa: F401  (without torch: an ImportError that name
 import torch
 
 from baselines.obs import is_place_phase
-from dual_agent.config import LEARNED, DualAgentConfig
-from dual_agent.inference import actor_logits
-from dual_agent.networks import GP_FEATURES, DualAgentModel
-from dual_agent.portable import portable_logits
-from dual_agent.prior import NO_PRIOR, add_prior_bonus, make_prior, zero_output_layers
-
-ORDERER, PLACER = 0, 1
+from dual_agent.paper.config import LEARNED, DualAgentConfig
+from dual_agent.paper.inference import actor_logits
+from dual_agent.paper.checkpoint import CheckpointError, load_checkpoint, pretrained_path
+# ORDERER, PLACER and network_logits are the networks'; importable from here as before the layout.
+from dual_agent.paper.networks import GP_FEATURES, ORDERER, PLACER, DualAgentModel, network_logits  # noqa: F401
+from dual_agent.paper.portable import portable_logits
+from dual_agent.paper.prior import NO_PRIOR, add_prior_bonus, make_prior, zero_output_layers
 
 
 def feature_dims(spaces: dict) -> dict[str, int]:
@@ -57,6 +57,18 @@ def build_model(config: DualAgentConfig, spaces: dict) -> DualAgentModel:
     return model
 
 
+def policy_from_checkpoint(data: dict, **kwargs: Any) -> "DualAgentPolicy":
+    """A :class:`DualAgentPolicy` from a loaded checkpoint dict (``kwargs`` go to the policy)."""
+    where = data.get("path", "checkpoint")
+    try:
+        config = DualAgentConfig.from_dict(data["config"])
+        model = build_model(config, data["spaces"])
+        model.load_state_dict(data["model"])
+    except (TypeError, ValueError, KeyError, RuntimeError) as exc:
+        raise CheckpointError(f"{where}: its networks do not match this dual_agent version: {exc}") from None
+    return DualAgentPolicy(model, config, data["spaces"], scenario=data.get("scenario"), **kwargs)
+
+
 class DualAgentPolicy:
     """The trained (or freshly initialised) dual agent.
 
@@ -79,7 +91,7 @@ class DualAgentPolicy:
         self.env_overrides = required_env(config)
         self.gp = None
         if config.use_gp:
-            from dual_agent.rwgp import RandomWalkGP, RWGPConfig
+            from dual_agent.paper.rwgp import RandomWalkGP, RWGPConfig
 
             self.gp = RandomWalkGP(RWGPConfig(rank=config.gp_rank, steps=config.gp_steps))
         self._orderer = _heuristic("orderer", config.orderer)
@@ -93,19 +105,15 @@ class DualAgentPolicy:
     # ----------------------------------------------------------------- loading
     @classmethod
     def load(cls, path: "str | Path", scenario: Optional[str] = None, **kwargs: Any) -> "DualAgentPolicy":
-        """Load a checkpoint written by training (:mod:`dual_agent.checkpoint`).
+        """Load a checkpoint written by training (:mod:`dual_agent.paper.checkpoint`).
 
         ``scenario``, when given, must be the one the checkpoint was trained on.
         """
-        from dual_agent.checkpoint import load_checkpoint, policy_from_checkpoint
-
         return policy_from_checkpoint(load_checkpoint(path, scenario=scenario), **kwargs)
 
     @classmethod
     def pretrained(cls, scenario: str, **kwargs: Any) -> "DualAgentPolicy":
         """The checkpoint shipped in the package for ``scenario`` (see :func:`has_pretrained`)."""
-        from dual_agent.checkpoint import pretrained_path
-
         return cls.load(pretrained_path(scenario), scenario=scenario, **kwargs)
 
     # ----------------------------------------------------------------- protocol
@@ -221,7 +229,7 @@ class DualAgentPolicy:
         if len(legal) == 1:  # a forced move is not a decision: no network call, nothing to learn
             return int(legal[0]), False
         logits = None
-        if self.deterministic:   # arg max: the same bits on every CPU (dual_agent.portable)
+        if self.deterministic:   # arg max: the same bits on every CPU (dual_agent.paper.portable)
             logits = portable_logits(self.model, agent, feats)
         if logits is None:
             with torch.inference_mode():   # the modules' operations without their call overhead
@@ -279,16 +287,6 @@ class DualAgentPolicy:
                 f"this dual agent was trained on {self.scenario or 'another scenario'} with "
                 f"{want['rows']} candidate rows and {want['machines']} machines; this environment has "
                 f"{got['rows']} rows and {got['machines']} machines. Pass allow_transfer=True to run it anyway.")
-
-
-def network_logits(model: DualAgentModel, agent: int, batch: dict) -> torch.Tensor:
-    """The acting agent's logits for a batch of steps of one phase: the orderer's (B, N + 1), or
-    the placer's (B, M + 1) given the orderer's summary of the queue."""
-    if agent == ORDERER:
-        logits, _ = model.orderer(batch["jobs"], batch["machines"], batch["global"])
-        return logits
-    _, _, summary = model.orderer.summarise(batch["jobs"], batch["machines"], batch["global"])
-    return model.placer(batch["machines"], batch["placing"], summary)
 
 
 def joint_action(observations: dict, agent: int, action: int) -> dict[str, int]:

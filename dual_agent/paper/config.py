@@ -64,7 +64,7 @@ class DualAgentConfig:
         if not isinstance(self.env_overrides, dict):
             raise ValueError(f"env_overrides must be a dict, got {self.env_overrides!r}")
         if self.prior is not None:
-            from dual_agent.prior import check_prior
+            from dual_agent.paper.prior import check_prior
 
             check_prior(self.prior)
         _positive("prior_bonus", self.prior_bonus, allow_zero=True)
@@ -107,10 +107,10 @@ class TrainConfig:
     imitate_iterations: int = 0    # iterations of behaviour cloning (teacher plays, cross-entropy loss)
     eval_every: int = 10           # iterations between validation evaluations (0: never)
     eval_seeds: int = 2            # validation episodes per evaluation
-    algorithm: str = "mappo"       # "mappo" (workers, GAE with the critic) or "rloo" (dual_agent.rloo)
+    algorithm: str = "mappo"       # "mappo" (workers, GAE with the critic) or "rloo" (dual_agent.paper.rloo)
     group_windows: int = 2         # rloo: windows drawn per iteration
     group_size: int = 4            # rloo: rollouts played on each window (>= 2: the baseline leaves one out)
-    baseline: str = "time"         # rloo: "time", "episode" or "critic" (see dual_agent.rloo)
+    baseline: str = "time"         # rloo: "time", "episode" or "critic" (see dual_agent.paper.rloo)
     advantage_scale: str = "log"   # rloo: "none", "scale" or "log" (per-window normalisation)
     device: str = "cpu"            # torch device of the networks ("cpu", "cuda", "cuda:1")
 
