@@ -157,12 +157,13 @@ def custom_trace_notes(scenario: str, split: str, env_kwargs: dict) -> list[str]
 def policy_listing(scenario: Optional[str] = None) -> str:
     """The text of ``cluster-bench policies``: named baselines, orderers, placers, compositions,
     policies registered by entry points."""
-    from baselines.registry import NAMED, ORDERERS, PLACERS
+    from baselines.registry import LAS_QUANTUM_FAMILY, NAMED, ORDERERS, PLACERS
     from baselines.harness.sweep import plugin_policy_names
 
     lines = ["named baselines (ORDERER+PLACER):"]
     lines += [f"  {name:<10} = {o}+{p}" for name, (o, p) in NAMED.items()]
-    lines.append(f"orderers: {', '.join(ORDERERS)}")
+    lines.append(f"orderers: {', '.join(ORDERERS)}, {LAS_QUANTUM_FAMILY} (las with a minimum quantum, "
+                 f"e.g. las-q15 = las-q15+{NAMED['las'][1]})")
     lines.append(f"placers:  {', '.join(PLACERS)}")
     lines.append(f"compositions: any ORDERER+PLACER ({len(ORDERERS) * len(PLACERS)}), e.g. sjf+fastest, tiresias+spread")
     plugins = plugin_policy_names()

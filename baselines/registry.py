@@ -11,6 +11,9 @@ Named baselines (DESIGN section 7):
 ``sjf``        shortest job first (clairvoyant) + consolidating best-fit
 ``tiresias``   Tiresias-style 2D-LAS with preemption + consolidating best-fit
 ``las``        continuous preemptive least attained service (no durations) + consolidating best-fit
+``las-q<M>``   ``las`` with a minimum quantum of M minutes (e.g. ``las-q15``): a running job is not
+               preempted before it has executed M minutes since its last (re)start; not a scored
+               baseline (docs/baselines.md, "LAS with a minimum quantum")
 ``oracle``     UPPER REFERENCE, reads durations (clairvoyant + preemption): shortest remaining
                GPU-time first, preemptive, + the size- and speed-aware oracle placer; never an
                info-agnostic baseline
@@ -18,13 +21,14 @@ Named baselines (DESIGN section 7):
 
 Any ``ORDERER+PLACER`` pair composes, e.g. ``sjf+fastest``, ``tiresias+spread`` or
 ``las+fastest``. Orderers: ``fifo``, ``fifo-strict``, ``sjf``, ``sjf-noisy`` (log-normal duration
-error, ``noise=0.5`` by default), ``tiresias`` (alias ``2dlas``), ``las``, ``oracle`` (alias
+error, ``noise=0.5`` by default), ``tiresias`` (alias ``2dlas``), ``las``, ``las-q<minutes>``, ``oracle`` (alias
 ``srpt``; reads durations), ``random``. Placers: ``first-fit``, ``consolidate`` (alias
 ``best-fit``), ``spread``, ``fastest``, ``oracle`` (reads durations), ``random``. A policy with an
 ``oracle`` half reads durations and is an upper reference, not an info-agnostic baseline.
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Optional
 
 from baselines.orderers import FIFO, LAS, SJF, OracleSRPT, RandomOrderer, Tiresias
@@ -63,6 +67,41 @@ NAMED = {
 }
 #: The named baselines, in the order tables list them.
 BASELINE_NAMES = tuple(NAMED)
+#: The orderer family ``las-q<minutes>``: LAS with ``min_quantum`` = minutes x 60 (minutes > 0).
+LAS_QUANTUM_FAMILY = "las-q<minutes>"
+_LAS_QUANTUM = re.compile(r"las-q(\d+(?:\.\d+)?)")
+
+
+def las_quantum_minutes(orderer: str) -> Optional[float]:
+    """The minutes of a ``las-q<minutes>`` orderer name (> 0), None for any other name."""
+    match = _LAS_QUANTUM.fullmatch(orderer)
+    minutes = float(match.group(1)) if match else 0.0
+    return minutes if minutes > 0 else None
+
+
+def orderer_factory(orderer: str) -> Optional[Callable[..., Orderer]]:
+    """The constructor of the orderer called ``orderer`` (a key of :data:`ORDERERS` or a
+    ``las-q<minutes>``), None when there is none."""
+    if orderer in ORDERERS:
+        return ORDERERS[orderer]
+    minutes = las_quantum_minutes(orderer)
+    if minutes is None:
+        return None
+    return lambda **kw: LAS(min_quantum=60.0 * minutes, **kw)
+
+
+def policy_parts(name: str) -> Optional[tuple[str, str]]:
+    """(orderer, placer) names of a policy name, unchecked: a named baseline's, a bare
+    ``las-q<minutes>``'s (with ``las``'s placer), or ``ORDERER+PLACER`` split; None otherwise."""
+    key = name.strip().lower()
+    if key in NAMED:
+        return NAMED[key]
+    if "+" in key:
+        orderer, _, placer = key.partition("+")
+        return orderer, placer
+    if las_quantum_minutes(key) is not None:
+        return key, NAMED["las"][1]
+    return None
 
 
 def policy_names() -> list[str]:
@@ -84,27 +123,25 @@ def make_policy(name: str, **kwargs: Any) -> ComposedPolicy:
     if not isinstance(name, str):
         raise TypeError(f"policy name must be a string, got {name!r}")
     key = name.strip().lower()
-    if key in NAMED:
-        orderer_name, placer_name = NAMED[key]
-        display = key
-    elif "+" in key:
-        orderer_name, _, placer_name = key.partition("+")
-        display = key
-    else:
+    parts = policy_parts(key)
+    if parts is None:
         raise ValueError(f"unknown policy {name!r}; named baselines: {sorted(NAMED)}; or compose "
-                         f"ORDERER+PLACER with orderers {sorted(ORDERERS)} and placers {sorted(PLACERS)}")
-    if orderer_name not in ORDERERS:
-        raise ValueError(f"unknown orderer {orderer_name!r} in {name!r}; orderers: {sorted(ORDERERS)}")
+                         f"ORDERER+PLACER with orderers {sorted(ORDERERS)} (or {LAS_QUANTUM_FAMILY}) "
+                         f"and placers {sorted(PLACERS)}")
+    orderer_name, placer_name = parts
+    orderer = orderer_factory(orderer_name)
+    if orderer is None:
+        raise ValueError(f"unknown orderer {orderer_name!r} in {name!r}; orderers: {sorted(ORDERERS)} "
+                         f"or {LAS_QUANTUM_FAMILY} (minutes > 0)")
     if placer_name not in PLACERS:
         raise ValueError(f"unknown placer {placer_name!r} in {name!r}; placers: {sorted(PLACERS)}")
-    return ComposedPolicy(ORDERERS[orderer_name](**kwargs), PLACERS[placer_name](), name=display)
+    return ComposedPolicy(orderer(**kwargs), PLACERS[placer_name](), name=key)
 
 
 def resolve_name(name: str, scenario: Optional[str] = None) -> Optional[ComposedPolicy]:
     """Entry point ``cluster_bench.resolvers``: the baseline called ``name``, or None when ``name``
     is not a baseline name (so that other packages' resolvers may know it)."""
-    key = name.strip().lower() if isinstance(name, str) else ""
-    orderer, plus, placer = key.partition("+")
-    if key in NAMED or (plus and orderer in ORDERERS and placer in PLACERS):
+    parts = policy_parts(name) if isinstance(name, str) else None
+    if parts is not None and orderer_factory(parts[0]) is not None and parts[1] in PLACERS:
         return make_policy(name)
     return None

@@ -8,7 +8,8 @@ step count bit for bit; only ``wall_s`` differs), tens of times faster. The harn
 (``cluster-bench run/compare/sweep/scores``, ``baselines.evaluate``) uses it by itself for the
 policies it supports and falls back to the API otherwise.
 
-Supported: the orderers ``fifo``, ``fifo-strict``, ``sjf``, ``las``, ``tiresias`` (``2dlas``),
+Supported: the orderers ``fifo``, ``fifo-strict``, ``sjf``, ``las`` (and ``las-q<minutes>``, its
+minimum quantum), ``tiresias`` (``2dlas``),
 ``oracle`` (``srpt``) and ``random`` (without preemption) with their default settings, each with
 the placers ``first-fit``, ``consolidate`` (``best-fit``), ``spread``, ``fastest``, ``oracle`` and
 ``random``: the named baselines ``fifo``, ``fifo-strict``, ``sjf``, ``las``, ``tiresias``,
@@ -57,18 +58,17 @@ def policy_codes(name: Any) -> Optional[tuple[int, int]]:
     """(orderer code, placer code) of a policy name the engine runs, None for any other."""
     if not isinstance(name, str):
         return None
-    from baselines.registry import NAMED
+    from baselines.registry import las_quantum_minutes, policy_parts
 
-    key = name.strip().lower()
-    if key in NAMED:
-        orderer, placer = NAMED[key]
-    elif "+" in key:
-        orderer, _, placer = key.partition("+")
-    else:
+    parts = policy_parts(name)
+    if parts is None:
         return None
-    if orderer not in L.ORDERER_CODES or placer not in L.PLACER_CODES:
+    orderer, placer = parts
+    # las-q<minutes> is LAS's rule; its quantum goes into the parameters (_build_state).
+    code = L.O_LAS if las_quantum_minutes(orderer) is not None else L.ORDERER_CODES.get(orderer)
+    if code is None or placer not in L.PLACER_CODES:
         return None
-    return L.ORDERER_CODES[orderer], L.PLACER_CODES[placer]
+    return code, L.PLACER_CODES[placer]
 
 
 @functools.lru_cache(maxsize=1)
@@ -177,9 +177,10 @@ def _expm1_threshold(limit: float) -> np.float32:
     return x
 
 
-def _build_state(env, sim, codes: tuple[int, int]):
+def _build_state(env, sim, codes: tuple[int, int], min_quantum: float = 0.0):
     """The engine's state arrays from a simulator right after construction, with the policy's codes
-    and knobs (the simulator part is :func:`cluster_env.core.engine.state.build_state`)."""
+    and knobs (``min_quantum``: the priority orderer's; the simulator part is
+    :func:`cluster_env.core.engine.state.build_state`)."""
     from baselines.orderers import TIRESIAS_STARVATION_KNOB
     from baselines.placers import FastestFirst, OraclePlacer
     from cluster_env.core.engine.state import build_state
@@ -190,6 +191,7 @@ def _build_state(env, sim, codes: tuple[int, int]):
     pf[L.STARVATION] = TIRESIAS_STARVATION_KNOB
     oracle = OraclePlacer()
     pf[L.ORACLE_TOL], pf[L.ORACLE_SLACK] = 1.0 - oracle.tolerance, oracle.slack
+    pf[L.MIN_QUANTUM] = min_quantum
     pi[L.ORDERER], pi[L.PLACER] = codes
     pi[L.READS_MEASURED] = int(codes[1] in (L.P_FASTEST, L.P_ORACLE))
     return state
@@ -276,7 +278,7 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     if (codes[0] == L.O_ORACLE or codes[1] == L.P_ORACLE) and not env.sched.clairvoyant:
         raise Unsupported("the oracle reads durations: without clairvoyant=True it runs (and fails) "
                           "through the API")
-    state = _build_state(env, sim, codes)
+    state = _build_state(env, sim, codes, getattr(make_policy(policy).orderer, "min_quantum", 0.0))
     if placer_weights is not None:
         state[13][L.READS_MEASURED] = 1          # the residual placer reads measured speeds
     # ComposedPolicy.reset(seed): one generator per half (the random halves draw from them).

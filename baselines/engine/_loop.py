@@ -336,6 +336,32 @@ def weighted_order(S, cand, nv, weights, feat, tenant, tstat, tfold):
 
 
 @_jit
+def executed_f32(S, job):
+    """The job's executed seconds as a priority orderer reads them: numpy's expm1 of the float32
+    ``executed_log`` feature (``baselines.obs.from_log``)."""
+    return np_expm1_f32(np.float32(math.log1p(S[0][EXECUTED, job])))
+
+
+@_jit
+def quantum_served(S, job):
+    """``PreemptivePriority._quantum_served`` for one running job: it has executed the minimum
+    quantum since its last start (always, without a quantum)."""
+    quantum = S[12][MIN_QUANTUM]
+    return quantum == 0 or executed_f32(S, job) - S[0][Q_EXEC0, job] >= quantum
+
+
+@_jit
+def start_priority(S, job, now):
+    """``PreemptivePriority._start``: remember the start (and, with a quantum, the job's executed
+    seconds then)."""
+    jf = S[0]
+    jf[STARTED_NOW, job] = now
+    if S[12][MIN_QUANTUM] != 0:
+        jf[Q_EXEC0, job] = executed_f32(S, job)
+    return START, job
+
+
+@_jit
 def order_priority(S, rule, thresholds, limits, weights, feat, tenant, tstat, tfold):
     """``PreemptivePriority.order`` with LAS's, Tiresias', the SRPT oracle's or the priority-mode
     agent's keys (``rule``: the orderer's code; ``weights`` to ``tfold``: :func:`weighted_order`'s)."""
@@ -387,8 +413,7 @@ def order_priority(S, rule, thresholds, limits, weights, feat, tenant, tstat, tf
         if should[i] and ji[STATUS, j] != ST_RUNNING:
             if (ji[GPUS, j] <= (ic[FREE_TOTAL] if pi[HAS_ALLOWED] == 0 else usable_free(ti, allowed, j))):
                 if jf[PREEMPTED_NOW, j] != now:
-                    jf[STARTED_NOW, j] = now
-                    return START, j
+                    return start_priority(S, j, now)
             else:
                 waiting = True
                 need = min(need, ji[GPUS, j])
@@ -396,15 +421,18 @@ def order_priority(S, rule, thresholds, limits, weights, feat, tenant, tstat, tf
     if (pi[PREEMPT_AT_EVENT] != 0 or tick) and waiting:
         room = ic[FREE_TOTAL]
         victims = False
+        victim = np.zeros(nv, np.bool_)
         for i in range(nv):
             j = order[i] & 0xFFFFFFFF
-            if ji[STATUS, j] == ST_RUNNING and not should[i] and jf[STARTED_NOW, j] != now:
+            if (ji[STATUS, j] == ST_RUNNING and not should[i] and jf[STARTED_NOW, j] != now
+                    and quantum_served(S, j)):
+                victim[i] = True
                 victims = True
                 room += ji[GPUS, j]
         if victims and room >= need:
             for i in range(nv - 1, -1, -1):
                 j = order[i] & 0xFFFFFFFF
-                if ji[STATUS, j] == ST_RUNNING and not should[i] and jf[STARTED_NOW, j] != now:
+                if victim[i]:
                     jf[STOPPED_AT, j] = now
                     jf[PREEMPTED_NOW, j] = now
                     return PREEMPT_JOB, j
@@ -412,8 +440,7 @@ def order_priority(S, rule, thresholds, limits, weights, feat, tenant, tstat, tf
         j = order[i] & 0xFFFFFFFF
         fit = ji[GPUS, j] <= (ic[FREE_TOTAL] if pi[HAS_ALLOWED] == 0 else usable_free(ti, allowed, j))
         if ji[STATUS, j] != ST_RUNNING and fit and jf[PREEMPTED_NOW, j] != now:
-            jf[STARTED_NOW, j] = now
-            return START, j
+            return start_priority(S, j, now)
     return advance_or_first(S)
 
 

@@ -7,11 +7,12 @@ and small scalar arrays. Each name below is the row (or entry) index of one quan
 """
 from __future__ import annotations
 
-# ---- per-job float64 rows, array jf (rows, N)
+# ---- per-job float64 rows, array jf (rows, N) (Q_EXEC0: executed seconds at the job's last start, as
+# the priority orderers read them, kept with a minimum quantum only)
 (SUBMIT, DURATION, PROGRESS, ATTAINED, EXECUTED, HELD, FIRST_START, FINISH, NOMINAL, EXEC_BEFORE,
  HELD_BEFORE, BEST_SPEED, COMM, STOPPED_AT, STARTED_NOW, PREEMPTED_NOW, ATT0, EXE0, A_KEY, A_VAL, E_KEY,
- E_VAL) = range(22)
-JF_ROWS = 22
+ E_VAL, Q_EXEC0) = range(23)
+JF_ROWS = 23
 # ---- per-job int64 rows, array ji (rows, N)
 (GPUS, STATUS, RESTARTS, FREE_SPREAD, SLOT_OF, P_NEXT, P_PREV, AOFF, ALEN, PROMOTED) = range(10)
 JI_ROWS = 10
@@ -41,10 +42,10 @@ SC_SIZE = 20
  RESTARTING, P_COUNT, P_GPUS, P_HEAD, P_TAIL, PLACING, NEED, POOL_END, STEPS, TRUNCATED, ERROR,
  MEASURE_VERSION, PROMOTIONS, EXPM1_CALLS, C_WALK, C_SCAN, C_COMPACT, C_DECIDE) = range(28)
 IC_SIZE = 28
-# ---- float64 parameters, array pf
+# ---- float64 parameters, array pf (MIN_QUANTUM: the priority orderers' minimum quantum, seconds)
 (ALPHA, TIME_LIMIT, TICK, OVERHEAD, INTERVAL, QUIET, NOISE, TAU, SIGMA, THETA, STRAG_RATE, ON_MEAN, OFF_MEAN,
- SHIFT, LOG_SLOW, DENOM, TOL_FACTOR, MAX_TIME, STARVATION, ORACLE_TOL, ORACLE_SLACK) = range(21)
-PF_SIZE = 21
+ SHIFT, LOG_SLOW, DENOM, TOL_FACTOR, MAX_TIME, STARVATION, ORACLE_TOL, ORACLE_SLACK, MIN_QUANTUM) = range(22)
+PF_SIZE = 22
 # ---- int64 parameters, array pi (EXP_LOOP, EXP_CTX, EXP_AUX: the addresses of numpy's float64 exp
 # loop, its context and auxdata, or zeros: see cluster_env.core.engine.npy_loops)
 (NJ, NM, K, R, PREEMPT, FLUCT_ON, HAS_ALLOWED, ORDERER, PLACER, MAX_STEPS, PREEMPT_AT_EVENT, READS_MEASURED,
