@@ -72,6 +72,15 @@ def test_preemption_effects_exercised_and_identical():
         assert record["preemptions"] > 0
 
 
+def test_las_minimum_quantum_identical_and_binding():
+    """LAS with a minimum quantum (las-q<minutes>, any placer) gives the API's records, and the
+    quantum binds: fewer preemptions than plain LAS on the same window."""
+    kw = {"jobs_per_episode": 200}
+    for policy, plain in (("las-q5", "las"), ("las-q15+fastest", "las+fastest")):
+        record = _compare(policy, "philly-v1", 0, kw)
+        assert 0 < record["preemptions"] < _compare(plain, "philly-v1", 0, kw)["preemptions"]
+
+
 def test_world_effects_one_by_one():
     """Each effect alone, and all off, on a heterogeneous cluster."""
     cases = [{"all_effects_off": True}, {"all_effects_off": True, "fluctuation": True},
