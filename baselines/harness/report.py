@@ -22,18 +22,34 @@ from baselines.harness.stats import (DEFAULT_METRIC, DEFAULT_REFERENCE, PairingE
 
 RECORD_KEYS = ("policy", "scenario", "split", "seed", *METRIC_KEYS, "return", "steps", "wall_s",
                "env", "window", "truncated", "jobs_unfinished", "offered_load", "pending_window")
-#: Metrics shown in the printed table (the files have all of them).
+#: Columns the summaries derive per episode from two metrics (not metrics of the environment, so
+#: records and score files keep their keys): name -> (numerator, denominator); NaN when the
+#: denominator is 0. ``preemptions_per_job``: preemptions (of every job, finished or not) per
+#: finished job.
+DERIVED_METRICS = {"preemptions_per_job": ("preemptions", "jobs_finished")}
+#: What :func:`summarize` averages by default: every metric, then the derived columns.
+SUMMARY_METRICS = (*METRIC_KEYS, *DERIVED_METRICS)
+#: Metrics shown in the printed table (the files have all of them, the preemption count too).
 TABLE_METRICS = ("avg_jct", "p95_jct", "avg_queue_delay", "avg_slowdown", "gpu_utilization", "total_fee",
-                 "preemptions")
+                 "preemptions_per_job")
+
+
+def metric_value(record: dict[str, Any], key: str) -> float:
+    """An episode's value of a metric or of a :data:`DERIVED_METRICS` column."""
+    if key in DERIVED_METRICS:
+        numerator, denominator = DERIVED_METRICS[key]
+        d = float(record[denominator])
+        return float(record[numerator]) / d if d else math.nan
+    return float(record[key])
 #: Metrics whose paired ratio to the reference the summaries carry (the table shows the first).
 PAIRED_METRICS = ("avg_jct", "p95_jct", "avg_slowdown")
 
 
-def summarize(records: Sequence[dict[str, Any]], metrics: Iterable[str] = METRIC_KEYS,
+def summarize(records: Sequence[dict[str, Any]], metrics: Iterable[str] = SUMMARY_METRICS,
               reference: Optional[str] = DEFAULT_REFERENCE,
               paired_metrics: Sequence[str] = PAIRED_METRICS) -> list[dict[str, Any]]:
-    """One row per (scenario, policy): mean and sample standard deviation of each metric over
-    seeds, truncation counts, and for each of ``paired_metrics`` the paired ratio to ``reference``
+    """One row per (scenario, policy): mean and sample standard deviation of each metric (and
+    derived column, :data:`DERIVED_METRICS`) over seeds, truncation counts, and for each of ``paired_metrics`` the paired ratio to ``reference``
     (``ratio_M``, ``ratio_M_lo``, ``ratio_M_hi``, ``win_rate_M``, ``ratio_M_n`` paired episodes,
     ``ratio_M_windows`` distinct windows among them, the unit of the interval; NaN when the
     reference did not run on the scenario; ``pairing_error`` says why when windows do not pair)."""
@@ -46,7 +62,7 @@ def summarize(records: Sequence[dict[str, Any]], metrics: Iterable[str] = METRIC
         row: dict[str, Any] = {"scenario": scenario, "policy": policy, "seeds": len(rs),
                                "truncated": bad, "jobs_unfinished": unfinished}
         for key in metrics:
-            values = np.array([float(r[key]) for r in rs], dtype=np.float64)
+            values = np.array([metric_value(r, key) for r in rs], dtype=np.float64)
             row[key] = float(values.mean())
             row[key + "_std"] = float(values.std(ddof=1)) if len(values) > 1 else 0.0
         scenario_records = [r for r in records if r["scenario"] == scenario]
