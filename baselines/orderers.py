@@ -134,6 +134,11 @@ class SJF(Orderer):
 # `solve_starvation` x its executed time (its sim_runs.sh sweeps 0.5 to 100).
 TIRESIAS_QUEUE_LIMITS = (3250.0, 7200.0)
 TIRESIAS_STARVATION_KNOB = 8.0
+#: Seconds a job may fall short of ``min_quantum`` and still count as having served it. The
+#: executed time is read from a float32 ``log1p`` feature, exact to well under a second below
+#: ~10^6 s; without this slack a quantum that is a multiple of the scheduling tick would end at
+#: that tick or the next one depending on the feature's last bit.
+QUANTUM_TOLERANCE_S = 1.0
 
 
 class PreemptivePriority(Orderer):
@@ -156,7 +161,8 @@ class PreemptivePriority(Orderer):
     restarted at the same instant, so one epoch never loops (no zero-time livelock). With
     ``min_quantum > 0`` a running job is not a preemption victim either until it has executed
     ``min_quantum`` seconds since this policy last started it (the ``executed_log`` feature then
-    minus at its start: restart overhead, which makes no progress, does not count).
+    minus at its start: restart overhead, which makes no progress, does not count), less
+    :data:`QUANTUM_TOLERANCE_S` for the feature's rounding.
 
     Args:
         preempt_at: ``"tick"`` (default) preempts only at the environment's scheduling ticks;
@@ -251,7 +257,7 @@ class PreemptivePriority(Orderer):
         running job this policy did not start counts from 0: its whole execution)."""
         executed = from_log(jobs[rows, _EXECUTED])
         since = executed - np.array([self._executed_at_start.get(j, 0.0) for j in ids.tolist()])
-        return since >= self.min_quantum
+        return since >= self.min_quantum - QUANTUM_TOLERANCE_S
 
 
 def visible_candidates(obs: dict, info: dict) -> tuple[np.ndarray, np.ndarray]:

@@ -33,6 +33,10 @@ def test_las_quantum_hand_worked_single_server():
     # The same quantum in seconds through the keyword; no quantum: LAS's 3 preemptions.
     keyword = run_episode(make_policy("las", min_quantum=270.0), single_server_scenario(), "test", seed=0)
     assert keyword.record["preemptions"] == 1 and keyword.record["avg_jct"] == pytest.approx(382.5)
+    # A quantum of exactly 300 s ends at the t=300 tick (QUANTUM_TOLERANCE_S absorbs the float32
+    # executed feature's rounding of 300 s): the same schedule.
+    at_tick = run_episode(make_policy("las-q5"), single_server_scenario(), "test", seed=0, record=True)
+    np.testing.assert_allclose(at_tick.jct, QUANTUM_JCTS, atol=1e-6)
     plain = run_episode(make_policy("las"), single_server_scenario(), "test", seed=0, record=True)
     np.testing.assert_allclose(plain.jct, OPTIMAL_JCTS, atol=1e-6)
     assert plain.record["preemptions"] == 3
@@ -40,12 +44,13 @@ def test_las_quantum_hand_worked_single_server():
 
 @pytest.mark.skipif(not engine.available(), reason="the compiled engine needs numba kernels")
 def test_las_quantum_compiled_equals_api_on_the_single_server():
-    api = run_episode(make_policy("las-q4.5"), single_server_scenario(), "test", seed=0).record
-    compiled = engine.run_compiled_episode("las-q4.5", single_server_scenario(), "test", 0)
-    assert compiled.engine == "compiled"
-    assert {k: v for k, v in compiled.record.items() if k != "wall_s"} == {
-        k: v for k, v in api.items() if k != "wall_s"}
-    assert compiled.record["preemptions"] == 1
+    for name in ("las-q4.5", "las-q5"):
+        api = run_episode(make_policy(name), single_server_scenario(), "test", seed=0).record
+        compiled = engine.run_compiled_episode(name, single_server_scenario(), "test", 0)
+        assert compiled.engine == "compiled"
+        assert {k: v for k, v in compiled.record.items() if k != "wall_s"} == {
+            k: v for k, v in api.items() if k != "wall_s"}
+        assert compiled.record["preemptions"] == 1
 
 
 def test_las_quantum_protects_a_recently_started_job():

@@ -25,7 +25,10 @@ import math
 import numba
 import numpy as np
 
+from baselines import orderers as _orderers
+from baselines.orderers import QUANTUM_TOLERANCE_S
 from cluster_env.core import kernels as _kernels
+from cluster_env.core.engine import layout as _layout
 from cluster_env.core.engine import sim as _sim
 from cluster_env.core.engine.layout import *  # noqa: F401,F403 - numba reads them as compile-time constants
 from baselines import learned_key as _learned_key
@@ -39,8 +42,9 @@ from cluster_env.core.engine.sim import (advance, stash, place, preempt, skip_id
 START, PREEMPT_JOB, ADVANCE = 0, 1, 2
 _F32_SIGN = 0x7FFFFFFF
 
+# The layout and the orderers' constants (QUANTUM_TOLERANCE_S) are compiled in as constants too.
 _sim.prune_stale_cache(__file__, _kernels.__file__, _sim.__file__, _sim._ref.__file__,
-                       _sim._npy.__file__, _learned_key.__file__)
+                       _sim._npy.__file__, _learned_key.__file__, _layout.__file__, _orderers.__file__)
 _jit = _sim.jit
 
 @_jit
@@ -347,7 +351,7 @@ def quantum_served(S, job):
     """``PreemptivePriority._quantum_served`` for one running job: it has executed the minimum
     quantum since its last start (always, without a quantum)."""
     quantum = S[12][MIN_QUANTUM]
-    return quantum == 0 or executed_f32(S, job) - S[0][Q_EXEC0, job] >= quantum
+    return quantum == 0 or executed_f32(S, job) - S[0][Q_EXEC0, job] >= quantum - QUANTUM_TOLERANCE_S
 
 
 @_jit
