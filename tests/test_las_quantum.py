@@ -42,6 +42,29 @@ def test_las_quantum_hand_worked_single_server():
     assert plain.record["preemptions"] == 3
 
 
+# The same case with ticks every 180 s and a quantum of 3 minutes (180 s): the float32 executed
+# feature shows 180 s as 179.99996 s, which QUANTUM_TOLERANCE_S must count as served:
+# t=180  tick: J0 has executed 180 s: preempted; J1 (arrived at 100) runs 180-190; J0 restarts at
+#        190 (J2 arrives at 200, J3 at 300, between ticks).
+# t=360  tick: J0 has executed 170 s since its restart: protected.
+# t=540  tick: 350 s since its restart: preempted; J2 540-590, J3 590-610; J0 restarts at 610 with
+#        470 s left and ends at 1080.
+# JCTs 1080, 90, 390, 310 with 2 preemptions (without the tolerance J0 would not be preempted at
+# t=180, and J1 would wait).
+TICK_QUANTUM_JCTS = [1080.0, 90.0, 390.0, 310.0]
+
+
+def test_a_quantum_equal_to_the_tick_ends_at_the_tick_despite_float32_rounding():
+    env_kwargs = {"scheduling_tick": 180.0}
+    result = run_episode(make_policy("las-q3"), single_server_scenario(), "test", seed=0, record=True,
+                         env_kwargs=env_kwargs)
+    np.testing.assert_allclose(result.jct, TICK_QUANTUM_JCTS, atol=1e-6)
+    assert result.record["preemptions"] == 2
+    if engine.available():
+        compiled = engine.run_compiled_episode("las-q3", single_server_scenario(), "test", 0, env_kwargs)
+        assert compiled.record["avg_jct"] == result.record["avg_jct"] and compiled.record["preemptions"] == 2
+
+
 @pytest.mark.skipif(not engine.available(), reason="the compiled engine needs numba kernels")
 def test_las_quantum_compiled_equals_api_on_the_single_server():
     for name in ("las-q4.5", "las-q5"):
