@@ -9,7 +9,8 @@ Public names (``__all__``): the orderers (:class:`FIFO`, :class:`SJF`, :class:`L
 :class:`Tiresias`, :class:`OracleSRPT`, :class:`RandomOrderer`), the scheduling rule they share
 (:class:`PreemptivePriority`, whose ``keys`` a subclass such as ``dual_agent.priority``'s learned
 orderer overrides), the row helpers :func:`pending_rows`, :func:`running_rows` and
-:func:`visible_candidates`, Tiresias' defaults and :class:`ClairvoyanceRequired`.
+:func:`visible_candidates`, Tiresias' defaults, the minimum quantum's
+:data:`QUANTUM_TOLERANCE_S` and :class:`ClairvoyanceRequired`.
 """
 from __future__ import annotations
 
@@ -409,6 +410,6 @@ class RandomOrderer(Orderer):
         return int(self.rng.choice(obs["action_mask"].nonzero()[0]))
 
 
-__all__ = ["FIFO", "LAS", "SJF", "TIRESIAS_QUEUE_LIMITS", "TIRESIAS_STARVATION_KNOB", "ClairvoyanceRequired",
-           "OracleSRPT", "PreemptivePriority", "RandomOrderer", "Tiresias", "pending_rows", "running_rows",
-           "visible_candidates"]
+__all__ = ["FIFO", "LAS", "QUANTUM_TOLERANCE_S", "SJF", "TIRESIAS_QUEUE_LIMITS", "TIRESIAS_STARVATION_KNOB",
+           "ClairvoyanceRequired", "OracleSRPT", "PreemptivePriority", "RandomOrderer", "Tiresias", "pending_rows",
+           "running_rows", "visible_candidates"]
