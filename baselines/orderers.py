@@ -268,7 +268,6 @@ def visible_candidates(obs: dict, info: dict) -> tuple[np.ndarray, np.ndarray]:
     return rows, np.asarray(info["job_ids"])[rows]
 
 
-_visible = visible_candidates     # its private name before it became public (code written against it)
 
 
 class Tiresias(PreemptivePriority):

@@ -37,7 +37,6 @@ def speed_and_fit(obs: dict, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
     return speed, free, whole, pool
 
 
-_speed_and_fit = speed_and_fit    # its private name before it became public (code written against it)
 
 
 def _noop_or_first(obs: dict) -> int:
