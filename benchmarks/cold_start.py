@@ -12,6 +12,8 @@ same folder. It prints, per measurement, the wall time and the user + system CPU
 
 * ``reset``: ``import cluster_env``, build ``philly-v1`` and ``env.reset(seed=0)`` (the README's
   quickstart up to its first observation);
+* ``10 steps``: the same, then ten steps with the first allowed actions (a reset reaches its first
+  decision without the compiled skip-idle loop: the first steps compile it on a fresh install);
 * ``main job``: the README's ``cluster-bench run`` (philly-v1, 20 test windows, every named
   baseline, tables and plots), compile included.
 
@@ -30,7 +32,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESET = ("import cluster_env; env = cluster_env.parallel_env('philly-v1', split='test'); "
-         "env.reset(seed=0)")
+         "obs, _ = env.reset(seed=0)")
+STEPS = RESET + ("\nfor _ in range(10):\n"
+                 "    obs, *_ = env.step({a: int(o['action_mask'].argmax()) for a, o in obs.items()})")
 
 
 def timed(argv: list[str], cache: str, cwd: str) -> tuple[float, float, bool]:
@@ -51,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-main-job", action="store_true", help="time the resets only")
     args = parser.parse_args(argv)
-    jobs = [("reset", [sys.executable, "-c", RESET])]
+    jobs = [("reset", [sys.executable, "-c", RESET]), ("10 steps", [sys.executable, "-c", STEPS])]
     if not args.no_main_job:
         jobs.append(("main job", [sys.executable, "-m", "baselines", "run", "--quiet"]))
     print(f"{'what':<10} {'cache':<5} {'wall s':>8} {'cpu s':>8}  compile note")

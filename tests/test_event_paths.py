@@ -148,6 +148,23 @@ def test_compiled_skip_idle_loop_matches_numpy(policy, seed, overrides):
         _digest("numpy", "philly-v0", policy, seed, **overrides)
 
 
+def test_reset_leaves_the_compiled_skip_idle_loop_to_step(monkeypatch):
+    """Issue 28 (a cold reset under 3 s): a reset reaches its first decision on the per-event path,
+    so a fresh install shows the first observation without compiling ``idle_events`` (about 5 s of
+    a cold reset's 7); the steps after it use the compiled loop, and the episode is the numpy
+    reference's (the digest tests above)."""
+    compiled = _counting(monkeypatch, "_advance_while_idle_compiled")
+    skips = _counting(monkeypatch, "advance_while_idle")
+    with kernels.use("numba"):
+        env = cluster_env.parallel_env("philly-v0", split="test")
+        obs, _ = env.reset(seed=0)
+        assert env.sim._idle_kernel is not None and len(skips) == 1
+        assert compiled == []
+        for _ in range(50):
+            obs, *_ = env.step({a: int(o["action_mask"].argmax()) for a, o in obs.items()})
+    assert len(compiled) > 5
+
+
 def test_skip_idle_epochs_run_in_the_compiled_loop(monkeypatch):
     """On philly-v0 (FIFO + first-fit) every event between decisions runs inside the compiled
     loop: the Python ``advance`` never runs, and the fluctuation updates run in Python only when a

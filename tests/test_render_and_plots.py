@@ -141,3 +141,23 @@ def test_gitignore_covers_results_and_runs():
     lines = (Path(__file__).resolve().parents[1] / ".gitignore").read_text().split()
     for entry in ("cluster-bench-results/", "runs/", "*.gif"):
         assert entry in lines
+
+
+def test_timeline_draws_every_stint_in_one_collection(recorded, monkeypatch, tmp_path):
+    """Issue 28 (main job's time): one artist per stint cost ~2.8 s per philly-v1 timeline; the
+    bars are one collection (same rectangles, colours and edges, in the same order)."""
+    from matplotlib.colors import to_rgba
+
+    plots, figs = _capture(monkeypatch)
+    plots.plot_timeline(recorded, tmp_path / "t.png")
+    ax = figs[0].axes[0]
+    bars, origin = plots._stints(recorded)
+    stints = [st for rows in bars.values() for st in rows]
+    assert len(ax.collections) == 1
+    col = ax.collections[0]
+    assert len(col.get_paths()) == len(stints) > 10
+    red = [tuple(e) == to_rgba("red") for e in col.get_edgecolors()]
+    assert sum(red) == sum(p for *_, p in stints)
+    assert sorted(col.get_linewidths()) == sorted(1.2 if p else 0.3 for *_, p in stints)
+    lefts = sorted(round(float(p.vertices[0, 0]), 9) for p in col.get_paths())
+    assert lefts == sorted(round((s - origin) / 3600.0, 9) for s, *_ in stints)

@@ -144,6 +144,7 @@ def plot_timeline(episode: EpisodeResult, path: "str | Path", title: str = "", m
     order), one bar per stint of a job, labelled with the job id where it is long enough."""
     if episode.allocations is None:
         raise ValueError("the episode was not recorded (run it with record=True)")
+    from matplotlib.collections import PolyCollection
     from matplotlib.patches import Patch
 
     plt = _pyplot()
@@ -156,6 +157,9 @@ def plot_timeline(episode: EpisodeResult, path: "str | Path", title: str = "", m
     span = max((s + d - origin for rows in bars.values() for s, d, _, _ in rows), default=1.0) / 3600.0 or 1.0
     fig, ax = plt.subplots(figsize=(11, max(3.5, 0.26 * n + 2.0)))
     cmap = plt.get_cmap("tab20")
+    # Every bar in one collection, in the order (and with the corners) that a broken_barh call per
+    # stint drew them: the same pixels, but thousands of artists cost seconds per plot.
+    corners, faces, edges, widths = [], [], [], []
     for row, machine in enumerate(order):
         stints = sorted(bars.get(machine, []))
         lanes = _lanes(stints)                    # jobs sharing the machine at once: one lane each
@@ -163,10 +167,15 @@ def plot_timeline(episode: EpisodeResult, path: "str | Path", title: str = "", m
         for (s, d, job, preempted), lane in zip(stints, lanes):
             x, w = (s - origin) / 3600.0, d / 3600.0
             y = row - 0.4 + lane * height
-            ax.broken_barh([(x, w)], (y, height), facecolors=cmap(job % 20),
-                           edgecolor="red" if preempted else "white", linewidth=1.2 if preempted else 0.3)
+            top = y + ((y + height) - y)          # broken_barh's y0 + (converted height)
+            corners.append([(x, y), (x, top), (x + w, top), (x + w, y)])
+            faces.append(cmap(job % 20))
+            edges.append("red" if preempted else "white")
+            widths.append(1.2 if preempted else 0.3)
             if w > 0.04 * span and n <= 40 and height >= 0.26:       # room for the job id
                 ax.text(x + w / 2, y + height / 2, str(job), ha="center", va="center", fontsize=6, clip_on=True)
+    if corners:
+        ax.add_collection(PolyCollection(np.array(corners), facecolors=faces, edgecolors=edges, linewidths=widths))
     ax.set_yticks(range(n))
     ax.set_yticklabels([names[m] for m in order], fontsize=7 if n <= 40 else 5)
     ax.set_ylim(n - 0.5, -0.5)

@@ -339,15 +339,23 @@ def _warm_up(tasks: Sequence[Task]) -> None:
     numba's disk cache; the kernels print a one-line note when they compile) rather than in every
     worker at the same time, and before the progress bar starts: its rate and ETA then count
     episodes only. Only what the tasks use: the engine for its episodes, then the environment's
-    kernels if a task runs through the API (the engine's warm-up compiles some of them). With a
-    warm cache this checks the cache's index files and returns."""
+    kernels if a task runs through the API (the engine's warm-up compiles some of them): all of
+    them, or, when every such task is recorded (``cluster-bench run`` with its plots), those that
+    recorded episodes use (not the compiled skip-idle loop, about 5 s of compile). With a warm
+    cache this checks the cache's index files and returns."""
     from baselines import engine
     from cluster_env.core import kernels
 
     if engine.engine_mode() != "api" and any(engine.policy_codes(t.policy) for t in tasks if not t.record):
         engine.warm_up()
-    if kernels.cache_is_cold() and any(cost_class(t) < 2 for t in tasks):
+    cold, fused_cold = kernels.cache_is_cold(), kernels.kernel_is_cold("idle_events")
+    if not (cold or fused_cold):
+        return
+    api = [t for t in tasks if cost_class(t) < 2]
+    if any(not t.record for t in api):
         kernels.warm_up()
+    elif api and cold:
+        kernels.warm_up(recorded=True)
 
 
 def _picklable(tasks: Sequence[Task]) -> bool:

@@ -665,13 +665,23 @@ def cache_is_cold() -> bool:
     cache. Kernels of rare paths (restarts) may still compile later; the note says so then."""
     if backend() != "numba":
         return False
-    indexes = []
-    for dispatcher in vars(active()).values():
-        cache = getattr(getattr(dispatcher, "_cache", None), "_cache", None)
-        index = getattr(getattr(cache, "_cache_file", None), "_index_path", None)
-        if index is not None:
-            indexes.append(index)
+    indexes = [index for index in map(_index_path, vars(active()).values()) if index is not None]
     return bool(indexes) and not any(os.path.exists(index) for index in indexes)
+
+
+def kernel_is_cold(name: str) -> bool:
+    """Whether the compiled kernel ``name`` (e.g. ``"idle_events"``) is not in numba's disk cache:
+    its first use in a process compiles it. False for the numpy backend or without a cache."""
+    if backend() != "numba":
+        return False
+    index = _index_path(getattr(active(), name))
+    return index is not None and not os.path.exists(index)
+
+
+def _index_path(dispatcher) -> "str | None":
+    """The path of a compiled kernel's cache index file (None: not a cached kernel)."""
+    cache = getattr(getattr(dispatcher, "_cache", None), "_cache", None)
+    return getattr(getattr(cache, "_cache_file", None), "_index_path", None)
 
 
 def _cache_off(why: str) -> None:
@@ -1298,11 +1308,15 @@ def use(name: str):
         _active = previous
 
 
-def warm_up() -> float:
+def warm_up(recorded: bool = False) -> float:
     """Load the compiled kernels now (compiling them on a fresh install) instead of at their first
     use, by running one tiny episode; returns the seconds it took. Benchmarks call it so that a
     timed episode measures the simulation, not the one-off load (about 0.4 s from numba's cache,
-    a few seconds to compile)."""
+    a few seconds to compile).
+
+    ``recorded``: only what recorded episodes use (the harness's timelines and series: the
+    simulator's logs on, so the per-event path, without the compiled skip-idle loop and
+    placement, the largest compile)."""
     import time
 
     import cluster_env
@@ -1313,6 +1327,8 @@ def warm_up() -> float:
     # (the per-event Python path and its kernels).
     env = cluster_env.parallel_env("philly-v0", jobs_per_episode=300)
     obs, _ = env.reset(seed=0)
+    if recorded:                     # as baselines.harness.episode.run_episode(record=True)
+        env.sim.allocation_log, env.sim.event_log = [], []
     steps = 0
     while env.agents:
         actions = {agent: int(o["action_mask"].argmax()) for agent, o in obs.items()}
@@ -1333,4 +1349,5 @@ def available() -> tuple[str, ...]:
     return BACKENDS
 
 
-__all__ = ["BACKENDS", "COMPILE_NOTE", "active", "available", "backend", "cache_is_cold", "use", "warm_up"]
+__all__ = ["BACKENDS", "COMPILE_NOTE", "active", "available", "backend", "cache_is_cold", "kernel_is_cold", "use",
+           "warm_up"]

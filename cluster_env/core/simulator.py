@@ -762,12 +762,19 @@ class ClusterSimulator:
         self._k.refresh_rates(n, self._s_fm, self.machine_factor, self._crowd, self._s_nominal,
                               self._s_acomm, self._s_rate, self.alpha, *self._multi_layout())
 
-    def advance_while_idle(self, window: int, running_choice: bool) -> None:
+    def advance_while_idle(self, window: int, running_choice: bool, fused: bool = True) -> None:
         """Advance through decision epochs where advancing is the only legal decision: no job of
         the ``window`` oldest pending ones fits, and no running job may be chosen
         (``running_choice``: a preemption window exists); stops at the end or when nothing is left
-        to happen."""
-        if self._idle_kernel is not None and self.event_log is None and self.allocation_log is None:
+        to happen.
+
+        ``fused=False`` runs the per-event path even where the compiled skip-idle loop
+        (``kernels.idle_events``) applies: the same episode (tested), event by event. A reset
+        uses it: it has few events (usually none) before its first decision, and a fresh install
+        then shows its first observation without compiling the fused loop, the largest kernel
+        (about 5 of a cold reset's 7 s): the first ``step`` compiles it."""
+        if (fused and self._idle_kernel is not None and self.event_log is None
+                and self.allocation_log is None):
             self._advance_while_idle_compiled(window, running_choice)
             return
         gpus, pending, allowed = self._gpus_list, self.pending, self.allowed

@@ -237,7 +237,8 @@ class ClusterParallelEnv(ParallelEnv):
         self.num_steps = 0
         self._preempted_now: tuple[float, dict] = (-1.0, {})   # (instant, {job: preemptions in it})
         self._last = (0.0, 0.0, 0.0, 0.0, 0)
-        self._skip_idle_epochs()
+        # Per event: the compiled skip-idle loop (a cold start's largest compile) waits for step.
+        self._skip_idle_epochs(fused=False)
         obs = self._observe()
         infos = {a: self._info() for a in self.agents}
         if self.sim.done:
@@ -392,9 +393,10 @@ class ClusterParallelEnv(ParallelEnv):
     def _mask_of(self, agent: str) -> np.ndarray:
         return self._order_mask if agent == "orderer" else self._place_mask
 
-    def _skip_idle_epochs(self) -> None:
-        """Advance through decision epochs where ``advance`` is the only legal action."""
-        self.sim.advance_while_idle(self.builder.K, self.builder.R > 0)
+    def _skip_idle_epochs(self, fused: bool = True) -> None:
+        """Advance through decision epochs where ``advance`` is the only legal action
+        (``fused``: see ``ClusterSimulator.advance_while_idle``)."""
+        self.sim.advance_while_idle(self.builder.K, self.builder.R > 0, fused)
 
     def _observe(self) -> dict:
         placing = self.phase == PLACE
