@@ -373,7 +373,10 @@ class LAS(PreemptivePriority):
 
 
 class OracleSRPT(PreemptivePriority):
-    """UPPER REFERENCE, reads durations: clairvoyant shortest remaining GPU-time first (SRPT).
+    """CLAIRVOYANT REFERENCE, reads durations: shortest remaining GPU-time first (SRPT).
+
+    It is not an upper bound: it is worse than LAS on philly-hetero-v1 and on the traces issue 25
+    tried with the default effects on, and level with it on philly-v1 (issue 26's headroom study).
 
     The priority is the job's remaining work at nominal speed x its GPUs (the ``remaining_log``
     feature, visible only with ``clairvoyant=True``); ties go to the older job. Scheduling is

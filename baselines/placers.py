@@ -125,7 +125,7 @@ class FastestFirst(Placer):
 
 
 class OraclePlacer(Placer):
-    """UPPER REFERENCE, reads durations: a size- and speed-aware placer (the ``oracle`` family).
+    """CLAIRVOYANT REFERENCE, reads durations (not an upper bound): a size- and speed-aware placer (the ``oracle`` family).
 
     Speed is :class:`FastestFirst`'s (the job type's nominal speed on the machine's GPU type x
     the machine's measured speed); size is the job's duration at nominal speed (the placing

@@ -14,7 +14,7 @@ Named baselines (DESIGN section 7):
 ``las-q<M>``   ``las`` with a minimum quantum of M minutes (e.g. ``las-q15``): a running job is not
                preempted before it has executed M minutes since its last (re)start; not a scored
                baseline (docs/baselines.md, "LAS with a minimum quantum")
-``oracle``     UPPER REFERENCE, reads durations (clairvoyant + preemption): shortest remaining
+``oracle``     CLAIRVOYANT REFERENCE, reads durations (clairvoyant + preemption); not an upper bound: shortest remaining
                GPU-time first, preemptive, + the size- and speed-aware oracle placer; never an
                info-agnostic baseline
 =============  ==========================================================
@@ -24,7 +24,7 @@ Any ``ORDERER+PLACER`` pair composes, e.g. ``sjf+fastest``, ``tiresias+spread`` 
 error, ``noise=0.5`` by default), ``tiresias`` (alias ``2dlas``), ``las``, ``las-q<minutes>``, ``oracle`` (alias
 ``srpt``; reads durations), ``random``. Placers: ``first-fit``, ``consolidate`` (alias
 ``best-fit``), ``spread``, ``fastest``, ``oracle`` (reads durations), ``random``. A policy with an
-``oracle`` half reads durations and is an upper reference, not an info-agnostic baseline.
+``oracle`` half reads durations and is a clairvoyant reference (not an upper bound), not an info-agnostic baseline.
 """
 from __future__ import annotations
 

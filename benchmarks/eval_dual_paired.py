@@ -7,7 +7,7 @@ Runs the checkpoint and every reference on the same windows (default: philly-v1,
 windows 0-19, durations hidden) once, then prints, per reference, the harness's paired summary
 (``baselines.harness.stats.paired_summary``, what ``cluster-bench compare`` prints): the geometric
 mean of the per-window ratio of average JCT, its 95% bootstrap interval and the win rate. With
-``--oracle`` the clairvoyant ``oracle`` is scored too (an upper reference that reads durations),
+``--oracle`` the clairvoyant ``oracle`` is scored too (a clairvoyant reference that reads durations; not an upper bound),
 and the share of the headroom between the best reference and the oracle that the agent takes is
 printed. ``--references agnostic`` scores every info-agnostic heuristic (``fifo``,
 ``fifo-strict``, ``tiresias``, ``las``, each with each of the placers ``first-fit``,
@@ -83,7 +83,7 @@ def main() -> None:
     p.add_argument("--split", default="test")
     p.add_argument("--seeds", default="0-19")
     p.add_argument("--references", default="las,tiresias")
-    p.add_argument("--oracle", action="store_true", help="also score the clairvoyant oracle (upper reference)")
+    p.add_argument("--oracle", action="store_true", help="also score the clairvoyant oracle (clairvoyant reference)")
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--out", default=None)
     p.add_argument("--jobs-per-episode", type=int, default=None, help="shorter windows (smoke runs only)")

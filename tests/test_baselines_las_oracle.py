@@ -185,7 +185,8 @@ def test_registry_marks_las_and_the_oracle():
     assert baselines.make_policy("las").env_overrides == {"preemption": True}
     assert baselines.make_policy("oracle").env_overrides == {"preemption": True, "clairvoyant": True}
     assert baselines.make_policy("srpt+fastest").env_overrides == {"preemption": True, "clairvoyant": True}
-    assert "UPPER REFERENCE" in (OracleSRPT.__doc__ or "") and "UPPER REFERENCE" in (PLACERS["oracle"].__doc__ or "")
+    for doc in (OracleSRPT.__doc__ or "", PLACERS["oracle"].__doc__ or ""):   # issue 25: it is worse than LAS on
+        assert "CLAIRVOYANT REFERENCE" in doc and "not an upper bound" in doc  # some scenarios, so no "upper" label
     assert "reads no durations" in (LAS.__doc__ or "")
 
 
