@@ -69,6 +69,12 @@ def parse_seeds(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"no seeds in {text!r}")
     if min(seeds) < 0:
         raise argparse.ArgumentTypeError(f"seeds must be >= 0; got {text!r}")
+    if len(set(seeds)) != len(seeds):
+        from collections import Counter
+
+        twice = sorted(s for s, k in Counter(seeds).items() if k > 1)[:5]
+        raise argparse.ArgumentTypeError(f"{text!r} lists seed{'s' * (len(twice) > 1)} "
+                                         f"{', '.join(map(str, twice))} more than once (each seed is one window)")
     return seeds
 
 

@@ -150,6 +150,17 @@ def test_parse_seeds():
         parse_seeds("a-b")
 
 
+def test_parse_seeds_refuses_a_repeated_seed(capsys):
+    # "--seeds 0,0" used to fail later with "policy 'fifo' is asked twice ...", blaming the policy.
+    with pytest.raises(Exception, match="seed 0 more than once"):
+        parse_seeds("0,0")
+    with pytest.raises(Exception, match="seeds 2, 3 more than once"):
+        parse_seeds("0-4,2-3")
+    assert cluster_bench(["run", "--scenario", "toy-v0", "--policies", "fifo", "--seeds", "0,0"]) == 2
+    err = capsys.readouterr().err
+    assert "more than once" in err and "policy" not in err.splitlines()[0]
+
+
 def test_cluster_bench_run_writes_table_files_and_plots(tmp_path, capsys):
     out = tmp_path / "res"
     code = cluster_bench(["run", "--scenario", "philly-v0", "--policies", "fifo,tiresias+fastest",
