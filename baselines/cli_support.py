@@ -206,7 +206,12 @@ def replay(scenario: str, split: str, policy_name: str, seed: int, env_kwargs: d
             instants.append(env.num_steps)
             last = infos["orderer"]["time"]
         obs, _, _, _, infos = env.step(policy.act(obs, infos))
-    keep = set(instants[:: max(1, -(-len(instants) // max_frames))]) | {env.num_steps}
+    # At most max_frames, evenly spread, the first instant and the final state among them.
+    points = list(dict.fromkeys([*instants, env.num_steps]))
+    if len(points) > max_frames:
+        points = [points[-1]] if max_frames == 1 else \
+            [points[round(i * (len(points) - 1) / (max_frames - 1))] for i in range(max_frames)]
+    keep = set(points)
     policy.reset(seed)
     obs, infos = env.reset(seed=seed)
     frames = []

@@ -135,6 +135,20 @@ def test_cluster_bench_replay_writes_an_animated_gif(tmp_path, capsys):
     assert cluster_bench(["replay", "--gif", str(tmp_path / "x.png")]) == 2
 
 
+def test_cluster_bench_replay_keeps_max_frames_a_maximum(tmp_path, capsys):
+    # --max-frames is "frames at most": the final frame used to come on top (3 -> 4, 1 -> 2).
+    from baselines.cli import main as cluster_bench
+
+    for n in (1, 2, 3, 5):
+        assert cluster_bench(["replay", "--scenario", "toy-v0", "--policy", "las", "--max-frames", str(n)]) == 0
+        text = capsys.readouterr().out
+        assert text.count("queue:") == n
+        assert "finished=6/6" in text.split("queue:")[-2]      # the last frame is the episode's end
+    gif = tmp_path / "e.gif"
+    assert cluster_bench(["replay", "--scenario", "toy-v0", "--max-frames", "3", "--gif", str(gif)]) == 0
+    assert ": 3 frames of" in capsys.readouterr().out
+
+
 def test_gitignore_covers_results_and_runs():
     from pathlib import Path
 
