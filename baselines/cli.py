@@ -252,9 +252,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     verdict = ("the interval excludes 1: " + (f"{a} is better" if (s.ci_high < 1) == lower_is_better(args.metric)
                                                 else f"{a} is worse")) if s.significant else \
         "the interval contains 1 (or is undefined): no difference shown on these windows"
-    if s.distinct < 2:
+    if s.distinct == 1 and s.n > 1:
         verdict = (f"{s.distinct} distinct window: no interval, no difference shown (these seeds all play the same "
                    "jobs; windows differ where jobs_per_episode is below the split's size)")
+    elif s.distinct < 2:
+        verdict = (f"{s.distinct} window{'s' * (s.distinct != 1)} to pair: no interval, no difference shown (an "
+                   "interval needs at least two distinct windows; give more seeds, e.g. --seeds 0-19)")
     print(f"  {verdict}")
     for name in (a, b):
         bad, total, unfinished = truncation(records, name)

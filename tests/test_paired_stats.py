@@ -145,6 +145,15 @@ def test_cluster_bench_compare_prints_the_paired_ratio_and_writes_json(tmp_path,
     assert len(data["episodes"]) == 8
 
 
+def test_cluster_bench_compare_on_one_seed_does_not_claim_repeated_windows(capsys):
+    # One seed is one window: the verdict used to say "these seeds all play the same jobs".
+    assert cluster_bench(["compare", "sjf", "fifo", "--scenario", "toy-v0", "--seeds", "0",
+                          "--backend", "serial", "--quiet"]) == 0
+    text = capsys.readouterr().out
+    assert "REPEATED WINDOWS" not in text and "these seeds all play the same jobs" not in text
+    assert "1 window to pair: no interval" in text and "--seeds 0-19" in text
+
+
 def test_cluster_bench_compare_rejects_bad_arguments(tmp_path, capsys):
     assert cluster_bench(["compare", "fifo", "fifo", "--scenario", "toy-v0", "--quiet"]) == 2
     assert cluster_bench(["compare", "sjf", "fifo", "--scenario", "toy-v0", "--metric", "speed", "--quiet"]) == 2
