@@ -104,6 +104,13 @@ def test_a_priority_agent_on_another_scenario_is_refused_then_recorded_when_allo
     assert meta["env_mismatch"][str(SHIPPED)]["scenario"] == {"policy": "philly-hetero-v1", "run": "philly-v1"}
 
 
+def test_the_mismatch_error_of_compare_names_the_command_that_has_the_flag(capsys):
+    # compare, sweep and scores have no --allow-env-mismatch: the hint used to offer it to them.
+    assert cluster_bench(["compare", str(SHIPPED), "fifo", "--scenario", "philly-v1", "--seeds", "0",
+                          "--quiet"]) == 2
+    _one_line_error(capsys.readouterr().err, "cluster-bench run --allow-env-mismatch")
+
+
 def test_the_harness_checks_the_scenario_on_the_compiled_path_too():
     from baselines.harness import evaluate
     from baselines.harness.episode import EnvMismatchError

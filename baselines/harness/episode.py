@@ -127,8 +127,8 @@ def env_settings(policy: Any, env_kwargs: Optional[dict] = None, allow_env_misma
         raise EnvMismatchError(
             f"policy {name!r} was made for another environment: {what}. Every policy of a comparison "
             f"runs on the same environment: {fix}, or "
-            f"score the policy on this run's environment anyway with --allow-env-mismatch "
-            f"(allow_env_mismatch=True; recorded in results.json)")
+            f"score the policy on this run's environment anyway with cluster-bench run --allow-env-mismatch "
+            f"(allow_env_mismatch=True in Python; recorded in results.json)")
     return settings
 
 
