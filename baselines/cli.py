@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
-from baselines.cli_checks import arrivals_note, check_reference_gpu, unique_labels
+from baselines.cli_checks import arrivals_note, check_reference_gpu, reference_label, unique_labels
 from baselines.cli_support import (USER_ERRORS, OneLineParser, UsageError, check_run, column_overrides, csv_overrides,
                                    custom_trace_notes, policy_listing, pop_flag, report)
 from baselines.registry import BASELINE_NAMES
@@ -150,6 +150,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for name in policies:                      # fail fast, before any worker starts
         resolved.append(resolve_policy(name, args.scenario))
     labels = unique_labels(policies, args.scenario, [policy_name(p) for p in resolved])
+    args.reference = reference_label(args.reference, policies, labels)
     for name, policy in zip(policies, resolved):
         policy_env[name] = env_settings(policy, env_kwargs, allow, args.scenario)
         if env_mismatch(policy, env_kwargs, args.scenario):
@@ -304,6 +305,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         return 2
     policies = _split_names(args.policies)
     labels = unique_labels(policies, args.scenario)       # resolves each; refuses one policy twice
+    args.reference = reference_label(args.reference, policies, labels)
     reference = args.reference if args.reference in labels else None
     if reference is None:
         print(f"note: the reference {args.reference!r} is not swept, so there are no paired ratios "

@@ -19,6 +19,25 @@ def unique_labels(specs: Sequence[str], scenario: Optional[str], names: Optional
         raise UsageError(str(exc), "list each policy once (names are case-insensitive)") from None
 
 
+def reference_label(reference: str, specs: Sequence[str], labels: Sequence[str]) -> str:
+    """The row label ``--reference`` means: itself when it is a label, else the label of the policy
+    it names as given on ``--policies`` (``LAS`` for ``las``, ``run/last.priority.json`` for
+    ``dual-priority(last)``); unchanged when it names none of them."""
+    from baselines.harness.labels import _file_of
+
+    if reference in labels:
+        return reference
+    for spec, label in zip(specs, labels):
+        if spec == reference or spec.lower() == reference.lower() or label.lower() == reference.lower():
+            return label
+    ref_file = _file_of(reference)
+    if ref_file is not None:
+        for spec, label in zip(specs, labels):
+            if _file_of(spec) == ref_file:
+                return label
+    return reference
+
+
 def check_reference_gpu(args: argparse.Namespace) -> None:
     """``--reference-gpu`` says which GPU the durations of ``--workload-csv`` were measured on;
     alone it would silently change a registered scenario's world (and its scores) under its name."""

@@ -104,6 +104,22 @@ def test_a_priority_agent_on_another_scenario_is_refused_then_recorded_when_allo
     assert meta["env_mismatch"][str(SHIPPED)]["scenario"] == {"policy": "philly-hetero-v1", "run": "philly-v1"}
 
 
+def test_reference_may_name_a_policy_as_given_on_the_command_line(tmp_path, capsys):
+    # --reference PATH (or LAS for las) used to print "no ratios: the reference policy ... is not
+    # among the policies" although it was: the rows are labelled dual-priority(...), las.
+    out = tmp_path / "res"
+    assert cluster_bench(["run", "--scenario", "philly-hetero-v1", "--policies", f"fifo,{SHIPPED}",
+                          "--reference", str(SHIPPED), "--out", str(out), *SHORT]) == 0
+    text = capsys.readouterr().out
+    assert "no ratios" not in text and "avg_jct vs dual-priority(philly-hetero-v1)" in text
+    assert json.loads((out / "results.json").read_text())["meta"]["reference"] == "dual-priority(philly-hetero-v1)"
+    assert cluster_bench(["sweep", "--scenario", "toy-v0", "--policies", "fifo,las", "--reference", "LAS",
+                          "--loads", "1", "--seeds", "0", "--out", str(tmp_path / "sw"), "--no-plots",
+                          "--backend", "serial", "--quiet"]) == 0
+    text = capsys.readouterr().out
+    assert "not swept" not in text and "ratio to las" in text
+
+
 def test_the_mismatch_error_of_compare_names_the_command_that_has_the_flag(capsys):
     # compare, sweep and scores have no --allow-env-mismatch: the hint used to offer it to them.
     assert cluster_bench(["compare", str(SHIPPED), "fifo", "--scenario", "philly-v1", "--seeds", "0",
