@@ -11,10 +11,11 @@ Subcommands:
     cluster-bench policies
     cluster-bench replay    [--scenario toy-v0] [--policy fifo] [--seed 0] [--gif episode.gif]
     cluster-bench train     [--scenario philly-v0] [--timesteps N] ...   (the dual agent; rl extra)
+    cluster-bench train-priority [--scenario philly-hetero-v1] [--resume RUN/last.priority.json] ...
     cluster-bench scores    --check | --update [--scenarios ...] [--file PATH] [--policies ...] [--seeds ...]
 
 A bare "cluster-bench run" scores the named baselines (and the agents that ship for the scenario:
-the dual agent's checkpoint, the priority agent; listed at the end of this help) on philly-v1's
+the dual agent's checkpoint, the priority agent; listed below) on philly-v1's
 test split over 20 windows (seeds 0-19), prints the table with each policy's paired ratio to FIFO,
 and writes results.csv, results.json and PNG plots to cluster-bench-results/.
 Every mistake in the arguments is one line and a hint (exit code 2); --debug shows the traceback.
