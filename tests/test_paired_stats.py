@@ -154,6 +154,19 @@ def test_cluster_bench_compare_on_one_seed_does_not_claim_repeated_windows(capsy
     assert "1 window to pair: no interval" in text and "--seeds 0-19" in text
 
 
+def test_cluster_bench_sweep_flags_seeds_that_play_one_window(tmp_path, capsys):
+    # Issue 27 item 3 reached run and compare; sweep printed "2 windows per point" and intervals
+    # over identical toy-v0 episodes without a word.
+    assert cluster_bench(["sweep", "--scenario", "toy-v0", "--loads", "0.5,1", "--seeds", "0-1", "--out",
+                          str(tmp_path / "sw"), "--no-plots", "--backend", "serial", "--quiet"]) == 0
+    text = capsys.readouterr().out
+    assert "REPEATED WINDOWS: the 2 seeds play only 1 distinct window at load 0.5, 1 distinct window at load 1" in text
+    assert cluster_bench(["sweep", "--scenario", "philly-v0", "--loads", "1", "--seeds", "0-1", "--env",
+                          "jobs_per_episode=30", "--out", str(tmp_path / "sw2"), "--no-plots", "--backend", "serial",
+                          "--quiet"]) == 0
+    assert "REPEATED WINDOWS" not in capsys.readouterr().out
+
+
 def test_cluster_bench_compare_rejects_bad_arguments(tmp_path, capsys):
     assert cluster_bench(["compare", "fifo", "fifo", "--scenario", "toy-v0", "--quiet"]) == 2
     assert cluster_bench(["compare", "sjf", "fifo", "--scenario", "toy-v0", "--metric", "speed", "--quiet"]) == 2

@@ -159,4 +159,12 @@ def format_sweep(sweep: LoadSweep, metric: str = "avg_jct") -> str:
         head.append(f"{policy:<{width}}  " + "  ".join(cells))
     measured = [by[(sweep.policies[0], x)]["offered_load"] for x in loads]
     head.append("measured offered load: " + ", ".join("nan" if math.isnan(m) else f"{m:.3f}" for m in measured))
+    windows: dict[float, set] = {}
+    for r in sweep.records:                 # seeds that play the same jobs are one window
+        windows.setdefault(float(r["load"]), set()).add(str(r.get("window", r["seed"])))
+    repeated = {x: len(windows.get(float(x), ())) for x in loads if len(windows.get(float(x), ())) < len(sweep.seeds)}
+    if repeated:
+        head.append(f"REPEATED WINDOWS: the {len(sweep.seeds)} seeds play only "
+                    + ", ".join(f"{d} distinct window{'s' * (d != 1)} at load {x:g}" for x, d in repeated.items())
+                    + "; the ratios count each distinct window once, the means' intervals count every seed")
     return "\n".join(head)
