@@ -190,7 +190,8 @@ def replay(scenario: str, split: str, policy_name: str, seed: int, env_kwargs: d
     stream = stream or sys.stdout
     policy = resolve_policy(policy_name, scenario)
     mode = "rgb_array" if gif else "ansi"
-    env = cluster_env.parallel_env(scenario, split=split, render_mode=mode, **env_settings(policy, env_kwargs))
+    env = cluster_env.parallel_env(scenario, split=split, render_mode=mode,
+                                   **env_settings(policy, env_kwargs, False, scenario))   # made for it?
     if gif:
         from baselines.harness.files import check_target
 

@@ -120,6 +120,13 @@ def test_reference_may_name_a_policy_as_given_on_the_command_line(tmp_path, caps
     assert "not swept" not in text and "ratio to las" in text
 
 
+def test_replay_refuses_an_agent_made_for_another_scenario(capsys):
+    # replay played the philly-hetero-v1 agent on toy-v0 without a word (and an SB3 model of
+    # philly-v1 died with "could not broadcast input array from shape (22,) into shape (374,)").
+    assert cluster_bench(["replay", "--scenario", "toy-v0", "--policy", str(SHIPPED), "--max-frames", "1"]) == 2
+    _one_line_error(capsys.readouterr().err, "scenario='philly-hetero-v1' (this run: 'toy-v0')")
+
+
 def test_the_mismatch_error_of_compare_names_the_command_that_has_the_flag(capsys):
     # compare, sweep and scores have no --allow-env-mismatch: the hint used to offer it to them.
     assert cluster_bench(["compare", str(SHIPPED), "fifo", "--scenario", "philly-v1", "--seeds", "0",
