@@ -127,8 +127,12 @@ def default_policies(scenario: str) -> list[str]:
     return names
 
 
-def _split_names(text: str) -> list[str]:
-    return [p.strip() for p in text.split(",") if p.strip()]
+def _split_names(text: str, flag: str = "--policies") -> list[str]:
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    if not names:
+        raise UsageError(f"{flag} {text!r} names nothing", f"give comma-separated names, e.g. {flag} "
+                         + ("fifo,sjf" if flag == "--policies" else "toy-v0,philly-v1"))
+    return names
 
 
 # ---------------------------------------------------------------------------- run
@@ -353,7 +357,7 @@ def cmd_scores(args: argparse.Namespace) -> int:
     if args.check == args.update:
         print("cluster-bench scores: give exactly one of --check or --update", file=sys.stderr)
         return 2
-    scenarios = _split_names(args.scenarios) if args.scenarios else None
+    scenarios = _split_names(args.scenarios, "--scenarios") if args.scenarios else None
     if args.file:
         targets = [(Path(args.file), scenarios)]
     else:

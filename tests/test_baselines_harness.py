@@ -150,6 +150,18 @@ def test_parse_seeds():
         parse_seeds("a-b")
 
 
+def test_an_empty_policy_list_is_one_line(capsys):
+    # "--policies ," used to end in "'int' object is not iterable" (run), "max() arg is an empty
+    # sequence" (sweep).
+    for argv in (["run", "--scenario", "toy-v0", "--policies", ",", "--seeds", "0"],
+                 ["sweep", "--scenario", "toy-v0", "--loads", "1", "--policies", " , ", "--seeds", "0"],
+                 ["sweep", "--scenario", "toy-v0", "--loads", "1", "--policies", "", "--seeds", "0"],
+                 ["scores", "--check", "--scenarios", ","]):
+        assert cluster_bench(argv) == 2
+        err = capsys.readouterr().err
+        assert "names nothing" in err and "Traceback" not in err, err
+
+
 def test_parse_seeds_refuses_a_repeated_seed(capsys):
     # "--seeds 0,0" used to fail later with "policy 'fifo' is asked twice ...", blaming the policy.
     with pytest.raises(Exception, match="seed 0 more than once"):
