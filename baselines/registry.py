@@ -124,6 +124,9 @@ def make_policy(name: str, **kwargs: Any) -> ComposedPolicy:
         raise TypeError(f"policy name must be a string, got {name!r}")
     key = name.strip().lower()
     parts = policy_parts(key)
+    orderer = key.partition("+")[0]
+    if orderer.startswith("las-q") and las_quantum_minutes(orderer) is None:
+        raise ValueError(f"{LAS_QUANTUM_FAMILY} needs a positive number of minutes (e.g. las-q15), got {name!r}")
     if parts is None:
         raise ValueError(f"unknown policy {name!r}; named baselines: {sorted(NAMED)}; or compose "
                          f"ORDERER+PLACER with orderers {sorted(ORDERERS)} (or {LAS_QUANTUM_FAMILY}) "

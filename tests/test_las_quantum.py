@@ -109,8 +109,10 @@ def test_las_quantum_names_and_errors():
     for name in ("las", "tiresias", "oracle"):
         assert make_policy(name).orderer.min_quantum == 0.0
     assert Tiresias(min_quantum=60.0).min_quantum == 60.0
-    with pytest.raises(ValueError, match="unknown orderer 'las-q0'"):
-        make_policy("las-q0+consolidate")
+    # A quantum out of range is said as such, not as an unknown policy.
+    for bad in ("las-q0", "las-q0+consolidate", "las-q1e9", "las-qinf+fastest"):
+        with pytest.raises(ValueError, match=r"las-q<minutes> needs a positive number of minutes"):
+            make_policy(bad)
     for bad in (-1.0, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="min_quantum"):
             PreemptivePriority(min_quantum=bad)
