@@ -94,3 +94,8 @@ def test_resume_refuses_other_settings(tmp_path, capsys):
     assert cluster_bench(["train-priority", "--resume", str(tmp_path / "last.priority.json"), "--sigma", "0.5"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and "--sigma cannot change" in err[0]
+    # A budget that adds no iteration is refused, not "resumed" into an exit 0 that trained nothing.
+    for more in ([], ["--iterations", "1"]):
+        assert cluster_bench(["train-priority", "--resume", str(tmp_path / "last.priority.json"), *more]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 2 and "has already run 1 iterations" in err[0] and "--iterations 11" in err[0]

@@ -130,6 +130,10 @@ def _resumed_config(args: argparse.Namespace, kw: dict):
         raise ValueError(f"--resume continues the run with its own settings; {flags} cannot change "
                          "(only --iterations, --max-minutes, --workers and --out)")
     config, state = load_es_state(args.resume)
+    done, target = int(state["iteration"]), int(kw.get("iterations", config.iterations))
+    if target <= done:        # nothing would train, yet the run would end as if it had
+        raise ValueError(f"{args.resume} has already run {done} iterations; --iterations {target} adds none "
+                         f"(give more, e.g. --iterations {done + 10})")
     changes = {k: kw[k] for k in RESUMABLE if k in kw}
     changes["out"] = args.out or str(Path(args.resume).parent)
     return replace(config, **changes), state
