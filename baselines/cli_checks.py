@@ -23,17 +23,17 @@ def reference_label(reference: str, specs: Sequence[str], labels: Sequence[str])
     """The row label ``--reference`` means: itself when it is a label, else the label of the policy
     it names as given on ``--policies`` (``LAS`` for ``las``, ``run/last.priority.json`` for
     ``dual-priority(last)``); unchanged when it names none of them."""
-    from baselines.harness.labels import _file_of
+    from baselines.harness.labels import spec_file
 
     if reference in labels:
         return reference
     for spec, label in zip(specs, labels):
         if spec == reference or spec.lower() == reference.lower() or label.lower() == reference.lower():
             return label
-    ref_file = _file_of(reference)
+    ref_file = spec_file(reference)
     if ref_file is not None:
         for spec, label in zip(specs, labels):
-            if _file_of(spec) == ref_file:
+            if spec_file(spec) == ref_file:
                 return label
     return reference
 

@@ -198,12 +198,6 @@ def check_folder(path: "str | Path", flag: str = "--out", names: Sequence[str] =
     return path
 
 
-def prepare_output_dir(path: "str | Path") -> Path:
-    """Create the output folder ``path`` and check that a file can be written in it (see
-    :func:`check_folder`); ``OSError`` naming the folder otherwise."""
-    return check_folder(path)
-
-
 def estimate_bytes(episodes: int, plots: int = 0) -> int:
     """Room to reserve for the files of ``episodes`` episodes and ``plots`` PNG plots."""
     return episodes * BYTES_PER_EPISODE + plots * BYTES_PER_PLOT
@@ -269,5 +263,5 @@ def reserve_file(path: "str | Path", flag: str = "--out", need_bytes: int = 0) -
 
 
 __all__ = ["LOCK_NAME", "OutputError", "OutputLock", "atomic_write", "check_folder", "check_target",
-           "estimate_bytes", "free_bytes", "prepare_output_dir", "reserve_file", "reserve_folder",
+           "estimate_bytes", "free_bytes", "reserve_file", "reserve_folder",
            "sigint_deferred", "written_together"]

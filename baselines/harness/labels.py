@@ -25,7 +25,7 @@ def _spec_text(spec: Any, name: str) -> str:
     return spec if isinstance(spec, str) else f"{type(spec).__name__} object {name!r}"
 
 
-def _file_of(spec: Any) -> Optional[Path]:
+def spec_file(spec: Any) -> Optional[Path]:
     """The resolved file a string spec names, or None (a name, ``module:attribute``, an object)."""
     if not isinstance(spec, str):
         return None
@@ -74,7 +74,7 @@ def policy_labels(specs: Sequence[Any], scenario: Optional[str] = None,
     specs = list(specs)
     if names is None:
         names = [policy_name(resolve_policy(s, scenario)) for s in specs]
-    files = [_file_of(s) for s in specs]
+    files = [spec_file(s) for s in specs]
     labels = list(names)
     by_name: dict[str, list[int]] = {}
     for i, name in enumerate(names):

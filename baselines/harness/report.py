@@ -32,6 +32,8 @@ SUMMARY_METRICS = (*METRIC_KEYS, *DERIVED_METRICS)
 #: Metrics shown in the printed table (the files have all of them, the preemption count too).
 TABLE_METRICS = ("avg_jct", "p95_jct", "avg_queue_delay", "avg_slowdown", "gpu_utilization", "total_fee",
                  "preemptions_per_job")
+#: Metrics whose paired ratio to the reference the summaries carry (the table shows the first).
+PAIRED_METRICS = ("avg_jct", "p95_jct", "avg_slowdown")
 
 
 def metric_value(record: dict[str, Any], key: str) -> float:
@@ -41,8 +43,6 @@ def metric_value(record: dict[str, Any], key: str) -> float:
         d = float(record[denominator])
         return float(record[numerator]) / d if d else math.nan
     return float(record[key])
-#: Metrics whose paired ratio to the reference the summaries carry (the table shows the first).
-PAIRED_METRICS = ("avg_jct", "p95_jct", "avg_slowdown")
 
 
 def summarize(records: Sequence[dict[str, Any]], metrics: Iterable[str] = SUMMARY_METRICS,

@@ -25,6 +25,7 @@ from ray.rllib.env.wrappers.pettingzoo_env import ParallelPettingZooEnv
 from ray.rllib.utils.torch_utils import FLOAT_MIN
 
 from baselines.rllib.view import MaskedFlatParallelEnv
+from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 
 AGENTS = ("orderer", "placer")
 
@@ -50,7 +51,7 @@ class ClusterRLlibEnv(ParallelPettingZooEnv):
 
     def __init__(self, config: Optional[dict] = None) -> None:
         config = dict(config or {})
-        scenario = config.pop("scenario", "philly-v1")
+        scenario = config.pop("scenario", DEFAULT_SCENARIO)
         split = config.pop("split", "train")
         super().__init__(MaskedFlatParallelEnv(scenario, split, **config))
 

@@ -21,6 +21,7 @@ from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
 import cluster_env
+from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 from cluster_env.wrappers.layout import FlatLayout
 
 
@@ -84,7 +85,7 @@ class MaskedFlatParallelEnv(ParallelEnv):
     """See the module docstring. ``scenario``, ``split`` and ``overrides`` go to
     ``cluster_env.parallel_env``."""
 
-    def __init__(self, scenario: Any = "philly-v1", split: str = "train", **overrides: Any) -> None:
+    def __init__(self, scenario: Any = DEFAULT_SCENARIO, split: str = "train", **overrides: Any) -> None:
         self.env = cluster_env.parallel_env(scenario, split=split, **overrides)
         self.metadata = {**self.env.metadata, "name": "hetero_cluster_rllib_v0"}
         self.render_mode = self.env.render_mode
