@@ -34,7 +34,7 @@ from typing import Optional, Sequence
 from baselines.cli_checks import arrivals_note, check_reference_gpu, reference_label, unique_labels
 from baselines.cli_support import (USER_ERRORS, OneLineParser, UsageError, check_run, column_overrides, csv_overrides,
                                    custom_trace_notes, policy_listing, pop_flag, report)
-from baselines.registry import BASELINE_NAMES
+from baselines.registry import BASELINE_NAMES, default_baselines
 from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 
 #: Seeds (windows) of ``run``, ``compare`` and ``sweep`` when ``--seeds`` is not given.
@@ -110,12 +110,17 @@ def parse_env_overrides(items: Sequence[str]) -> dict:
 
 
 def default_policies(scenario: str) -> list[str]:
-    """The named baselines, plus the policies installed packages offer for ``scenario`` (entry
-    points ``cluster_bench.policies`` whose ``default_for(scenario)`` is true: the dual agent
-    where a checkpoint ships)."""
+    """The named baselines (``las-migrate`` too on a cluster of several GPU types), plus the
+    policies installed packages offer for ``scenario`` (entry points ``cluster_bench.policies``
+    whose ``default_for(scenario)`` is true: the dual agent where a checkpoint ships)."""
+    import cluster_env
     from cluster_env.wrappers.policies import plugin_policies
 
     names = list(BASELINE_NAMES)
+    try:
+        names = list(default_baselines(len(cluster_env.get_scenario(scenario).cluster().gpu_type_names)))
+    except (KeyError, ValueError):      # not a registered scenario name: the plain baselines
+        pass
     for name, ep in plugin_policies().items():
         try:
             entry = ep.load()

@@ -14,6 +14,10 @@ Named baselines (DESIGN section 7):
 ``las-q<M>``   ``las`` with a minimum quantum of M minutes (e.g. ``las-q15``): a running job is not
                preempted before it has executed M minutes since its last (re)start; not a scored
                baseline (docs/baselines.md, "LAS with a minimum quantum")
+``las-migrate`` ``las`` + ``fastest`` that moves a running one-machine job to a free machine at least
+               1.5x faster (preempt, restart at once, re-placed by ``fastest``); reads the placement
+               columns of ``observation="extended-v2"`` (:mod:`baselines.migrate`);
+               ``las-migrate<x>`` sets the threshold x > 1 (e.g. ``las-migrate2``)
 ``oracle``     CLAIRVOYANT REFERENCE, reads durations (clairvoyant + preemption); not an upper bound: shortest remaining
                GPU-time first, preemptive, + the size- and speed-aware oracle placer; never an
                info-agnostic baseline
@@ -21,7 +25,7 @@ Named baselines (DESIGN section 7):
 
 Any ``ORDERER+PLACER`` pair composes, e.g. ``sjf+fastest``, ``tiresias+spread`` or
 ``las+fastest``. Orderers: ``fifo``, ``fifo-strict``, ``sjf``, ``sjf-noisy`` (log-normal duration
-error, ``noise=0.5`` by default), ``tiresias`` (alias ``2dlas``), ``las``, ``las-q<minutes>``, ``oracle`` (alias
+error, ``noise=0.5`` by default), ``tiresias`` (alias ``2dlas``), ``las``, ``las-q<minutes>``, ``las-migrate`` / ``las-migrate<x>``, ``oracle`` (alias
 ``srpt``; reads durations), ``random``. Placers: ``first-fit``, ``consolidate`` (alias
 ``best-fit``), ``spread``, ``fastest``, ``oracle`` (reads durations), ``random``. A policy with an
 ``oracle`` half reads durations and is a clairvoyant reference (not an upper bound), not an info-agnostic baseline.
@@ -31,6 +35,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Optional
 
+from baselines.migrate import LAS_MIGRATE_FAMILY, MigratingLAS, las_migrate_threshold
 from baselines.orderers import FIFO, LAS, SJF, OracleSRPT, RandomOrderer, Tiresias
 from baselines.placers import BestFit, FastestFirst, FirstFit, OraclePlacer, RandomPlacer, Spread
 from baselines.policy import ComposedPolicy, Orderer, Placer
@@ -63,10 +68,19 @@ NAMED = {
     "sjf": ("sjf", "consolidate"),
     "tiresias": ("tiresias", "consolidate"),
     "las": ("las", "consolidate"),
+    "las-migrate": ("las-migrate", "fastest"),
     "oracle": ("oracle", "oracle"),
 }
-#: The named baselines, in the order tables list them.
-BASELINE_NAMES = tuple(NAMED)
+#: The named baselines every scenario's default run and regression scores hold, in table order.
+BASELINE_NAMES = tuple(name for name in NAMED if name != "las-migrate")
+#: Named baselines a default run adds on a heterogeneous cluster (more than one GPU type): the
+#: migration yardstick (its scores are checked in for the v1 scenarios).
+HETEROGENEOUS_BASELINES = ("las-migrate",)
+
+
+def default_baselines(gpu_types: int) -> tuple[str, ...]:
+    """The named baselines a default run scores on a cluster with ``gpu_types`` GPU types."""
+    return BASELINE_NAMES + (HETEROGENEOUS_BASELINES if gpu_types > 1 else ())
 #: The orderer family ``las-q<minutes>``: LAS with ``min_quantum`` = minutes x 60 (minutes > 0).
 LAS_QUANTUM_FAMILY = "las-q<minutes>"
 _LAS_QUANTUM = re.compile(r"las-q(\d+(?:\.\d+)?)")
@@ -84,6 +98,9 @@ def orderer_factory(orderer: str) -> Optional[Callable[..., Orderer]]:
     ``las-q<minutes>``), None when there is none."""
     if orderer in ORDERERS:
         return ORDERERS[orderer]
+    threshold = las_migrate_threshold(orderer)
+    if threshold is not None:
+        return lambda **kw: MigratingLAS(threshold=threshold, **kw)
     minutes = las_quantum_minutes(orderer)
     if minutes is None:
         return None
@@ -101,6 +118,8 @@ def policy_parts(name: str) -> Optional[tuple[str, str]]:
         return orderer, placer
     if las_quantum_minutes(key) is not None:
         return key, NAMED["las"][1]
+    if las_migrate_threshold(key) is not None:
+        return key, NAMED["las-migrate"][1]
     return None
 
 
@@ -127,15 +146,17 @@ def make_policy(name: str, **kwargs: Any) -> ComposedPolicy:
     orderer = key.partition("+")[0]
     if orderer.startswith("las-q") and las_quantum_minutes(orderer) is None:
         raise ValueError(f"{LAS_QUANTUM_FAMILY} needs a positive number of minutes (e.g. las-q15), got {name!r}")
+    if orderer.startswith("las-migrate") and las_migrate_threshold(orderer) is None:
+        raise ValueError(f"{LAS_MIGRATE_FAMILY} needs a speed-up threshold x > 1 (e.g. las-migrate2), got {name!r}")
     if parts is None:
         raise ValueError(f"unknown policy {name!r}; named baselines: {sorted(NAMED)}; or compose "
-                         f"ORDERER+PLACER with orderers {sorted(ORDERERS)} (or {LAS_QUANTUM_FAMILY}) "
+                         f"ORDERER+PLACER with orderers {sorted(ORDERERS)} (or {LAS_QUANTUM_FAMILY}, {LAS_MIGRATE_FAMILY}) "
                          f"and placers {sorted(PLACERS)}")
     orderer_name, placer_name = parts
     orderer = orderer_factory(orderer_name)
     if orderer is None:
         raise ValueError(f"unknown orderer {orderer_name!r} in {name!r}; orderers: {sorted(ORDERERS)} "
-                         f"or {LAS_QUANTUM_FAMILY} (minutes > 0)")
+                         f"or {LAS_QUANTUM_FAMILY} (minutes > 0) or {LAS_MIGRATE_FAMILY} (x > 1)")
     if placer_name not in PLACERS:
         raise ValueError(f"unknown placer {placer_name!r} in {name!r}; placers: {sorted(PLACERS)}")
     return ComposedPolicy(orderer(**kwargs), PLACERS[placer_name](), name=key)

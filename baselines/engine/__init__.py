@@ -58,14 +58,18 @@ def policy_codes(name: Any) -> Optional[tuple[int, int]]:
     """(orderer code, placer code) of a policy name the engine runs, None for any other."""
     if not isinstance(name, str):
         return None
+    from baselines.migrate import las_migrate_threshold
     from baselines.registry import las_quantum_minutes, policy_parts
 
     parts = policy_parts(name)
     if parts is None:
         return None
     orderer, placer = parts
-    # las-q<minutes> is LAS's rule; its quantum goes into the parameters (_build_state).
+    # las-q<minutes> is LAS's rule; its quantum goes into the parameters (_build_state); a
+    # las-migrate<x>'s threshold into the migration array (_run_codes).
     code = L.O_LAS if las_quantum_minutes(orderer) is not None else L.ORDERER_CODES.get(orderer)
+    if las_migrate_threshold(orderer) is not None:
+        code = L.O_MIGRATE
     if code is None or placer not in L.PLACER_CODES:
         return None
     return code, L.PLACER_CODES[placer]
@@ -117,7 +121,8 @@ def check_request(policy: Any, env_kwargs: Optional[dict] = None, record: bool =
         raise Unsupported("recorded episodes (timelines, series) run through the API")
     bad = sorted(set(env_kwargs or {}) & _UNSUPPORTED_KEYS)
     if (env_kwargs or {}).get("observation", "default") != "default":
-        bad.append("observation")            # another layout: the rules read the default one
+        bad.append("observation")            # another layout: the rules read the default one (and
+                                             # las-migrate the placement columns it sets itself)
     if bad:
         raise Unsupported(f"environment settings {bad} run through the API")
     if not available():
@@ -195,6 +200,22 @@ def _build_state(env, sim, codes: tuple[int, int], min_quantum: float = 0.0):
     pi[L.ORDERER], pi[L.PLACER] = codes
     pi[L.READS_MEASURED] = int(codes[1] in (L.P_FASTEST, L.P_ORACLE))
     return state
+
+
+def _migration_array(orderer: Any) -> np.ndarray:
+    """The loop's ``mig`` array (``_loop.MG_*``) for a :class:`baselines.migrate.MigratingLAS`
+    (zeros but the marker for any other orderer): its threshold, the smallest float32
+    ``since_start_log`` whose numpy expm1 reaches ``min_run`` less the tolerance (-inf when that
+    is not positive), no job moving, no move yet."""
+    from baselines.orderers import QUANTUM_TOLERANCE_S
+
+    mig = np.array([0.0, 0.0, -1.0, math.nan, 0.0])
+    threshold = getattr(orderer, "threshold", None)
+    if threshold is not None:
+        limit = orderer.min_run - QUANTUM_TOLERANCE_S
+        mig[0] = threshold
+        mig[1] = float(_expm1_threshold(limit)) if limit > 0 else -math.inf
+    return mig
 
 
 _ERRORS = {L.E_NO_EVENT: "no future event: nothing running and no arrival left",
@@ -279,8 +300,9 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
         raise Unsupported("the oracle reads durations: without clairvoyant=True it runs (and fails) "
                           "through the API")
     state = _build_state(env, sim, codes, getattr(make_policy(policy).orderer, "min_quantum", 0.0))
-    if placer_weights is not None:
-        state[13][L.READS_MEASURED] = 1          # the residual placer reads measured speeds
+    if placer_weights is not None or codes[0] == L.O_MIGRATE:
+        state[13][L.READS_MEASURED] = 1          # the residual placer and the move rule read measured speeds
+    mig = _migration_array(make_policy(policy).orderer)
     # ComposedPolicy.reset(seed): one generator per half (the random halves draw from them).
     order_seq, place_seq = np.random.SeedSequence(seed).spawn(2)
     order_rng, place_rng = np.random.default_rng(order_seq), np.random.default_rng(place_seq)
@@ -306,7 +328,7 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     gc.disable()
     try:
         loop.run_episode(state, rng, order_rng, place_rng, thresholds, limits, w, feat, tenant, tstat, tfold,
-                         np.zeros(0) if placer_weights is None else placer_weights)
+                         np.zeros(0) if placer_weights is None else placer_weights, mig)
     finally:
         if gc_was_on:
             gc.enable()

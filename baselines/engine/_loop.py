@@ -40,6 +40,9 @@ from cluster_env.core.engine.sim import (advance, stash, place, preempt, skip_id
                                          sync_running, top_running, usable_free)
 
 START, PREEMPT_JOB, ADVANCE = 0, 1, 2
+# The migration rule's array (run_episode's ``mig``): threshold, float32 since-start threshold,
+# the job preempted to move (-1: none) and when, the number of moves.
+MG_THRESHOLD, MG_SINCE, MG_JOB, MG_TIME, MG_COUNT = range(5)
 _F32_SIGN = 0x7FFFFFFF
 
 # The layout and the orderers' constants (QUANTUM_TOLERANCE_S) are compiled in as constants too.
@@ -366,13 +369,78 @@ def start_priority(S, job, now):
 
 
 @_jit
-def order_priority(S, rule, thresholds, limits, weights, feat, tenant, tstat, tfold):
+def migrate_pick(S, cand, nv, mig, now):
+    """``MigratingLAS.movable`` over the ``nv`` candidates: the running one-machine job, not
+    started now, whose float32 ``since_start_log`` reaches ``mig[MG_SINCE]`` (the float32
+    threshold of ``min_run`` less the tolerance) and whose float32 ``speedup_free`` (its best
+    :func:`placed_speed` on a machine whose free GPUs of an allowed type, plus its own, hold it
+    whole, over its current one; the quotient in float64) reaches ``mig[MG_THRESHOLD]``; the
+    largest speed-up, then the lowest job id. -1 when none."""
+    jf, ji, mi, sf, pi = S[0], S[1], S[3], S[7], S[13]
+    allowed, pool_m = S[16], S[17]
+    has_allowed = pi[HAS_ALLOWED] != 0
+    pick = -1
+    pick_sp = np.float32(0.0)
+    for i in range(nv):
+        j = cand[i]
+        if ji[STATUS, j] != ST_RUNNING or ji[ALEN, j] != 1 or jf[STARTED_NOW, j] == now:
+            continue
+        since = np.float32(math.log1p(max(now - sf[S_T0, ji[SLOT_OF, j]], 0.0)))
+        if np.float64(since) < mig[MG_SINCE]:
+            continue
+        m0 = pool_m[ji[AOFF, j]]
+        current = placed_speed(S, j, m0)
+        best = current
+        g = ji[GPUS, j]
+        for m in range(pi[NM]):
+            if m != m0 and mi[FREE, m] >= g and (not has_allowed or allowed[j, mi[MTYPE, m]]):
+                speed = placed_speed(S, j, m)
+                if speed > best:
+                    best = speed
+        sp = np.float32(best / current)
+        if np.float64(sp) < mig[MG_THRESHOLD]:
+            continue
+        if pick < 0 or sp > pick_sp or (sp == pick_sp and j < pick):
+            pick, pick_sp = j, sp
+    return pick
+
+
+@_jit
+def migrate_restart(S, mig, now):
+    """``MigratingLAS.order``'s first step: the job preempted to move at this instant, if it is in
+    the pending window and fits, starts again (-1 otherwise); the marker is cleared either way."""
+    ji, ic, pi = S[1], S[11], S[13]
+    ti, allowed = S[6], S[16]
+    job = np.int64(mig[MG_JOB])
+    same = mig[MG_TIME] == now
+    mig[MG_JOB] = -1.0
+    if not same or ji[STATUS, job] != ST_PENDING:
+        return -1
+    j = ic[P_HEAD]
+    c = 0
+    while j >= 0 and c < pi[K]:
+        if j == job:
+            if ji[GPUS, j] <= (ic[FREE_TOTAL] if pi[HAS_ALLOWED] == 0 else usable_free(ti, allowed, j)):
+                return j
+            return -1
+        j = ji[P_NEXT, j]
+        c += 1
+    return -1
+
+
+@_jit
+def order_priority(S, rule, thresholds, limits, weights, feat, tenant, tstat, tfold, mig):
     """``PreemptivePriority.order`` with LAS's, Tiresias', the SRPT oracle's or the priority-mode
-    agent's keys (``rule``: the orderer's code; ``weights`` to ``tfold``: :func:`weighted_order`'s)."""
+    agent's keys (``rule``: the orderer's code; ``weights`` to ``tfold``: :func:`weighted_order`'s);
+    with ``O_MIGRATE``, LAS plus ``MigratingLAS``'s moves (``mig``: its parameters and marker)."""
     jf, ji, sc, ic, pi = S[0], S[1], S[10], S[11], S[13]
     ti, allowed = S[6], S[16]
     cand, keys = S[24], S[25]
     now = sc[NOW]
+    if rule == O_MIGRATE and mig[MG_JOB] >= 0:
+        j = migrate_restart(S, mig, now)
+        if j >= 0:
+            return start_priority(S, j, now)
     nv = 0
     j = ic[P_HEAD]
     while j >= 0 and nv < pi[K]:
@@ -445,6 +513,13 @@ def order_priority(S, rule, thresholds, limits, weights, feat, tenant, tstat, tf
         fit = ji[GPUS, j] <= (ic[FREE_TOTAL] if pi[HAS_ALLOWED] == 0 else usable_free(ti, allowed, j))
         if ji[STATUS, j] != ST_RUNNING and fit and jf[PREEMPTED_NOW, j] != now:
             return start_priority(S, j, now)
+    if rule == O_MIGRATE and tick:
+        j = migrate_pick(S, cand, nv, mig, now)
+        if j >= 0:
+            jf[STOPPED_AT, j] = now
+            mig[MG_JOB], mig[MG_TIME] = j, now
+            mig[MG_COUNT] += 1
+            return PREEMPT_JOB, j
     return advance_or_first(S)
 
 
@@ -648,10 +723,11 @@ def end_step(S):
 
 
 @_jit
-def run_episode(S, rng, orng, prng, thresholds, limits, weights, feat, tenant, tstat, tfold, pw):
+def run_episode(S, rng, orng, prng, thresholds, limits, weights, feat, tenant, tstat, tfold, pw, mig):
     """One episode from the state right after the simulator's construction (``env.reset``);
     ``weights`` to ``tfold`` are read by the weighted orderer only (empty arrays otherwise); ``pw``,
-    when not empty, are the residual placer's weights on top of the placer."""
+    when not empty, are the residual placer's weights on top of the placer; ``mig`` (5,) the
+    migration rule's parameters and state (``MG_*``; read by ``O_MIGRATE`` only)."""
     S = stash(S)            # one pointer to uncounted arrays for every call below (engine.ref)
     ic, pi = S[11], S[13]
     orderer = pi[ORDERER]
@@ -671,7 +747,7 @@ def run_episode(S, rng, orng, prng, thresholds, limits, weights, feat, tenant, t
         elif orderer == O_RANDOM:
             kind, job = order_random(S, orng)
         else:
-            kind, job = order_priority(S, orderer, thresholds, limits, weights, feat, tenant, tstat, tfold)
+            kind, job = order_priority(S, orderer, thresholds, limits, weights, feat, tenant, tstat, tfold, mig)
         if ic[ERROR]:
             return
         if kind == START:

@@ -69,14 +69,18 @@ scheduling options of :class:`cluster_env.core.config.SchedulingConfig` (``preem
 own trace and cluster; ``render_mode``; ``observation`` (``"default"``, the layout above, or
 ``"extended"``: five more ``jobs`` columns, a stable tenant encoding, the tenant's finished run
 times so far, attained service of every candidate, and three more ``global`` columns, the tick
-phase and the finished run times; see :mod:`cluster_env.envs.observation_ext`). Every argument is checked when the environment is
+phase and the finished run times; see :mod:`cluster_env.envs.observation_ext`; or
+``"extended-v2"``: ``"extended"`` plus eight ``jobs`` columns with each running candidate's
+placement, machines, GPU types, its speed against the best one free machine offers now, spread,
+time since its start; see :mod:`cluster_env.envs.observation_place`). Every argument is checked when the environment is
 built: a wrong type or value is a ``TypeError`` or ``ValueError`` that names it.
 
 **Version history.** v0 (0.1.0): first release. Same environment version, new scenario versions:
 ``philly-v1``, ``openb-v1``, ``openb-full-v1``, ``philly-hetero-v1`` (offered load as a parameter,
 spread penalty relative to the fewest machines, pending window 256); the ``load`` argument; the
 ``avg_pending_time`` metric; ``offered_load`` in the final infos. Unreleased: the opt-in
-``observation="extended"`` layout (the default layout of every scenario is unchanged).
+``observation="extended"`` layout and ``"extended-v2"`` (placement columns) (the default layout of every
+scenario is unchanged).
 """
 from __future__ import annotations
 
@@ -95,6 +99,7 @@ from cluster_env.core.rewards import JCTReward, StepStats, make_reward
 from cluster_env.core.simulator import ClusterSimulator
 from cluster_env.envs.observation import ObservationBuilder
 from cluster_env.envs.observation_ext import ExtendedObservationBuilder, check_observation_mode
+from cluster_env.envs.observation_place import PlacementObservationBuilder
 from cluster_env.errors import InvalidActionError
 from cluster_env.loaders.csvio import check_column_map
 from cluster_env.scenarios.base import Scenario
@@ -194,12 +199,15 @@ class ClusterParallelEnv(ParallelEnv):
         check_workload_fits(base.workload(), self.cluster, file=base.workload_file)
         self.possible_agents = list(AGENTS)
         self.agents: list[str] = []
-        #: The observation layout: "default" (the scenario's, pinned) or "extended" (observation_ext).
+        #: The observation layout: "default" (the scenario's, pinned), "extended" (observation_ext) or
+        #: "extended-v2" (observation_place).
         self.observation_mode = check_observation_mode(other.get("observation", "default"))
         builder_args = (self.cluster.num_machines, sched.pending_window, sched.running_window,
                         sched.preemption, sched.clairvoyant, self.cluster.gpu_type_names, world.reference_gpu)
         if self.observation_mode == "extended":
             self.builder = ExtendedObservationBuilder(*builder_args, scheduling_tick=sched.scheduling_tick)
+        elif self.observation_mode == "extended-v2":
+            self.builder = PlacementObservationBuilder(*builder_args, scheduling_tick=sched.scheduling_tick)
         else:
             self.builder = ObservationBuilder(*builder_args)
         self.observation_spaces = self.builder.observation_spaces

@@ -28,6 +28,9 @@ its columns) with what predicts a job's duration and what the scheduling clock l
 * ``finished_mean_log`` / ``finished_recent_log``: mean and moving average of ``log1p(run time)``
   of every job finished so far in the episode (``-1`` before the first).
 
+``"extended-v2"`` appends the running candidates' placement to these ``jobs`` columns
+(:mod:`cluster_env.envs.observation_place`).
+
 Only the past is read: the statistics at time ``t`` are those of the jobs that finished at or
 before ``t`` (finishes at one instant are folded in by job id), updated incrementally from the
 simulator's finish times (tested against a recomputation from scratch).
@@ -42,7 +45,7 @@ from gymnasium import spaces
 from cluster_env.envs.observation import GLOBAL_FEATURES, JOB_FEATURES, ObservationBuilder
 
 #: Values of the environment argument ``observation``.
-OBSERVATION_MODES = ("default", "extended")
+OBSERVATION_MODES = ("default", "extended", "extended-v2")
 EXTRA_JOB_FEATURES = ("tenant_slot", "tenant_seen_log", "tenant_mean_log", "tenant_recent_log", "attained_all_log")
 EXTRA_GLOBAL_FEATURES = ("tick_phase", "finished_mean_log", "finished_recent_log")
 #: Tenant slots of ``tenant_slot`` (indices beyond wrap around).
@@ -55,18 +58,26 @@ def check_observation_mode(value: object) -> str:
     """``value`` if it names an observation layout; a ``ValueError`` naming the argument otherwise."""
     if not isinstance(value, str) or value not in OBSERVATION_MODES:
         raise ValueError(f"observation must be one of {list(OBSERVATION_MODES)}, got {value!r} "
-                         f"('extended' adds tenant statistics, attained service and the tick phase)")
+                         f"('extended' adds tenant statistics, attained service and the tick phase; 'extended-v2' adds "
+                         f"the running jobs' placement to it)")
     return value
 
 
 def job_features(mode: str) -> tuple[str, ...]:
     """Names of the ``jobs`` columns of an observation layout."""
-    return JOB_FEATURES + (EXTRA_JOB_FEATURES if check_observation_mode(mode) == "extended" else ())
+    mode = check_observation_mode(mode)
+    if mode == "default":
+        return JOB_FEATURES
+    if mode == "extended":
+        return JOB_FEATURES + EXTRA_JOB_FEATURES
+    from cluster_env.envs.observation_place import PLACEMENT_JOB_FEATURES
+
+    return JOB_FEATURES + EXTRA_JOB_FEATURES + PLACEMENT_JOB_FEATURES
 
 
 def global_features(mode: str) -> tuple[str, ...]:
-    """Names of the ``global`` columns of an observation layout."""
-    return GLOBAL_FEATURES + (EXTRA_GLOBAL_FEATURES if check_observation_mode(mode) == "extended" else ())
+    """Names of the ``global`` columns of an observation layout (``extended-v2``: ``extended``'s)."""
+    return GLOBAL_FEATURES + (EXTRA_GLOBAL_FEATURES if check_observation_mode(mode) != "default" else ())
 
 
 class RunningStats:

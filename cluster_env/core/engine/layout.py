@@ -61,6 +61,10 @@ O_FIFO, O_STRICT, O_SJF, O_LAS, O_TIRESIAS, O_RANDOM, O_ORACLE = range(7)
 #: The priority-mode agent's weighted LAS key (dual_agent.priority): no name in ORDERER_CODES, since
 #: it needs weights; baselines.engine.run_weighted_las_episode runs it.
 O_WEIGHTED = 7
+#: ``las-migrate`` (baselines.migrate): LAS's keys plus the migration rule (its threshold and minimum
+#: run reach the loop in a small array, baselines.engine._run_codes).
+O_MIGRATE = 8
+ORDERER_CODES["las-migrate"] = O_MIGRATE
 P_FIRST, P_BEST, P_SPREAD, P_FASTEST, P_RANDOM, P_ORACLE = range(6)
 
 # Error codes (ic[ERROR]); the front raises with a message.

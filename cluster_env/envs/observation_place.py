@@ -1,0 +1,114 @@
+"""Opt-in placement columns (``parallel_env(..., observation="extended-v2")``).
+
+``"extended-v2"`` is the ``"extended"`` layout (:mod:`cluster_env.envs.observation_ext`) with the
+``jobs`` columns below appended after its own; every earlier column keeps its position and its
+values (``"default"`` and ``"extended"`` are unchanged). They show where each *running* candidate
+sits, what a migration rule (preempt a job and re-place it on faster GPUs) needs and a real
+scheduler knows: its allocation, the public speed table and the measured machine speeds the
+placers read, never the hidden machine factors or a duration.
+
+``jobs`` (per candidate row, after :data:`~cluster_env.envs.observation_ext.EXTRA_JOB_FEATURES`);
+a pending or empty row shows 0 in the counts and flags and -1 ("not applicable") elsewhere:
+
+* ``machines_used``: machines the job holds GPUs on (>= 1; 0 when not running).
+* ``slowest_type_speed``: its nominal speed (public table, relative to the reference GPU) on the
+  slowest GPU type it holds: a synchronous job runs at its slowest part's pace.
+* ``mixed_types``: 1 when it holds GPUs of more than one type.
+* ``current_speed``: ``min`` over its machines of nominal speed x measured speed (each as the
+  observation rounds it, float32; the product in float64): the speed a placer would score its
+  placement at. It leaves out the spread penalty (``spread_beyond`` shows when that applies).
+* ``best_free_speed``: the best speed (same formula) on one machine that could hold it whole now,
+  counting the free GPUs of a GPU type it may use plus the GPUs it holds there itself; -1 when no
+  machine can. For a job on one machine its own machine always counts, so this is at least
+  ``current_speed``.
+* ``speedup_free``: ``best_free_speed / current_speed`` (the quotient in float64), -1 when
+  ``best_free_speed`` is -1. A value of 1.5 on a one-machine job means a machine whose free GPUs
+  alone hold it runs it at least 1.5x faster (its own machine gives exactly 1).
+* ``spread_beyond``: 1 when it spans more machines than the fewest machines (of the types it may
+  use, largest first) that could hold its GPUs.
+* ``since_start_log``: ``log1p`` of the seconds since its current stint was placed (its last
+  start or restart, restart overhead included); what a guard against moving a job back and forth
+  reads.
+
+Bounds: every column lies in the ``jobs`` space's ``[-1, inf)``; counts and flags are integers,
+speeds are positive (tens at most with the shipped tables), ``speedup_free >= 1`` on one-machine
+jobs. Computed for the running rows only (at most ``running_window``), from the simulator's
+allocation, free GPUs and measured speeds at the time of the observation.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from cluster_env.core.simulator import ClusterSimulator
+from cluster_env.envs.observation_ext import ExtendedObservationBuilder, job_features
+
+#: The columns this module appends, in order.
+PLACEMENT_JOB_FEATURES = ("machines_used", "slowest_type_speed", "mixed_types", "current_speed",
+                          "best_free_speed", "speedup_free", "spread_beyond", "since_start_log")
+#: A non-running row's values (counts and flags 0, the rest -1).
+_NOT_RUNNING = np.array([0.0, -1.0, 0.0, -1.0, -1.0, -1.0, 0.0, -1.0], dtype=np.float32)
+
+
+def placement_row(sim: ClusterSimulator, job: int, fewest: int) -> list[float]:
+    """The :data:`PLACEMENT_JOB_FEATURES` values of one running ``job`` (float64, before the
+    observation's float32); ``fewest``: the fewest machines that could hold its GPUs."""
+    alloc = sim.alloc[job]
+    machines = [m for m, _ in alloc]
+    own = dict(alloc)
+    types = [int(sim.machine_type[m]) for m in machines]
+    speed_row = sim.job_speed[job]
+    measured = sim.machines.measured
+
+    def placed(m: int) -> float:
+        # float32 features, product in float64: FastestFirst's score of machine m.
+        return float(np.float32(speed_row[sim.machine_type[m]])) * float(np.float32(measured[m]))
+
+    current = min(placed(m) for m in machines)
+    free, gpus = sim.machines.free, int(sim.gpus[job])
+    allowed = None if sim.allowed is None else sim.allowed[job]
+    best = -1.0
+    for m in range(sim.num_machines):
+        if allowed is not None and not allowed[sim.machine_type[m]]:
+            continue
+        if int(free[m]) + own.get(m, 0) >= gpus:
+            best = max(best, placed(m))
+    t0 = float(sim._s_t0[sim._slot[job]])
+    return [float(len(machines)), float(min(speed_row[t] for t in types)), float(len(set(types)) > 1), current,
+            best, best / current if best >= 0 else -1.0, float(len(machines) > fewest),
+            math.log1p(max(sim.now - t0, 0.0))]
+
+
+class PlacementObservationBuilder(ExtendedObservationBuilder):
+    """The ``extended`` builder plus :data:`PLACEMENT_JOB_FEATURES` (appended, never reordered)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.job_features = job_features("extended-v2")
+        jobs = self.observation_spaces["orderer"]["jobs"]
+        from gymnasium import spaces
+
+        # One space object for both agents (cached: observation_space(agent) returns it).
+        space = spaces.Box(-1.0, np.inf, (jobs.shape[0], len(self.job_features)), np.float32)
+        for agent, whole in self.observation_spaces.items():
+            parts = dict(whole.spaces)
+            parts["jobs"] = space
+            self.observation_spaces[agent] = spaces.Dict(parts)
+
+    def bind(self, sim, num_tenants: int) -> None:
+        super().bind(sim, num_tenants)
+        # Fewest machines (of its allowed types, largest first) that could hold each job's GPUs.
+        self._fewest = ClusterSimulator._fewest_machines(sim.gpus, sim.allowed, sim.cluster).tolist()
+
+    def build(self, placing_phase: bool, pending: np.ndarray, running: np.ndarray):
+        feats, order_mask, place_mask = super().build(placing_phase, pending, running)
+        extra = np.tile(_NOT_RUNNING, (feats["jobs"].shape[0], 1))
+        sim = self.sim
+        for i, job in enumerate(running.tolist()):
+            extra[self.K + i] = placement_row(sim, job, self._fewest[job])
+        feats["jobs"] = np.concatenate([feats["jobs"], extra], axis=1)
+        return feats, order_mask, place_mask
+
+
+__all__ = ["PLACEMENT_JOB_FEATURES", "PlacementObservationBuilder", "placement_row"]
