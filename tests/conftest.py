@@ -72,6 +72,8 @@ HEAVY = frozenset({
     "test_kernels.py::test_machine_pool_compaction_keeps_results",
     "test_kernels.py::test_numba_and_numpy_kernels_give_identical_episodes",
     "test_kernels.py::test_warm_up_loads_one_specialisation_per_kernel",
+    "test_las_migrate.py::test_compiled_las_migrate_equals_the_api_on_hetero_windows",
+    "test_las_migrate.py::test_extended_v2_only_appends_columns_and_stays_in_its_spaces",
     "test_layering.py::test_cluster_env_imports_no_policy_package",
     "test_layering.py::test_the_baselines_cli_does_not_import_the_dual_agent_cli",
     "test_loader_errors.py::test_any_text_loads_or_raises_data_error",

@@ -38,6 +38,11 @@ def unsupported_reason(envs: list[ClusterParallelEnv]) -> Optional[str]:
     if kernels.active().name != "numba":
         return "the compiled backend needs numba and the numba kernel backend (CLUSTER_ENV_KERNELS)"
     for env in envs:
+        mode = getattr(env, "observation_mode", "default")
+        if mode != "default":
+            # The compiled step writes the default layout only (extended, extended-v2: Python backend).
+            return (f"observation={mode!r} runs in the Python backend (backend='python' or 'auto'): the "
+                    "compiled backend builds the default observation layout only")
         if type(env) is not ClusterParallelEnv or type(env.builder) is not ObservationBuilder:
             return (f"env {type(env).__name__} with {type(env.builder).__name__} is not the library's "
                     "ClusterParallelEnv with the default observation layout")
