@@ -9,7 +9,8 @@ step count bit for bit; only ``wall_s`` differs), tens of times faster. The harn
 policies it supports and falls back to the API otherwise.
 
 Supported: the orderers ``fifo``, ``fifo-strict``, ``sjf``, ``las`` (and ``las-q<minutes>``, its
-minimum quantum), ``tiresias`` (``2dlas``),
+minimum quantum; ``las-migrate`` / ``las-migrate<x>``, its migration rule, which the API path plays on
+the ``extended-v2`` observation it sets itself), ``tiresias`` (``2dlas``),
 ``oracle`` (``srpt``) and ``random`` (without preemption) with their default settings, each with
 the placers ``first-fit``, ``consolidate`` (``best-fit``), ``spread``, ``fastest``, ``oracle`` and
 ``random``: the named baselines ``fifo``, ``fifo-strict``, ``sjf``, ``las``, ``tiresias``,
