@@ -213,3 +213,17 @@ def test_the_compiled_vector_env_refuses_extended_v2():
         ClusterVectorEnv(1, "toy-v0", "train", observation="extended-v2", backend="compiled")
     vec = ClusterVectorEnv(1, "toy-v0", "train", observation="extended-v2", backend="auto")   # falls back
     assert vec.single_observation_space["jobs"].shape[1] == N_EXT + len(PLACEMENT_JOB_FEATURES)
+
+
+def test_reference_lists_every_placement_column():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "reference.md").read_text()
+    assert 'observation="extended-v2"' in text
+    for name in PLACEMENT_JOB_FEATURES:
+        assert f"`{name}`" in text, name
+
+
+def test_a_bad_observation_mode_names_the_layouts():
+    with pytest.raises(ValueError, match="extended-v2"):
+        cluster_env.parallel_env("toy-v0", observation="extended-v3")
