@@ -90,6 +90,40 @@ def test_compiled_las_migrate_equals_the_api_on_the_worked_case():
             k: v for k, v in api.items() if k != "wall_s"}
 
 
+P100_SPEED = float(relative_speed_table(("P100", "V100"), "V100")[TRANSFORMER, 0, 0])
+
+
+def allowed_types_scenario() -> Scenario:
+    """Machines K80, P100, V100 (one GPU each); the short job may use only the P100, the long one
+    only the K80 and the P100: the free V100 must not count for it."""
+    base = two_machine_scenario()
+    workload = replace(base.workload(), allowed_gpu_types=(frozenset({"P100"}), frozenset({"K80", "P100"})))
+    cluster = Cluster.from_machines("k80-p100-v100", [("slow", "K80", 1), ("mid", "P100", 1), ("fast", "V100", 1)])
+    return replace(base, name="allowed-types", cluster=lambda: cluster, workload=lambda: workload)
+
+
+# t=0 the short job takes the P100 (its only type), the long one the K80; t=116 the P100 frees
+# (100 V100-seconds at 0.862);
+# t=300 the long job's best machine it may use is the P100, 0.862 / 0.494 ~ 1.74x its K80 speed:
+# las-migrate (1.5) moves it there (JCT 330 + (10,000 - 300 s) / 0.862); las-migrate1.9 does not,
+# although the free V100 (not allowed to it) would be 2.02x.
+def test_moves_count_only_the_gpu_types_a_job_may_use():
+    assert 1.5 < P100_SPEED / K80_SPEED < 1.9 < 1 / K80_SPEED
+    moved = run_episode(baselines.make_policy("las-migrate"), allowed_types_scenario(), "test", seed=0)
+    expected = 330.0 + (LONG - 300.0 * K80_SPEED) / P100_SPEED
+    assert moved.record["preemptions"] == 1
+    short = 100.0 / P100_SPEED
+    assert moved.record["avg_jct"] == pytest.approx((short + expected) / 2, rel=1e-9)
+    stay = run_episode(baselines.make_policy("las-migrate1.9"), allowed_types_scenario(), "test", seed=0)
+    assert stay.record["preemptions"] == 0
+    assert stay.record["avg_jct"] == pytest.approx((short + LONG / K80_SPEED) / 2, rel=1e-6)
+    if engine.available():
+        for name, api in (("las-migrate", moved), ("las-migrate1.9", stay)):
+            compiled = engine.run_compiled_episode(name, allowed_types_scenario(), "test", 0).record
+            assert {k: v for k, v in compiled.items() if k != "wall_s"} == {
+                k: v for k, v in api.record.items() if k != "wall_s"}
+
+
 @pytest.mark.skipif(not engine.available(), reason="the compiled engine needs numba kernels")
 @pytest.mark.parametrize("name,seed", [("las-migrate", 0), ("las-migrate", 1), ("las-migrate1.2+consolidate", 2)])
 def test_compiled_las_migrate_equals_the_api_on_hetero_windows(name, seed):
