@@ -51,29 +51,31 @@ PLACEMENT_JOB_FEATURES = ("machines_used", "slowest_type_speed", "mixed_types", 
 _NOT_RUNNING = np.array([0.0, -1.0, 0.0, -1.0, -1.0, -1.0, 0.0, -1.0], dtype=np.float32)
 
 
-def placement_row(sim: ClusterSimulator, job: int, fewest: int) -> list[float]:
+def placed_speeds(sim: ClusterSimulator, job: int, measured32: np.ndarray) -> np.ndarray:
+    """(M,) ``job``'s speed on every machine as ``fastest`` scores it: its nominal speed on the
+    machine's GPU type and the machine's measured speed, each rounded to the observation's
+    float32, the product in float64 (``measured32``: the measured speeds in float32, widened)."""
+    return sim.job_speed[job].astype(np.float32).astype(np.float64)[sim.machine_type] * measured32
+
+
+def placement_row(sim: ClusterSimulator, job: int, fewest: int, measured32: "np.ndarray | None" = None) -> list[float]:
     """The :data:`PLACEMENT_JOB_FEATURES` values of one running ``job`` (float64, before the
     observation's float32); ``fewest``: the fewest machines that could hold its GPUs."""
+    if measured32 is None:
+        measured32 = sim.machines.measured.astype(np.float32).astype(np.float64)
     alloc = sim.alloc[job]
     machines = [m for m, _ in alloc]
-    own = dict(alloc)
     types = [int(sim.machine_type[m]) for m in machines]
+    speed = placed_speeds(sim, job, measured32)
+    current = float(speed[machines].min())
+    capacity = sim.machines.free.astype(np.int64)          # free GPUs, plus the job's own below
+    for m, g in alloc:
+        capacity[m] += g
+    holds = capacity >= int(sim.gpus[job])
+    if sim.allowed is not None:
+        holds &= sim.allowed[job][sim.machine_type]
+    best = float(speed[holds].max()) if holds.any() else -1.0
     speed_row = sim.job_speed[job]
-    measured = sim.machines.measured
-
-    def placed(m: int) -> float:
-        # float32 features, product in float64: FastestFirst's score of machine m.
-        return float(np.float32(speed_row[sim.machine_type[m]])) * float(np.float32(measured[m]))
-
-    current = min(placed(m) for m in machines)
-    free, gpus = sim.machines.free, int(sim.gpus[job])
-    allowed = None if sim.allowed is None else sim.allowed[job]
-    best = -1.0
-    for m in range(sim.num_machines):
-        if allowed is not None and not allowed[sim.machine_type[m]]:
-            continue
-        if int(free[m]) + own.get(m, 0) >= gpus:
-            best = max(best, placed(m))
     t0 = float(sim._s_t0[sim._slot[job]])
     return [float(len(machines)), float(min(speed_row[t] for t in types)), float(len(set(types)) > 1), current,
             best, best / current if best >= 0 else -1.0, float(len(machines) > fewest),
@@ -105,10 +107,12 @@ class PlacementObservationBuilder(ExtendedObservationBuilder):
         feats, order_mask, place_mask = super().build(placing_phase, pending, running)
         extra = np.tile(_NOT_RUNNING, (feats["jobs"].shape[0], 1))
         sim = self.sim
-        for i, job in enumerate(running.tolist()):
-            extra[self.K + i] = placement_row(sim, job, self._fewest[job])
+        if len(running):
+            measured32 = sim.machines.measured.astype(np.float32).astype(np.float64)
+            for i, job in enumerate(running.tolist()):
+                extra[self.K + i] = placement_row(sim, job, self._fewest[job], measured32)
         feats["jobs"] = np.concatenate([feats["jobs"], extra], axis=1)
         return feats, order_mask, place_mask
 
 
-__all__ = ["PLACEMENT_JOB_FEATURES", "PlacementObservationBuilder", "placement_row"]
+__all__ = ["PLACEMENT_JOB_FEATURES", "PlacementObservationBuilder", "placed_speeds", "placement_row"]
