@@ -261,3 +261,9 @@ def test_reference_lists_every_placement_column():
 def test_a_bad_observation_mode_names_the_layouts():
     with pytest.raises(ValueError, match="extended-v2"):
         cluster_env.parallel_env("toy-v0", observation="extended-v3")
+
+
+def test_extended_v2_passes_the_parallel_api_test():
+    from pettingzoo.test import parallel_api_test
+
+    parallel_api_test(cluster_env.parallel_env("toy-v0", observation="extended-v2", preemption=True), num_cycles=200)
