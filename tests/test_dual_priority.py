@@ -218,23 +218,27 @@ def test_harness_plays_a_linear_priority_agent_in_the_compiled_engine(tmp_path, 
 
 
 def test_the_shipped_hetero_agent_is_a_default_of_cluster_bench_run_and_plays_compiled():
-    """dual_agent/pretrained/philly-hetero-v1.priority.json: found by the name dual-priority, in
-    cluster-bench run's defaults for its scenario only, with its training record, and its compiled
-    episodes are the API's on a full test window."""
+    """dual_agent/pretrained/philly-hetero-v1.priority.json: found by the name dual (the shipped
+    agent of either family) and by the alias dual-priority, in cluster-bench run's defaults for its
+    scenario only and once (as dual), with its training record, and its compiled episodes are the
+    API's on a full test window."""
     from baselines.cli import default_policies
     from baselines.harness.sweep import Task, resolve_policy, run_task
     from dual_agent.plugin import priority_pretrained_path
 
-    assert "dual-priority" in default_policies("philly-hetero-v1")
-    assert "dual-priority" not in default_policies("philly-v1")
-    agent = resolve_policy("dual-priority", "philly-hetero-v1")
-    assert agent.name == "dual-priority" and agent.spec.placer == "fastest"
+    defaults = default_policies("philly-hetero-v1")
+    assert "dual" in defaults and "dual-priority" not in defaults
+    assert "dual" not in default_policies("philly-v1") and "dual-priority" not in default_policies("philly-v1")
+    alias = resolve_policy("dual-priority", "philly-hetero-v1")
+    agent = resolve_policy("dual", "philly-hetero-v1")
+    assert alias.name == "dual-priority" and agent.name == "dual" and agent.spec.placer == "fastest"
+    assert np.array_equal(alias.model.flat(), agent.model.flat())
     training = agent.spec.training
     assert training["command"].startswith("cluster-bench train-priority --scenario philly-hetero-v1")
     assert training["engine"] == "compiled" and training["seed"] == 0 and training["wall_s"] > 0
     assert priority_pretrained_path("philly-hetero-v1").is_file()
     assert np.any(agent.model.linear != 0.0)
-    task = Task("dual-priority", "philly-hetero-v1", "test", 2, ())
+    task = Task("dual", "philly-hetero-v1", "test", 2, ())
     fast = run_task(task)
     os.environ["CLUSTER_BENCH_ENGINE"] = "api"
     try:
