@@ -275,7 +275,7 @@ def test_es_training_loop_finds_a_known_optimum(monkeypatch, tmp_path):
 
     monkeypatch.setattr(es, "_episode_cost", toy_cost)
     config = ESConfig(scenario="philly-hetero-v1", iterations=60, pairs=4, windows=2, eval_every=20, eval_seeds=2,
-                      workers=1, lr=0.05, train_load=2.0, out=str(tmp_path / "run"))
+                      workers=1, lr=0.05, train_load=2.0, validation="split", out=str(tmp_path / "run"))
     result = train_priority(config, log=lambda msg: None)
     np.testing.assert_allclose(result.last.model.flat(), target, atol=0.1)
     assert result.best_ratio < 0.8
@@ -305,7 +305,8 @@ def test_es_pairing_ablations_and_frozen_tenant_weights(monkeypatch, tmp_path):
 
         monkeypatch.setattr(es, "_episode_cost", toy_cost)
         config = ESConfig(iterations=60, pairs=4, windows=2, eval_every=30, eval_seeds=2, workers=1, lr=0.05,
-                          pairing=pairing, tenant_features=False, out=str(tmp_path / pairing))
+                          pairing=pairing, tenant_features=False, validation="split", test_windows=0,
+                          out=str(tmp_path / pairing))
         weights = train_priority(config, log=lambda msg: None).last.model.flat()
         assert np.all(weights[[1, 2, 3]] == 0.0)
         errors[pairing] = float(np.abs(weights - expect).max())
@@ -397,6 +398,10 @@ def test_paired_evaluation_script_reads_a_priority_agent(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "dual vs las+fastest" in proc.stdout
     assert json.loads(out.read_text())["summaries"]["las+fastest"]["n"] == 2
+    # Claims rest on 100 test windows: the default, and fewer are flagged (issue 26).
+    assert "note: 2 distinct windows, fewer than the 100 a claim rests on" in proc.stdout
+    usage = subprocess.run([sys.executable, bench, "--help"], capture_output=True, text=True, timeout=120).stdout
+    assert "default 0-99" in usage
 
 
 def test_ablation_table_script_pairs_variants_with_the_reference_and_the_first(tmp_path):

@@ -11,10 +11,10 @@ from pathlib import Path
 
 #: ``--smoke``: a tiny run that CI executes (seconds, not a useful agent).
 SMOKE = {"timesteps": 600, "steps_per_worker": 150, "jobs_per_episode": 30, "minibatch": 128, "epochs": 2,
-         "eval_every": 1, "eval_seeds": 1, "n_envs": 2}
+         "eval_every": 1, "eval_seeds": 1, "n_envs": 2, "validation": "split"}
 #: ``--smoke --algorithm rloo``: two windows, two rollouts each, tiny episodes.
 SMOKE_RLOO = {"timesteps": 300, "jobs_per_episode": 20, "minibatch": 128, "epochs": 2, "eval_every": 1,
-              "eval_seeds": 1, "group_windows": 2, "group_size": 2}
+              "eval_seeds": 1, "group_windows": 2, "group_size": 2, "validation": "split"}
 
 
 def register_command(subparsers: "argparse._SubParsersAction") -> None:
@@ -40,6 +40,9 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--imitate-iterations", type=int, default=None, help="iterations of imitation (default 0)")
     p.add_argument("--eval-every", type=int, default=None, help="iterations between validation runs (default 10)")
     p.add_argument("--eval-seeds", type=int, default=None, help="validation episodes per evaluation (default 2)")
+    p.add_argument("--validation", choices=("matched", "split"), default=None,
+                   help="validation windows: matched to the test period's contention by LAS's preemptions per "
+                        "window (default; see dual_agent.validation) or the validation split's seeds (--smoke)")
     p.add_argument("--max-minutes", type=float, default=None, help="stop after this much wall time")
     p.add_argument("--hidden", type=int, default=None, help="network width (default 64)")
     p.add_argument("--orderer", default="learned", help="'learned' or a heuristic orderer (ablation)")
@@ -98,7 +101,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                            ("imitate_iterations", args.imitate_iterations), ("algorithm", args.algorithm),
                            ("group_windows", args.group_windows), ("group_size", args.group_size),
                            ("baseline", args.baseline), ("advantage_scale", args.advantage_scale),
-                           ("device", args.device)):
+                           ("device", args.device), ("validation", args.validation)):
             if value is not None:
                 train_kw[key] = value
         agent_env = parse_env_overrides(args.agent_env)
@@ -125,6 +128,8 @@ def cmd_train(args: argparse.Namespace) -> int:
                "best_val_avg_jct": result.best_val_avg_jct, "best": str(result.best_path),
                "last": str(result.last_path), "log": str(result.out_dir / "log.csv")}
     print(json.dumps(summary, indent=2))
-    print(f"\nscore it: cluster-bench run --scenario {trainer.train_cfg.scenario} "
-          f"--policies fifo,tiresias,{result.best_path}")
+    # A claim rests on 100 test windows (DESIGN section 9); the torch agent's episodes cost seconds
+    # each, so the command is printed rather than run here.
+    print(f"\nscore it (100 test windows, paired): python benchmarks/eval_dual_paired.py {result.best_path} "
+          f"--scenario {trainer.train_cfg.scenario} --references agnostic")
     return 0
