@@ -56,6 +56,7 @@ HEAVY = frozenset({
     "test_dual_validation.py::test_matched_windows_are_computed_where_none_ship",
     "test_dual_validation.py::test_shipped_windows_look_like_test_and_say_what_las_measures",
     "test_dual_validation.py::test_the_paper_trainer_validates_on_the_matched_windows",
+    "test_dual_validation.py::test_train_ends_with_a_paired_test_report_that_flags_fewer_than_100_windows",
     "test_env_api.py::test_same_seed_same_trajectory_other_seed_other_fluctuation",
     "test_event_paths.py::test_compiled_launch_release_and_stamps_match_numpy",
     "test_event_paths.py::test_compiled_skip_idle_loop_matches_numpy",

@@ -147,3 +147,24 @@ def test_the_paper_trainer_validates_on_the_matched_windows(monkeypatch, tmp_pat
     # A checkpoint of the previous version (no "validation" in its settings) keeps the split.
     old = {k: v for k, v in cfg.to_dict().items() if k != "validation"}
     assert TrainConfig.from_dict(old).validation == "split"
+
+
+def test_train_ends_with_a_paired_test_report_that_flags_fewer_than_100_windows(tmp_path, capsys):
+    """cluster-bench train's final report (dual_agent.paper.cli.test_report): the checkpoint
+    against a reference on test windows 0 .. N-1, paired, with a note under 100 windows."""
+    pytest.importorskip("torch")
+    import cluster_env
+    from dual_agent.paper.checkpoint import save_checkpoint
+    from dual_agent.paper.cli import TEST_WINDOWS, test_report
+    from dual_agent.paper.config import DualAgentConfig
+    from dual_agent.paper.policy import DualAgentPolicy, build_model, spaces_signature
+
+    cfg = DualAgentConfig()
+    spaces = spaces_signature(cluster_env.parallel_env("philly-v1"))
+    policy = DualAgentPolicy(build_model(cfg, spaces), cfg, spaces, scenario="philly-v1")
+    path = save_checkpoint(tmp_path / "best.pt", policy.model, cfg, spaces, "philly-v1")
+    out = test_report(path, "philly-v1", "las", 2, {"jobs_per_episode": 12})
+    assert TEST_WINDOWS == 100
+    assert out["windows"] == 2 and out["reference"] == "las" and out["ratio"] > 0
+    printed = capsys.readouterr().out
+    assert "test windows 0-1: best.pt / las" in printed and "fewer than 100 windows" in printed
