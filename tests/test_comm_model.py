@@ -200,3 +200,36 @@ def test_compiled_engine_matches_the_simulator_on_many_spread_jobs():
         # The model was exercised: the Gavel rule gives another result on the same window.
         gavel = engine.run_compiled_episode(policy, scenario, "test", 0, {**kw, "spread_model": "gavel"})
         assert gavel.record["avg_jct"] != api["avg_jct"], (policy, scenario)
+
+
+@pytest.mark.parametrize("name", ["modern-v1", "philly-hetero-v2"])
+def test_allreduce_scenarios_are_registered_at_their_documented_load(name):
+    import cluster_env
+    from cluster_env.scenarios import registry
+
+    scenario = cluster_env.get_scenario(name)
+    assert scenario.world.spread_model == "allreduce"
+    assert scenario.world.spread_reference == "fewest_machines"
+    assert scenario.scheduling.pending_window == registry.V1_PENDING_WINDOW
+    assert scenario.load == (registry.MODERN_V1_LOAD if name == "modern-v1" else registry.PHILLY_HETERO_V1_LOAD)
+    # The v1 scenarios keep Gavel's ratio (their scores are guarded bit for bit elsewhere).
+    for v1 in ("philly-v1", "openb-v1", "openb-full-v1", "philly-hetero-v1"):
+        assert cluster_env.get_scenario(v1).world.spread_model == "gavel"
+
+
+def test_modern_v1_cluster_is_the_documented_scaled_mix_and_holds_the_widest_job():
+    import collections
+
+    import cluster_env
+
+    scenario = cluster_env.get_scenario("modern-v1")
+    cluster = scenario.cluster()
+    mix = collections.Counter((cluster.gpu_type_names[t], int(g))
+                              for t, g in zip(cluster.machine_type, cluster.machine_gpus))
+    assert mix == {("A100", 8): 14, ("A800", 8): 1, ("H800", 8): 7, ("A10", 1): 78}
+    assert cluster.total_gpus == 254
+    eight = sum(n * 8 for (_, g), n in mix.items() if g == 8)
+    assert scenario.workload().gpus.max() == 128 <= eight
+    env = cluster_env.parallel_env("modern-v1", split="test")
+    env.reset(seed=0)
+    assert env.offered_load == pytest.approx(6.0, rel=1e-9)
