@@ -100,6 +100,12 @@ class WorldConfig:
     measurement_noise: float = DEFAULT_MEASUREMENT_NOISE
     measurement_tau: float = DEFAULT_MEASUREMENT_TAU_S
 
+    def __post_init__(self) -> None:
+        # Lists (JSON, a CLI's [..]) become tuples: the config is frozen and hashable.
+        if isinstance(self.interconnect, list):
+            object.__setattr__(self, "interconnect", tuple(
+                tuple(e) if isinstance(e, list) else e for e in self.interconnect))
+
     def all_effects_off(self) -> "WorldConfig":
         """Textbook dynamics: every job runs at its nominal speed, no overhead."""
         return replace(self, static_factors=False, fluctuation=False, contention=False,
