@@ -152,7 +152,7 @@ def _jct(params: FluctuationParams, seed: int) -> float:
 def test_512_gpu_job_reproduction():
     """Documented range under DEDICATED_FLUCTUATION (docs/world_model.md, "Stragglers at width"):
     the median JCT within 5 % of 3,600 s (the OU jitter of the slowest of 64 machines costs
-    ~1.5 %); at most 3 of 10 seeds above 1.5x (the model: ~11 % of 1-h 64-machine jobs; GREYHOUND:
+    ~1.5 %); at most 3 of 10 seeds above 1.5x (the model: ~12 % of 1-h 64-machine jobs; GREYHOUND:
     0.20 x 16/27 = 12 % of large jobs delayed by more than 50 %); none above 3,600 / 0.2 s x 1.05
     (a straggler for the whole run).  The PAI defaults keep today's behaviour bit for bit."""
     new = [_jct(D, s) for s in range(10)]
