@@ -312,7 +312,7 @@ def _modern_cluster() -> Cluster:
 
 def _modern_v1() -> Scenario:
     world = WorldConfig(reference_gpu="P100", spread_reference="fewest_machines", spread_model="allreduce",
-                        # STRAGGLERS AT WIDTH (issue 25 section 2): its setting goes here, e.g. fluctuation_params=DEDICATED_FLUCTUATION.
+                        # STRAGGLERS AT WIDTH (issue 25 s.2), off; its line: fluctuation_params=DEDICATED_FLUCTUATION
                         )
     return Scenario(
         name="modern-v1",
@@ -333,7 +333,7 @@ def _philly_hetero_v2() -> Scenario:
     rescaled by the ring factor (docs/world_model.md, "Interconnect")."""
     v1 = _philly_hetero_v1()
     world = replace(v1.world, spread_model="allreduce",
-                    # STRAGGLERS AT WIDTH (issue 25 section 2): its setting goes here, e.g. fluctuation_params=DEDICATED_FLUCTUATION.
+                    # STRAGGLERS AT WIDTH (issue 25 s.2), off; its line: fluctuation_params=DEDICATED_FLUCTUATION
                     )
     return replace(v1, name="philly-hetero-v2", world=world,
                    description=v1.description + ", all-reduce spread model")

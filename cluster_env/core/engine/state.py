@@ -123,6 +123,5 @@ def build_state(env: Any, sim: Any) -> tuple:
     # Jobs on each machine (a job holds at least one GPU there, so at most its GPUs of them).
     table = np.full((m, int(sim.machine_gpus.max())), -1, dtype=np.int64)
     # The "allreduce" spread model's arrays (empty job_xref: the "gavel" model), see the simulator.
-    comm = (np.ascontiguousarray(sim.job_demand, dtype=np.float64), np.ascontiguousarray(sim.job_xref, dtype=np.float64),
-            np.ascontiguousarray(sim.net, dtype=np.float64))
+    comm = tuple(np.ascontiguousarray(a, dtype=np.float64) for a in (sim.job_demand, sim.job_xref, sim.net))
     return state + (bits, bits.view(np.int32), table) + comm                 # float32 -> its bits
