@@ -240,3 +240,25 @@ def test_interconnect_given_as_lists_becomes_a_hashable_tuple():
     world.validate()
     assert world.interconnect == (("A100", "nic_per_gpu", 100.0),)
     hash(world)
+
+
+@pytest.mark.parametrize("model, expected", [("allreduce", 7_262.5), ("gavel", 34_403.5)])
+def test_issue_reproduction_end_to_end_with_fifo_first_fit(tmp_path, model, expected):
+    # The issue's own steps: the user's CSV files, `fifo` (first-fit) splits the 8-GPU job 7 + 1.
+    import json
+
+    from baselines.cli import main as cluster_bench
+
+    (tmp_path / "cluster.csv").write_text("machine,gpu_type,num_gpus\nm0,A100,8\nm1,A100,8\n")
+    (tmp_path / "jobs.csv").write_text("job_id,submit_time,duration,num_gpus,job_type\n"
+                                       "blocker,0,100000,1,LM (batch size 5)\nlm,10,3600,8,LM (batch size 5)\n")
+    out = tmp_path / "out"
+    code = cluster_bench(["run", "--scenario", "modern-v1", "--workload-csv", str(tmp_path / "jobs.csv"),
+                          "--cluster-csv", str(tmp_path / "cluster.csv"), "--reference-gpu", "A100",
+                          "--policies", "fifo", "--seeds", "0", "--env", "all_effects_off=True",
+                          "--env", "spread_penalty=True", "--env", f"spread_model={model}",
+                          "--backend", "serial", "--no-plots", "--quiet", "--out", str(out)])
+    assert code == 0
+    (record,) = json.loads((out / "results.json").read_text())["episodes"]
+    lm_jct = 2 * record["avg_jct"] - 100_000.0          # the blocker's JCT is its 100,000 s
+    assert lm_jct == pytest.approx(expected, abs=1.0)
