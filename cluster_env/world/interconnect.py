@@ -37,10 +37,13 @@ overrides them.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Dict, Mapping, Sequence, Tuple
+from dataclasses import dataclass, replace
+from typing import Dict, Sequence, Tuple
 
 import numpy as np
+
+from cluster_env.world.gpu_catalog import canonical_gpu_name, gpu_spec
+from cluster_env.world.throughputs import GPU_COUNT_BUCKETS, bucket_index, gavel_comm_ratio_table
 
 __all__ = [
     "SPREAD_MODELS",
@@ -93,8 +96,8 @@ class Interconnect:
 INTERCONNECT_FIELDS = ("nic_per_gpu", "nic_per_machine", "intra")
 
 _GAVEL_SERVER = ("Gavel's testbed server: one shared NIC of GAVEL_TESTBED_GBPS (ASSUMPTION, see "
-                 "there); intra-node PCIe 3.0 x16, 128 Gb/s per direction (PCI-SIG 3.0: 8 GT/s x 16 "
-                 "lanes, 128b/130b)")
+                 "there); intra-node PCIe 3.0 x16, 126 Gb/s per direction (PCI-SIG 3.0: 8 GT/s x 16 "
+                 "lanes, 128b/130b encoding)")
 _PCIE3 = 126.0          # PCIe 3.0 x16 per direction: 8 GT/s x 16 x 128/130, Gb/s
 _PCIE4 = 252.0          # PCIe 4.0 x16 per direction: 16 GT/s x 16 x 128/130, Gb/s
 _NVLINK2_V100 = 1200.0  # V100 SXM2: 6 NVLink 2.0 links x 25 GB/s per direction = 150 GB/s (data sheet 300 GB/s total)
@@ -125,10 +128,6 @@ INTERCONNECT_DEFAULTS: Dict[str, Interconnect] = {
 def interconnect_for(gpu_type: str, overrides: Sequence[Tuple[str, str, float]] = ()) -> Interconnect:
     """The interconnect of ``gpu_type``'s machines: its default (or its Gavel anchor's testbed
     server when it has none), with ``overrides`` ``(gpu type, field, Gb/s)`` applied."""
-    from dataclasses import replace
-
-    from cluster_env.world.gpu_catalog import canonical_gpu_name, gpu_spec
-
     name = canonical_gpu_name(gpu_type)
     base = INTERCONNECT_DEFAULTS.get(name)
     if base is None:
@@ -146,8 +145,6 @@ def validate_interconnect_overrides(overrides) -> None:
     Raises:
         TypeError / ValueError: naming the entry and the field (``interconnect[0].nic_per_gpu``).
     """
-    from cluster_env.world.gpu_catalog import canonical_gpu_name
-
     if not isinstance(overrides, (tuple, list)):
         raise TypeError(f"interconnect must be a tuple of (gpu type, field, Gb/s), got {overrides!r}")
     for i, entry in enumerate(overrides):
@@ -245,9 +242,6 @@ def communication_demand(gpu_type_names: Sequence[str], job_type: np.ndarray, gp
                          testbed_gbps: float = GAVEL_TESTBED_GBPS) -> np.ndarray:
     """(N, T) float64: each job's communication demand on each GPU type, Gb/s (module docstring,
     step 3): ``kappa x testbed_gbps x f_t x a(n) / a(n_bucket)``; 0 for 1-GPU jobs."""
-    from cluster_env.world.gpu_catalog import gpu_spec
-    from cluster_env.world.throughputs import GPU_COUNT_BUCKETS, bucket_index, gavel_comm_ratio_table
-
     gpus = np.asarray(gpus)
     bucket = bucket_index(gpus)
     kappa = gavel_comm_ratio_table(gpu_type_names)[job_type, :, bucket]          # (N, T)
