@@ -12,7 +12,8 @@ prints them with the rest); run alone with ``python benchmarks/bench_dual_agent.
   scores it (portable inference), on a 1,000-job window and about 130 machines: philly-v1's test
   window 0 on Philly's machine mix at 1/4 (138 machines, the scenario's load 1.5), with the shipped
   philly-v0 agent and with an untrained residual agent on ``las+fastest`` (extended observation,
-  preemption on: every scheduling tick is a decision); and philly-hetero-v1's test window 0 (27
+  preemption on: every scheduling tick is a decision); modern-v1's test window 0 (100 machines of
+  four GPU types, load 6) with the residual agent; and philly-hetero-v1's test window 0 (27
   machines) with the residual agent, where LAS preempts and decisions are many. One torch thread.
 """
 from __future__ import annotations
@@ -122,6 +123,9 @@ def episode_time(quick: bool = False) -> list[dict]:
     shipped = DualAgentPolicy.load(str(PRETRAINED_DIR / "philly-v0.pt"), name="dual", allow_transfer=True)
     cases = [("shipped philly-v0 agent, philly-v1 window on 138 machines", shipped, big, None),
              ("residual agent on las+fastest, philly-v1 window on 138 machines", _residual_agent(big, kw), big, kw)]
+    if "modern-v1" in cluster_env.list_scenarios():
+        cases.append(("residual agent on las+fastest, modern-v1 window (100 machines)",
+                      _residual_agent("modern-v1", kw), "modern-v1", kw))
     if not quick:
         cases.append(("residual agent on las+fastest, philly-hetero-v1 window (27 machines)",
                       _residual_agent("philly-hetero-v1", kw), "philly-hetero-v1", kw))
