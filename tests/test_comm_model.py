@@ -232,7 +232,7 @@ def test_modern_v1_cluster_is_the_documented_scaled_mix_and_holds_the_widest_job
     assert scenario.workload().gpus.max() == 128 <= eight
     env = cluster_env.parallel_env("modern-v1", split="test")
     env.reset(seed=0)
-    assert env.offered_load == pytest.approx(6.0, rel=1e-9)
+    assert env.offered_load == pytest.approx(8.0, rel=1e-9)
 
 
 def test_interconnect_given_as_lists_becomes_a_hashable_tuple():
