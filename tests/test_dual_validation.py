@@ -25,11 +25,14 @@ def test_match_quantiles_follows_the_target_distribution():
         V.match_quantiles(candidates, [1.0], 7)
 
 
-@pytest.mark.parametrize("scenario,placer", [("philly-hetero-v1", "fastest"), ("philly-v1", "consolidate")])
+@pytest.mark.parametrize("scenario,placer", [("philly-hetero-v1", "fastest"), ("philly-v1", "consolidate"),
+                                             ("philly-v1", "fastest"), ("philly-hetero-v2", "fastest"),
+                                             ("modern-v1", "fastest")])
 def test_shipped_windows_look_like_test_and_say_what_las_measures(scenario, placer):
     """The shipped matched windows: LAS's mean preemptions within 5% of the test windows' (the
-    validation split is 3-9x below them), FIFO's pending share closer to test's than the split's,
-    and the stored preemptions are what LAS gives now on the two quietest windows."""
+    validation split is 3-9x below them), FIFO's pending share at least 3x closer to test's than
+    the split's, and the stored preemptions are what LAS gives now on the two quietest windows
+    (a scenario whose dynamics moved fails here: rerun the file's command)."""
     vs = V.load_shipped(scenario, placer, 100)
     assert vs is not None and len(set(vs.windows)) == 100 and {s for s, _ in vs.windows} <= {"train", "validation"}
     assert abs(np.mean(vs.las_preemptions) / np.mean(vs.test_las_preemptions) - 1) < 0.05
@@ -37,7 +40,7 @@ def test_shipped_windows_look_like_test_and_say_what_las_measures(scenario, plac
     test, split, matched = (report[k] for k in ("test 0-99", "validation split 0-99", "matched"))
     assert split["las_preemptions"] < test["las_preemptions"] / 3
     assert abs(matched["fifo_pending_share"] - test["fifo_pending_share"]) < \
-        abs(split["fifo_pending_share"] - test["fifo_pending_share"]) / 4
+        abs(split["fifo_pending_share"] - test["fifo_pending_share"]) / 3
     quiet = np.argsort(vs.las_preemptions, kind="stable")[:2]
     got = V.las_preemptions(scenario, placer, [vs.windows[i] for i in quiet])
     np.testing.assert_array_equal(got, [vs.las_preemptions[i] for i in quiet])
