@@ -1,10 +1,11 @@
 """Validation windows at test-like contention, for both training commands (issue 26, item 1).
 
-Why: Philly's periods differ in contention at the same offered load. LAS preempts 2,613 / 595 /
-5,702 times per window on philly-v1's train / validation / test periods (philly-hetero-v1: 4,526
-/ 1,904 / 5,923), so an agent selected on the validation period (the quietest) was selected where
-its choices matter least, and its gains did not carry to test (0.957 on validation, 1.004 on
-test).
+Why: Philly's periods differ in contention at the same offered load. LAS + consolidate preempts
+4,087 / 640 / 5,545 times per window on philly-v1's train period / validation split / test windows
+0-99 (philly-hetero-v1, LAS + fastest: 5,735 / 1,800 / 7,665; 100 windows each, ``--report``
+below), so an agent selected on the validation period (the quietest) was selected where its
+choices matter least, and its gains did not carry to test (the last round's philly-v1 agent:
+0.957 on validation, 1.004 on test).
 
 The choice, ``mode="matched"`` (the default of ``train-priority`` and ``train``): validation windows
 are drawn from the periods before the test period (the validation period's windows and a pool of
@@ -18,8 +19,9 @@ The leakage trade-off, said plainly:
 
 * *From test:* one statistic of the test period reaches selection, the distribution of a fixed
   heuristic's (LAS's) preemptions per window on test windows ``0 .. test_windows-1``; no agent
-  ever plays a test window, and no test score enters selection. A claim over test windows still
-  rests on windows no agent was selected on.
+  plays a test window before its selection is over (the final report then scores the selected
+  agent there), and no test score enters selection. A claim over test windows still rests on
+  windows no agent was selected on.
 * *From training:* most matched windows lie in the train period, so their jobs also appear in
   training windows (training draws random windows over the whole train period). Validation then
   checks generalisation to other *windows* of seen jobs, not to unseen jobs: it detects overfitting
@@ -30,8 +32,8 @@ The leakage trade-off, said plainly:
 A scenario can ship its matched windows (``dual_agent/pretrained/<scenario>.validation.json``, one
 entry per placer, written by ``python -m dual_agent.validation --write``) so training does not
 replay the pool at every start; otherwise they are computed when a run starts, in the compiled
-engine (LAS on ``test_windows`` + pool windows: about a minute or two for 1,000-job Philly
-windows on one core).
+engine (LAS on 100 test windows and ``5 n`` pool windows: one to three minutes for 1,000-job
+Philly windows on one core).
 """
 from __future__ import annotations
 
