@@ -39,8 +39,9 @@ class _DualEntry:
         path = shipped_agent_path(scenario)
         if path is None:
             raise FileNotFoundError(f"no dual agent ships for scenario {scenario!r}; shipped: {shipped_scenarios()}. "
-                                    f"Train one with: cluster-bench train-priority --scenario {scenario} "
-                                    f"(or cluster-bench train), then pass its file to --policies")
+                                    f"Train one with: cluster-bench train --scenario {scenario} (the paper's "
+                                    f"agent) or cluster-bench train-priority --scenario {scenario}, then pass its "
+                                    f"file to --policies")
         if path.name.endswith(".priority.json"):
             from dual_agent.priority import load_priority_agent
 
