@@ -446,7 +446,11 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
     wall_s = wall()
     test = None
     if config.test_windows:
-        test = test_report(best_theta, model0.flat(), config, hidden, engine, log)
+        try:
+            test = test_report(best_theta, model0.flat(), config, hidden, engine, log)
+        except KeyboardInterrupt:        # the run's files are complete; only the report is skipped
+            log("test report interrupted: the run's files are complete; score best.priority.json with "
+                "benchmarks/eval_dual_paired.py")
     record = {"iterations": it, "seed": config.seed, "wall_s": wall_s, "episodes": episodes,
               "best_iteration": best_iter, "validation_ratio_to_untrained": round(best_ratio, 5),
               "validation": val_record, **({"test": test} if test else {})}
