@@ -7,7 +7,14 @@ prints them with the rest); run alone with ``python benchmarks/bench_dual_agent.
   orderer is linear in the candidates, so the time per candidate should stay flat;
 * PLACE latency at 64 and 1,213 machines (the openb-full cluster), RWGP refresh included;
 * training: environment steps per second of one rollout worker (sampling agent, philly-v0), and
-  of a whole MAPPO iteration (collection + update) in this process.
+  of a whole MAPPO iteration (collection + update) in this process;
+* episode (``--episode``, issue 26): the deterministic agent's whole episode, the way the harness
+  scores it (portable inference), on a 1,000-job window and about 130 machines: philly-v1's test
+  window 0 on Philly's machine mix at 1/4 (138 machines, the scenario's load 1.5), with the shipped
+  philly-v0 agent and with an untrained residual agent on ``las+fastest`` (extended observation,
+  preemption on: every scheduling tick is a decision); modern-v1's test window 0 (100 machines of
+  four GPU types, load 6) with the residual agent; and philly-hetero-v1's test window 0 (27
+  machines) with the residual agent, where LAS preempts and decisions are many. One torch thread.
 """
 from __future__ import annotations
 
@@ -21,6 +28,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import cluster_env  # noqa: E402
+from dual_agent import PRETRAINED_DIR  # noqa: E402
 from dual_agent.paper.config import DualAgentConfig, TrainConfig  # noqa: E402
 from dual_agent.paper.policy import DualAgentPolicy, build_model, spaces_signature  # noqa: E402
 
@@ -90,16 +98,67 @@ def training_throughput(quick: bool) -> list[dict]:
              "value": round(len(rollout) / (t2 - t0)), "unit": "steps/s"}]
 
 
-def measure(quick: bool = False) -> list[dict]:
-    """All dual-agent rows (``quick``: fewer repeats and a shorter rollout)."""
-    return decision_latency(quick) + training_throughput(quick)
+def _residual_agent(scenario, env_kwargs: dict) -> DualAgentPolicy:
+    """An untrained residual agent on las+fastest (it plays LAS + fastest through the networks)."""
+    env = cluster_env.parallel_env(scenario, split="test", **env_kwargs)
+    spaces = spaces_signature(env)
+    cfg = DualAgentConfig(prior="las+fastest", env_overrides=dict(env_kwargs))
+    torch.manual_seed(0)
+    return DualAgentPolicy(build_model(cfg, spaces), cfg, spaces, allow_transfer=True)
+
+
+def episode_time(quick: bool = False) -> list[dict]:
+    """Wall time of whole deterministic episodes (module docstring); ``quick``: the 138-machine
+    cases only."""
+    from dataclasses import replace
+
+    from baselines.harness.episode import run_episode
+    from cluster_env.loaders import philly_cluster, scale_cluster
+    from cluster_env.scenarios import get_scenario
+
+    torch.set_num_threads(1)
+    cluster = scale_cluster(philly_cluster(), 1 / 4, "philly-1/4")
+    big = replace(get_scenario("philly-v1"), cluster=lambda: cluster)
+    kw = {"preemption": True, "observation": "extended"}
+    shipped = DualAgentPolicy.load(str(PRETRAINED_DIR / "philly-v0.pt"), name="dual", allow_transfer=True)
+    cases = [("shipped philly-v0 agent, philly-v1 window on 138 machines", shipped, big, None),
+             ("residual agent on las+fastest, philly-v1 window on 138 machines", _residual_agent(big, kw), big, kw)]
+    if "modern-v1" in cluster_env.list_scenarios():
+        cases.append(("residual agent on las+fastest, modern-v1 window (100 machines)",
+                      _residual_agent("modern-v1", kw), "modern-v1", kw))
+    if not quick:
+        cases.append(("residual agent on las+fastest, philly-hetero-v1 window (27 machines)",
+                      _residual_agent("philly-hetero-v1", kw), "philly-hetero-v1", kw))
+    # Compiled kernels and caches are loaded outside the timing, on a 20-job window.
+    run_episode(shipped, big, "test", 0, env_kwargs={"jobs_per_episode": 20}, allow_env_mismatch=True)
+    rows = []
+    for case, policy, scenario, env_kwargs in cases:
+        t0 = time.perf_counter()
+        record = run_episode(policy, scenario, "test", 0, env_kwargs=env_kwargs, allow_env_mismatch=True).record
+        wall = time.perf_counter() - t0
+        rows.append({"section": "dual agent: episode (1,000 jobs)", "case": f"{case}: wall",
+                     "value": round(wall, 2), "unit": "s"})
+        rows.append({"section": "dual agent: episode (1,000 jobs)", "case": f"{case}: decisions",
+                     "value": int(record["steps"]), "unit": f"({int(record['preemptions'])} preemptions)"})
+        rows.append({"section": "dual agent: episode (1,000 jobs)", "case": f"{case}: average JCT",
+                     "value": round(float(record["avg_jct"]), 6), "unit": "s (the same episode before and after)"})
+    return rows
+
+
+def measure(quick: bool = False, episode: bool = False) -> list[dict]:
+    """All dual-agent rows (``quick``: fewer repeats and a shorter rollout; ``episode``: also the
+    whole-episode times, about a minute)."""
+    return decision_latency(quick) + training_throughput(quick) + (episode_time(quick) if episode else [])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--episode", action="store_true", help="also time whole 1,000-job episodes")
+    parser.add_argument("--episode-only", action="store_true", help="only the whole-episode times")
     args = parser.parse_args()
-    for row in measure(args.quick):
+    rows = episode_time(args.quick) if args.episode_only else measure(args.quick, args.episode)
+    for row in rows:
         print(f"{row['section']:<28} {row['case']:<52} {row['value']:>12,} {row['unit']}")
 
 

@@ -7,12 +7,17 @@ For a scenario and a policy, over the same windows (seeds), the script runs:
 * every effect on (the scenario's default);
 * with ``--legacy-spread``, also every effect on under the v0 spread rule
   (``spread_reference="one_machine"``: any job on more than one machine pays the penalty,
-  even one that can never fit on one machine).
+  even one that can never fit on one machine);
+* with ``--spread-models gavel,allreduce``, the spread penalty alone and every effect on under
+  each spread model (``WorldConfig.spread_model``; docs/world_model.md, "Interconnect").
 
-It prints the mean average JCT of each configuration and its geometric-mean ratio to the
-all-off run on the same windows. Usage::
+It prints, per scenario, the mean average JCT of each configuration and its geometric-mean ratio
+to the all-off run on the same windows (the factor by which the effect multiplies FIFO's average
+JCT). Usage::
 
     python benchmarks/effects_decomposition.py --scenario philly-v1 --policy fifo --seeds 0-4
+    python benchmarks/effects_decomposition.py --scenario philly-hetero-v1,modern-v1 --seeds 0-19 \
+        --spread-models gavel,allreduce
     python benchmarks/effects_decomposition.py --cluster-csv my_nodes.csv --scenario philly-v1 --legacy-spread
 """
 from __future__ import annotations
@@ -28,7 +33,7 @@ import numpy as np  # noqa: E402
 EFFECTS = ("static_factors", "fluctuation", "contention", "spread_penalty", "restart_overhead")
 
 
-def configurations(legacy_spread: bool) -> list[tuple[str, dict]]:
+def configurations(legacy_spread: bool, spread_models: "tuple[str, ...]" = ()) -> list[tuple[str, dict]]:
     """(label, environment arguments) of every configuration, all-off first."""
     out = [("all effects off", {"all_effects_off": True})]
     for effect in EFFECTS:
@@ -37,6 +42,10 @@ def configurations(legacy_spread: bool) -> list[tuple[str, dict]]:
     out.append(("all effects on", {}))
     if legacy_spread:
         out.append(("all on, v0 spread rule", {"spread_reference": "one_machine"}))
+    for model in spread_models:
+        out.append((f"only spread_penalty, {model}",
+                    {"all_effects_off": True, "spread_penalty": True, "spread_model": model}))
+        out.append((f"all on, spread {model}", {"spread_model": model}))
     return out
 
 
@@ -45,25 +54,29 @@ def main(argv: "list[str] | None" = None) -> int:
     from baselines.cli import parse_seeds
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--scenario", default="philly-v1")
+    p.add_argument("--scenario", default="philly-v1", help="a scenario, or several separated by commas")
     p.add_argument("--split", default="test")
     p.add_argument("--policy", default="fifo")
     p.add_argument("--seeds", default="0-4")
     p.add_argument("--cluster-csv", default=None, help="a cluster CSV to use instead of the scenario's")
     p.add_argument("--legacy-spread", action="store_true", help="also run the v0 spread rule")
+    p.add_argument("--spread-models", default="",
+                   help="comma-separated spread models to run too (gavel, allreduce)")
     args = p.parse_args(argv)
     seeds = parse_seeds(args.seeds)
+    models = tuple(m for m in args.spread_models.split(",") if m)
     common = {"cluster_csv": args.cluster_csv} if args.cluster_csv else {}
-    base = None
-    print(f"{args.policy} on {args.scenario}/{args.split}, windows {seeds}")
-    for label, kwargs in configurations(args.legacy_spread):
-        recs = baselines.evaluate(args.policy, args.scenario, split=args.split, seeds=seeds,
-                                  env_kwargs={**common, **kwargs}, backend="serial")
-        jct = np.array([r["avg_jct"] for r in recs])
-        if base is None:
-            base = jct
-        ratio = float(np.exp(np.mean(np.log(jct / base))))
-        print(f"  {label:<28} avg JCT {jct.mean():>12,.0f} s   x{ratio:.3f} of all-off")
+    for scenario in args.scenario.split(","):
+        base = None
+        print(f"{args.policy} on {scenario}/{args.split}, windows {seeds}")
+        for label, kwargs in configurations(args.legacy_spread, models):
+            recs = baselines.evaluate(args.policy, scenario, split=args.split, seeds=seeds,
+                                      env_kwargs={**common, **kwargs}, backend="serial")
+            jct = np.array([r["avg_jct"] for r in recs])
+            if base is None:
+                base = jct
+            ratio = float(np.exp(np.mean(np.log(jct / base))))
+            print(f"  {label:<34} avg JCT {jct.mean():>12,.0f} s   x{ratio:.3f} of all-off")
     return 0
 
 

@@ -56,7 +56,8 @@ def _seed(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--scenario", default="philly-v0", help="scenario name (default philly-v0; see --list)")
+    parser.add_argument("--scenario", default=cluster_env.DEFAULT_SCENARIO,
+                        help=f"scenario name (default {cluster_env.DEFAULT_SCENARIO}, the benchmark's; see --list)")
     parser.add_argument("--split", default="test", choices=["train", "validation", "test"])
     parser.add_argument("--seed", type=_seed, default=0, help="episode seed (>= 0)")
     parser.add_argument("--policy", default="first-fit", choices=sorted(POLICIES))

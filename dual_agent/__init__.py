@@ -3,19 +3,23 @@ on Public Cloud via Reinforcement Learning"), trained jointly with MAPPO on ``cl
 
 * :class:`DualAgentPolicy`: the trained agent as a policy (``load(path)``, ``pretrained(scenario)``);
 * :class:`MAPPOTrainer`, :class:`TrainConfig`, :class:`DualAgentConfig`: training;
-* :func:`has_pretrained`: whether a checkpoint ships for a scenario.
+* :func:`has_pretrained`: whether a torch checkpoint ships for a scenario;
+  :func:`shipped_agent_path`: the shipped agent's file of either family (what ``dual`` loads).
 
 Importing the package registers the ``"dual"`` policy name with the harness
-(``baselines.evaluate("dual", ...)``, ``cluster-bench run --policies dual``), and names ending in
-``.pt`` load that checkpoint. Torch is imported only when a policy or trainer is built; without
-it (the base install) those fail with an ImportError naming ``pip install '.[rl]'``, and the
-numpy priority-mode agent (``dual-priority``) works as with it.
+(``baselines.evaluate("dual", ...)``, ``cluster-bench run --policies dual``): the agent shipped
+for the scenario, whichever family it is (the paper's torch agent, ``<scenario>.pt``, or the
+priority family, ``<scenario>.priority.json``; ``dual-priority`` is an alias of the latter).
+Names ending in ``.pt`` load that checkpoint. Torch is imported only when a torch policy or
+trainer is built; without it (the base install) those fail with an ImportError naming
+``pip install '.[rl]'``, and the numpy priority-mode agent works as with it.
 """
 from __future__ import annotations
 
 from typing import Any, Optional
 
-from dual_agent.shared import PRETRAINED_DIR, TORCH_HINT, has_pretrained, pretrained_scenarios, torch_available
+from dual_agent.shared import (PRETRAINED_DIR, TORCH_HINT, has_pretrained, pretrained_scenarios, shipped_agent_path,
+                               shipped_scenarios, torch_available)
 
 # The documented names of the paper's agent, imported when first used (torch takes seconds to import).
 _LAZY = {
@@ -27,7 +31,7 @@ _LAZY = {
     "RWGPConfig": "dual_agent.paper.rwgp",
 }
 __all__ = sorted([*_LAZY, "PRETRAINED_DIR", "TORCH_HINT", "has_pretrained", "pretrained_scenarios",
-                  "torch_available"])
+                  "shipped_agent_path", "shipped_scenarios", "torch_available"])
 
 
 def __getattr__(name: str) -> Any:

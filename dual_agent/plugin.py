@@ -1,15 +1,19 @@
 """The dual agent's entry points for ``cluster-bench`` and the harness (see ``pyproject.toml``).
 
-* ``cluster_bench.policies``: ``dual`` -> :data:`DUAL` (the pretrained agent of the scenario,
-  part of ``cluster-bench run``'s default policies where a checkpoint ships);
-* ``cluster_bench.resolvers``: :func:`resolve_checkpoint` (names ending in ``.pt``);
-* ``cluster_bench.policies``: ``dual-priority`` -> :data:`DUAL_PRIORITY` (the shipped priority-mode agent);
-* ``cluster_bench.resolvers``: names ending in ``.priority.json`` load a priority-mode agent;
+* ``cluster_bench.policies``: ``dual`` -> :data:`DUAL`: **the** shipped agent of the scenario,
+  whichever family it is (``<scenario>.pt``, the paper's torch agent, or
+  ``<scenario>.priority.json``, the priority family), part of ``cluster-bench run``'s default
+  policies where one ships;
+* ``cluster_bench.policies``: ``dual-priority`` -> :data:`DUAL_PRIORITY`: an alias kept for
+  scripts written before ``dual`` covered both families (the shipped priority-mode agent, under
+  the name ``dual-priority``; not a default, so the tables show it once, as ``dual``);
+* ``cluster_bench.resolvers``: :func:`resolve_checkpoint` (names ending in ``.pt`` or
+  ``.priority.json``);
 * ``cluster_bench.commands``: ``train`` -> :func:`dual_agent.paper.cli.register_command`, ``train-priority`` ->
   :func:`dual_agent.priority.cli.register_command`.
 
 Nothing here imports torch; the policy is built when asked for, and without torch (the base
-install) it fails with an ImportError naming ``pip install '.[rl]'``.
+install) a torch agent fails with an ImportError naming ``pip install '.[rl]'``.
 """
 from __future__ import annotations
 
@@ -17,27 +21,42 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-from dual_agent.shared import PRETRAINED_DIR, TORCH_HINT, has_pretrained, torch_available
+from dual_agent.shared import PRETRAINED_DIR, TORCH_HINT, shipped_agent_path, shipped_scenarios, torch_available
+
+#: The one name of a scenario's shipped agent.
+DUAL_NAME = "dual"
 
 
 class _DualEntry:
-    """``make(scenario)``: the pretrained dual agent; ``default_for(scenario)``: whether it ships."""
+    """``make(scenario)``: the scenario's shipped agent, either family, named ``dual``;
+    ``default_for(scenario)``: whether one ships (and, for a torch agent, torch is there)."""
 
-    description = "the dual agent's pretrained checkpoint for the scenario (needs the rl extra)"
+    description = "the dual agent shipped for the scenario (the paper's torch agent or the priority family)"
 
     def make(self, scenario: Optional[str] = None) -> Any:
+        if scenario is None:
+            raise ValueError("policy 'dual' needs the scenario to pick its shipped agent")
+        path = shipped_agent_path(scenario)
+        if path is None:
+            raise FileNotFoundError(f"no dual agent ships for scenario {scenario!r}; shipped: {shipped_scenarios()}. "
+                                    f"Train one with: cluster-bench train --scenario {scenario} (the paper's "
+                                    f"agent) or cluster-bench train-priority --scenario {scenario}, then pass its "
+                                    f"file to --policies")
+        if path.name.endswith(".priority.json"):
+            from dual_agent.priority import load_priority_agent
+
+            return load_priority_agent(path, scenario=scenario, name=DUAL_NAME)
         from dual_agent.paper.policy import DualAgentPolicy
 
-        if scenario is None:
-            raise ValueError("policy 'dual' needs the scenario to pick its pretrained checkpoint")
         return DualAgentPolicy.pretrained(scenario)
 
     def default_for(self, scenario: str) -> bool:
-        """Whether a checkpoint ships and torch is there to run it; without torch (the base install)
-        the default policies go on without it, and say so once."""
-        if not has_pretrained(scenario):
+        """Whether an agent ships for ``scenario`` and can run here; without torch (the base
+        install) a torch agent is left out of the default policies, with a note printed once."""
+        path = shipped_agent_path(scenario)
+        if path is None:
             return False
-        if torch_available():
+        if not path.name.endswith(".pt") or torch_available():
             return True
         if not _NOTED:
             _NOTED.append(scenario)
@@ -51,10 +70,10 @@ DUAL = _DualEntry()
 
 
 class _PriorityEntry:
-    """``make(scenario)``: the shipped priority-mode agent (:mod:`dual_agent.priority`) of the
-    scenario; ``default_for(scenario)``: whether one ships (then ``cluster-bench run`` includes it)."""
+    """``dual-priority``, the alias: the shipped priority-mode agent (:mod:`dual_agent.priority`)
+    of the scenario under the name ``dual-priority``. Not a default policy: ``dual`` is."""
 
-    description = "the dual agent's ordering agent in priority mode (LAS + a learned score), trained with ES"
+    description = "alias of 'dual' where the shipped agent is a priority-mode agent (LAS + a learned score)"
 
     def make(self, scenario: Optional[str] = None) -> Any:
         from dual_agent.priority import load_priority_agent
@@ -68,7 +87,8 @@ class _PriorityEntry:
         return load_priority_agent(path, scenario=scenario, name="dual-priority")
 
     def default_for(self, scenario: str) -> bool:
-        return priority_pretrained_path(scenario).is_file()
+        """Never: the shipped agent is in the defaults once, as ``dual``."""
+        return False
 
 
 DUAL_PRIORITY = _PriorityEntry()

@@ -14,13 +14,36 @@ TORCH_HINT = "pip install '.[rl]'"
 
 
 def has_pretrained(scenario: str) -> bool:
-    """Whether a pretrained checkpoint ships for ``scenario``."""
+    """Whether a pretrained torch checkpoint (``<scenario>.pt``) ships for ``scenario``; see
+    :func:`shipped_agent_path` for the shipped agent of either family."""
     return (PRETRAINED_DIR / f"{scenario}.pt").is_file()
 
 
 def pretrained_scenarios() -> list[str]:
-    """The scenarios with a shipped checkpoint."""
+    """The scenarios with a shipped torch checkpoint."""
     return sorted(p.stem for p in PRETRAINED_DIR.glob("*.pt"))
+
+
+#: The suffixes of the shipped agents' files, one per family: the paper's torch agent, the priority family.
+SHIPPED_SUFFIXES = (".pt", ".priority.json")
+
+
+def shipped_agent_path(scenario: str) -> "Path | None":
+    """The file of the agent shipped for ``scenario`` (``<scenario>.pt`` or
+    ``<scenario>.priority.json``), whichever family it is; None when none ships. ``dual`` names
+    this agent, so at most one may ship per scenario: two is a ValueError naming both files."""
+    found = [PRETRAINED_DIR / f"{scenario}{suffix}" for suffix in SHIPPED_SUFFIXES]
+    found = [p for p in found if p.is_file()]
+    if len(found) > 1:
+        raise ValueError(f"two agents ship for scenario {scenario!r} ({found[0]}, {found[1]}); the name 'dual' "
+                         "needs exactly one: remove one file")
+    return found[0] if found else None
+
+
+def shipped_scenarios() -> list[str]:
+    """The scenarios with a shipped agent of either family (what ``dual`` can load)."""
+    names = {p.name[:-len(suffix)] for suffix in SHIPPED_SUFFIXES for p in PRETRAINED_DIR.glob(f"*{suffix}")}
+    return sorted(names)
 
 
 def torch_available() -> bool:
@@ -31,4 +54,5 @@ def torch_available() -> bool:
         return False
 
 
-__all__ = ["PRETRAINED_DIR", "TORCH_HINT", "has_pretrained", "pretrained_scenarios", "torch_available"]
+__all__ = ["PRETRAINED_DIR", "SHIPPED_SUFFIXES", "TORCH_HINT", "has_pretrained", "pretrained_scenarios",
+           "shipped_agent_path", "shipped_scenarios", "torch_available"]

@@ -78,6 +78,9 @@ def main(argv=None) -> None:
         ratio = mine / np.mean([r["avg_jct"] for r in records if r["policy"] == best])
         print(f"compared with the best baseline here, {best}: {ratio:.2f}x its average JCT "
               f"({'better' if ratio < 1 else 'not better yet'}).")
+    if len(seeds) < 100:       # a claim rests on 100 test windows (docs/dual_agent.md)
+        print(f"{len(seeds)} test windows are a smoke figure, not a claim; paired over 100 windows: "
+              f"python benchmarks/eval_dual_paired.py {result.last_path} --scenario {args.scenario} --seeds 0-99")
     per_step = result.wall_s / max(result.timesteps, 1)
     print(f"A real run (the shipped agents: cluster-bench train --timesteps 200000 --imitate fifo+fastest "
           f"--imitate-iterations 30) takes about {per_step * 200_000 / 60:.0f} minutes at this run's speed.")

@@ -210,7 +210,8 @@ _SMALL_SCORES = {"openb-full-v1": ({"fifo", "sjf", "fifo+fastest"}, [0, 1, 2])}
 
 
 @pytest.mark.parametrize("scenario", ["toy-v0", "philly-v0", "openb-v0", "openb-full-v0",
-                                      "philly-v1", "openb-v1", "openb-full-v1", "philly-hetero-v1"])
+                                      "philly-v1", "openb-v1", "openb-full-v1", "philly-hetero-v1",
+                                      "modern-v1", "philly-hetero-v2"])
 def test_checked_in_baseline_scores_have_not_moved(scenario):
     assert scenario in packaged_scenarios()
     data = json.loads(packaged_scores_file(scenario).read_text())

@@ -24,7 +24,7 @@ OTHER_PLACERS = ("fifo+fastest", "fifo+spread", "sjf+first-fit", "las+fastest", 
                  "tiresias+random", "random+fastest", "random+best-fit", "las+oracle", "fifo+oracle",
                  "tiresias+oracle", "oracle+fastest", "oracle+best-fit", "srpt+random")
 SCENARIOS = ("toy-v0", "philly-v0", "openb-v0", "openb-full-v0", "philly-v1", "openb-v1", "openb-full-v1",
-             "philly-hetero-v1")
+             "philly-hetero-v1", "philly-hetero-v2", "modern-v1")
 
 
 def _same(a: dict, b: dict) -> dict:

@@ -218,23 +218,27 @@ def test_harness_plays_a_linear_priority_agent_in_the_compiled_engine(tmp_path, 
 
 
 def test_the_shipped_hetero_agent_is_a_default_of_cluster_bench_run_and_plays_compiled():
-    """dual_agent/pretrained/philly-hetero-v1.priority.json: found by the name dual-priority, in
-    cluster-bench run's defaults for its scenario only, with its training record, and its compiled
-    episodes are the API's on a full test window."""
+    """dual_agent/pretrained/philly-hetero-v1.priority.json: found by the name dual (the shipped
+    agent of either family) and by the alias dual-priority, in cluster-bench run's defaults for its
+    scenario only and once (as dual), with its training record, and its compiled episodes are the
+    API's on a full test window."""
     from baselines.cli import default_policies
     from baselines.harness.sweep import Task, resolve_policy, run_task
     from dual_agent.plugin import priority_pretrained_path
 
-    assert "dual-priority" in default_policies("philly-hetero-v1")
-    assert "dual-priority" not in default_policies("philly-v1")
-    agent = resolve_policy("dual-priority", "philly-hetero-v1")
-    assert agent.name == "dual-priority" and agent.spec.placer == "fastest"
+    defaults = default_policies("philly-hetero-v1")
+    assert "dual" in defaults and "dual-priority" not in defaults
+    assert "dual" not in default_policies("philly-v1") and "dual-priority" not in default_policies("philly-v1")
+    alias = resolve_policy("dual-priority", "philly-hetero-v1")
+    agent = resolve_policy("dual", "philly-hetero-v1")
+    assert alias.name == "dual-priority" and agent.name == "dual" and agent.spec.placer == "fastest"
+    assert np.array_equal(alias.model.flat(), agent.model.flat())
     training = agent.spec.training
     assert training["command"].startswith("cluster-bench train-priority --scenario philly-hetero-v1")
     assert training["engine"] == "compiled" and training["seed"] == 0 and training["wall_s"] > 0
     assert priority_pretrained_path("philly-hetero-v1").is_file()
     assert np.any(agent.model.linear != 0.0)
-    task = Task("dual-priority", "philly-hetero-v1", "test", 2, ())
+    task = Task("dual", "philly-hetero-v1", "test", 2, ())
     fast = run_task(task)
     os.environ["CLUSTER_BENCH_ENGINE"] = "api"
     try:
@@ -271,7 +275,7 @@ def test_es_training_loop_finds_a_known_optimum(monkeypatch, tmp_path):
 
     monkeypatch.setattr(es, "_episode_cost", toy_cost)
     config = ESConfig(scenario="philly-hetero-v1", iterations=60, pairs=4, windows=2, eval_every=20, eval_seeds=2,
-                      workers=1, lr=0.05, train_load=2.0, out=str(tmp_path / "run"))
+                      workers=1, lr=0.05, train_load=2.0, validation="split", out=str(tmp_path / "run"))
     result = train_priority(config, log=lambda msg: None)
     np.testing.assert_allclose(result.last.model.flat(), target, atol=0.1)
     assert result.best_ratio < 0.8
@@ -301,7 +305,8 @@ def test_es_pairing_ablations_and_frozen_tenant_weights(monkeypatch, tmp_path):
 
         monkeypatch.setattr(es, "_episode_cost", toy_cost)
         config = ESConfig(iterations=60, pairs=4, windows=2, eval_every=30, eval_seeds=2, workers=1, lr=0.05,
-                          pairing=pairing, tenant_features=False, out=str(tmp_path / pairing))
+                          pairing=pairing, tenant_features=False, validation="split", test_windows=0,
+                          out=str(tmp_path / pairing))
         weights = train_priority(config, log=lambda msg: None).last.model.flat()
         assert np.all(weights[[1, 2, 3]] == 0.0)
         errors[pairing] = float(np.abs(weights - expect).max())
@@ -393,6 +398,10 @@ def test_paired_evaluation_script_reads_a_priority_agent(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "dual vs las+fastest" in proc.stdout
     assert json.loads(out.read_text())["summaries"]["las+fastest"]["n"] == 2
+    # Claims rest on 100 test windows: the default, and fewer are flagged (issue 26).
+    assert "note: 2 distinct windows, fewer than the 100 a claim rests on" in proc.stdout
+    usage = subprocess.run([sys.executable, bench, "--help"], capture_output=True, text=True, timeout=120).stdout
+    assert "default 0-99" in usage
 
 
 def test_ablation_table_script_pairs_variants_with_the_reference_and_the_first(tmp_path):

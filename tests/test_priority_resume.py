@@ -14,7 +14,7 @@ from dual_agent.priority import es
 from dual_agent.priority.es import ESConfig, train_priority
 
 TINY = dict(scenario="philly-hetero-v1", iterations=3, pairs=1, windows=1, jobs_per_episode=20, eval_every=1,
-            eval_seeds=1, eval_jobs_per_episode=20, workers=1)
+            eval_seeds=1, eval_jobs_per_episode=20, workers=1, validation="split", test_windows=0)
 # --smoke is TINY with two iterations; three make the interruption fall in the middle.
 CLI = ["train-priority", "--smoke", "--iterations", "3"]
 

@@ -105,3 +105,10 @@ def test_main_job_runs_and_prints_metrics(capsys):
     assert metrics["jobs_finished"] == 6 and "avg_jct" in out
     run_main(["--list"])
     assert "philly-v0" in capsys.readouterr().out
+
+
+def test_python_m_cluster_env_defaults_to_the_benchmark_scenario():
+    # One default scenario everywhere: the module's CLI plays what cluster-bench run scores.
+    from cluster_env.__main__ import build_parser
+
+    assert build_parser().parse_args([]).scenario == cluster_env.DEFAULT_SCENARIO

@@ -22,6 +22,7 @@ CASES = [
     ("philly-v0", {"jobs_per_episode": 40, "max_steps": 60}),
     ("openb-v0", {"jobs_per_episode": 12}),
     ("philly-v1", {"jobs_per_episode": 16}),
+    ("modern-v1", {"jobs_per_episode": 30, "max_steps": 150}),    # all-reduce spread model
 ]
 # The backends compared with separate parallel envs: the Python one with the compiled observation
 # kernel writing rows in place or with copies, and the compiled backend (one numba call per step).

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from cluster_env.world.fluctuation import DEFAULT_FLUCTUATION, FluctuationParams
+from cluster_env.world.interconnect import GAVEL_TESTBED_GBPS, SPREAD_MODELS, validate_interconnect_overrides
 from cluster_env.world.throughputs import DEFAULT_CONTENTION_ALPHA
 
 # Restart overhead after a preemption: the job reloads its checkpoint and warms up again.
@@ -49,6 +50,7 @@ WORLD_RANGES: dict[str, tuple[float, float]] = {
     "quiet_fluctuation_interval": (1.0, 86_400.0),  # s
     "measurement_noise": (0.0, 1.0),                # std of the multiplicative noise
     "measurement_tau": (1.0, 1e6),                  # s
+    "gavel_testbed_gbps": (0.1, 10_000.0),          # Gb/s; default 10 (spread_model="allreduce")
 }
 #: Sane ranges of :class:`FluctuationParams` inside a world (the calibration fits its own values).
 FLUCTUATION_RANGES: dict[str, tuple[float, float]] = {
@@ -80,12 +82,29 @@ class WorldConfig:
     # one machine pays it, even one that can never fit on one (the v0 scenarios' rule, kept
     # bit-for-bit; it double-counts the penalty of jobs larger than a machine).
     spread_reference: str = "fewest_machines"
+    # How the spread penalty is priced. "gavel": Gavel's measured unconsolidated/consolidated ratio
+    # of the GPU type's anchor (K80/P100/V100) at the job's GPU bucket, one multiplier whatever the
+    # split or the network (every v0/v1 scenario). "allreduce": the job's communication share,
+    # derived from that ratio at Gavel's testbed network, priced on this cluster's interconnect by
+    # what crosses machines (cluster_env.world.interconnect; docs/world_model.md "Interconnect").
+    spread_model: str = "gavel"
+    # spread_model="allreduce" only: overrides of the per-GPU-type interconnect defaults
+    # (cluster_env.world.interconnect.INTERCONNECT_DEFAULTS), as (gpu type, field, Gb/s) triples,
+    # field one of nic_per_gpu, nic_per_machine, intra; and Gavel's testbed bandwidth (ASSUMPTION).
+    interconnect: tuple = ()
+    gavel_testbed_gbps: float = GAVEL_TESTBED_GBPS
     restart_overhead: float = DEFAULT_RESTART_OVERHEAD_S   # seconds; 0 switches it off
     fluctuation_params: FluctuationParams = DEFAULT_FLUCTUATION
     quiet_fluctuation_interval: float = DEFAULT_QUIET_FLUCTUATION_INTERVAL_S   # s, while no job waits
     contention_alpha: float = DEFAULT_CONTENTION_ALPHA
     measurement_noise: float = DEFAULT_MEASUREMENT_NOISE
     measurement_tau: float = DEFAULT_MEASUREMENT_TAU_S
+
+    def __post_init__(self) -> None:
+        # Lists (JSON, a CLI's [..]) become tuples: the config is frozen and hashable.
+        if isinstance(self.interconnect, list):
+            object.__setattr__(self, "interconnect", tuple(
+                tuple(e) if isinstance(e, list) else e for e in self.interconnect))
 
     def all_effects_off(self) -> "WorldConfig":
         """Textbook dynamics: every job runs at its nominal speed, no overhead."""
@@ -101,6 +120,10 @@ class WorldConfig:
             check_bool(name, getattr(self, name))
         if self.spread_reference not in SPREAD_REFERENCES:
             raise ValueError(f"spread_reference must be one of {SPREAD_REFERENCES}, got {self.spread_reference!r}")
+        if self.spread_model not in SPREAD_MODELS:
+            raise ValueError(f"spread_model must be one of {SPREAD_MODELS}, got {self.spread_model!r}")
+        validate_interconnect_overrides(self.interconnect)
+        check_number("gavel_testbed_gbps", self.gavel_testbed_gbps, positive=True)
         if not isinstance(self.fluctuation_params, FluctuationParams):
             raise TypeError(f"fluctuation_params must be a FluctuationParams, got "
                             f"{type(self.fluctuation_params).__name__}")

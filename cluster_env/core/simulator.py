@@ -17,7 +17,7 @@ its GPUs, ``preempt(job)``, or ``advance()`` to run to the next event.
 
 Speed of a running job ``j`` (work seconds per wall second)::
 
-    nominal_j = min_{GPU types used} speed[type_j, gpu, bucket_j] * (spread ratio if > 1 machine)
+    nominal_j = min_{GPU types used} speed[type_j, gpu, bucket_j] * (spread factor if > 1 machine)
     rate_j    = nominal_j * min_{machines used}(static_m * fluct_m)
                 / (1 + alpha * comm[type_j] * max_{machines used}(jobs_on_m - 1))
 
@@ -39,6 +39,12 @@ from cluster_env.core.config import WorldConfig
 from cluster_env.core.instance import Cluster, Workload
 from cluster_env.world.fluctuation import FluctuationProcess, draw_static_factors
 from cluster_env.world.gpu_catalog import gpu_spec
+from cluster_env.world.interconnect import (
+    allreduce_speed_factor,
+    communication_demand,
+    network_table,
+    reference_ratio,
+)
 from cluster_env.world.throughputs import (
     bucket_index,
     comm_intensity,
@@ -133,6 +139,22 @@ class ClusterSimulator:
         else:
             self.free_spread_machines = np.ones(n, dtype=np.int64)
         self._free_spread_list = self.free_spread_machines.tolist()
+        # spread_model "allreduce": each job's communication demand per GPU type, its ratio at the
+        # reference placement and the types' interconnect (cluster_env.world.interconnect); empty
+        # arrays under "gavel" (the compiled engine tells the models apart by job_xref's length).
+        self._allreduce = bool(world.spread_penalty) and world.spread_model == "allreduce"
+        if self._allreduce:
+            names = cluster.gpu_type_names
+            self.net = network_table(names, world.interconnect)                        # (3, T)
+            self.job_demand = communication_demand(names, self.job_type, self.gpus,
+                                                   world.gavel_testbed_gbps)           # (N, T)
+            self.job_xref = reference_ratio(self.job_type, self.gpus, self.allowed, cluster.machine_gpus,
+                                            cluster.machine_type, self.job_demand, self.net,
+                                            self.free_spread_machines)                 # (N,)
+        else:
+            self.net = np.zeros((3, t))
+            self.job_demand = np.zeros((n, 0))
+            self.job_xref = np.zeros(0)
         usable_speed = self.job_speed if self.allowed is None else np.where(self.allowed, self.job_speed, 0.0)
         self.best_speed = usable_speed.max(axis=1)                                   # (N,) fastest allowed type
         self.ideal_runtime = self.duration / self.best_speed                         # (N,)
@@ -557,7 +579,12 @@ class ClusterSimulator:
             types = self.machine_type[machines]
             nominal = float(self.job_speed[job, types].min())
             if len(machines) > self._free_spread_list[job]:
-                nominal *= float(self.job_spread[job, types].min())
+                if self._allreduce:
+                    nominal *= float(allreduce_speed_factor(
+                        job, np.array(machines, dtype=np.int64), np.array([g for _, g in alloc], dtype=np.int64),
+                        0, len(machines), self.machine_type, self.job_demand, self.job_xref, self.net))
+                else:
+                    nominal *= float(self.job_spread[job, types].min())
         js.nominal[job] = nominal
         if math.isnan(js.first_start[job]):
             js.first_start[job] = self.now

@@ -4,7 +4,8 @@
 * :mod:`~cluster_env.world.throughputs`: Gavel's measured throughputs as speed, spread-penalty and
   communication-intensity tables;
 * :mod:`~cluster_env.world.fluctuation`: static machine factors, fluctuation and stragglers;
-* :mod:`~cluster_env.world.calibration`: the PAI statistics the fluctuation defaults match.
+* :mod:`~cluster_env.world.calibration`: the PAI statistics the fluctuation defaults match, and the
+  published large-job straggler figures :data:`DEDICATED_FLUCTUATION` matches.
 
 Every value and its source is listed in ``docs/world_model.md``.
 """
@@ -18,10 +19,13 @@ from cluster_env.world.throughputs import (
     spread_ratio_table,
 )
 from cluster_env.world.fluctuation import (
-    DEFAULT_FLUCTUATION, NO_FLUCTUATION, SECONDS_PER_ITERATION, FluctuationParams,
-    FluctuationProcess, draw_static_factors,
+    DEDICATED_FLUCTUATION, DEFAULT_FLUCTUATION, NO_FLUCTUATION, SECONDS_PER_ITERATION,
+    FluctuationParams, FluctuationProcess, draw_static_factors,
 )
-from cluster_env.world.calibration import pai_targets, simulate_worker_statistics
+from cluster_env.world.calibration import (
+    expected_delay_at_width, large_job_targets, pai_targets, simulate_job_slowdown,
+    simulate_worker_statistics,
+)
 
 __all__ = [
     "GPUSpec", "GPU_ALIASES", "KNOWN_GPU_TYPES", "MEASURED_GPU_TYPES", "all_gpu_specs",
@@ -29,7 +33,8 @@ __all__ = [
     "JOB_TYPES", "GPU_COUNT_BUCKETS", "DEFAULT_CONTENTION_ALPHA", "bucket_index",
     "relative_speed_table", "spread_ratio_table", "comm_intensity", "colocation_contention_fit",
     "measured_throughput",
-    "FluctuationParams", "DEFAULT_FLUCTUATION", "NO_FLUCTUATION", "SECONDS_PER_ITERATION",
-    "FluctuationProcess", "draw_static_factors",
+    "FluctuationParams", "DEFAULT_FLUCTUATION", "DEDICATED_FLUCTUATION", "NO_FLUCTUATION",
+    "SECONDS_PER_ITERATION", "FluctuationProcess", "draw_static_factors",
     "pai_targets", "simulate_worker_statistics",
+    "large_job_targets", "expected_delay_at_width", "simulate_job_slowdown",
 ]

@@ -34,7 +34,21 @@ iterations of every job), and, from the four per-worker files, ``frac_worker_ite
 of worker-iterations slower than 1.5x the iteration's median), per job in ``per_job_frac_slow``.
 Calibration inputs from jobs 1-3: ``static_std_log``, ``dynamic_std_log``,
 ``correlation_time_iterations``.
+
+Stragglers at width (:data:`~cluster_env.world.fluctuation.DEDICATED_FLUCTUATION`):
+:func:`large_job_targets` holds the published job-level figures (GREYHOUND, USENIX ATC'25: jobs
+of 1, 4 and 64-128 machines); :func:`expected_delay_at_width` is the model's long-run delay of a
+job on ``n`` machines in closed form, and :func:`simulate_job_slowdown` plays jobs of a given
+width and length on the fluctuation process and returns the same statistics as the targets.
+Tolerances used by ``tests/test_stragglers_at_width.py``:
+
+* mean delay over all jobs at 96 machines (fitted)                              +-15 %
+* mean delay at 1 machine (not fitted)                                       within 2x
+* share of jobs that meet a straggler, jobs of :data:`ASSUMED_LARGE_JOB_HOURS`  +-0.10 absolute
+* mean delay among those jobs                                                   +-25 %
+* share of those delayed by more than 50 % (0.20, read off 16 jobs)               0.10-0.30
 """
+
 from __future__ import annotations
 
 import csv
@@ -58,6 +72,11 @@ __all__ = [
     "pai_targets",
     "simulate_worker_statistics",
     "cov_of_single_straggler",
+    "ASSUMED_LARGE_JOB_HOURS",
+    "large_job_targets",
+    "straggling_fraction_at_width",
+    "expected_delay_at_width",
+    "simulate_job_slowdown",
 ]
 
 PAI_DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "pai"
@@ -245,3 +264,140 @@ def simulate_worker_statistics(params: FluctuationParams, n_workers: int = 10,
     out = _cov_statistics(cov)
     out["frac_worker_iters_slow"] = slow / total
     return out
+
+
+# ------------------------------------------------------------------------ stragglers at width
+#: ASSUMPTION: the length of GREYHOUND's large jobs, which the paper does not give.  With 5 h the
+#: fitted onset rate reproduces both the mean delay over all jobs and the share of jobs that meet
+#: a fail-slow; its 4-node probes ran ~5 h (its two plotted 1,024-GPU jobs, shown as fail-slow
+#: cases, ran ~13 h and ~100 h).  The share of jobs hit grows with the length, the mean delay
+#: falls slowly (0.197 at 5 h, 0.183 at 13 h for 96 machines).
+ASSUMED_LARGE_JOB_HOURS = 5.0
+
+#: GREYHOUND (Wu et al., "GREYHOUND: Hunting Fail-Slows in Hybrid-Parallel Training at Scale",
+#: USENIX ATC'25; arXiv 2410.12588 "FALCON"), section 3, Table 1 and Figure 1.  A 10,000-GPU
+#: A100/H800 cluster, RoCE up to 4 x 400 Gb/s per machine.  "delay" is the JCT increase over
+#: the job's normal throughput; the paper's averages are over the jobs that met a fail-slow
+#: (an average over all 392 single-node probes could not reach 11.79 % with 6 of them slowed).
+_GREYHOUND = {
+    # machines: (jobs, jobs with a fail-slow, mean delay of those, mean fail-slow duration (s), setting)
+    1: (392, 6, 0.1179, 600.0, "4 H800 GPUs on one shared machine, 70-90 min jobs (probes)"),
+    4: (107, 43, 0.1545, 1440.0, "2 A100 GPUs on each of 4 shared machines, ~5 h jobs (probes)"),
+    96: (27, 16, 0.3459, 4320.0, "512-1,024 GPUs on 64-128 whole 8-GPU machines (July 2024 trace)"),
+}
+
+
+def large_job_targets() -> dict:
+    """Published job-level straggler figures by job width (GREYHOUND, USENIX ATC'25).
+
+    Keys of the returned dict: ``source``; ``by_width``, a dict from machines (1, 4, 96, where
+    96 stands for GREYHOUND's 64-128) to a dict with ``jobs``, ``affected`` (jobs that met a
+    fail-slow), ``frac_affected``, ``mean_delay_affected`` (mean JCT increase of those),
+    ``mean_delay`` (over all jobs: ``frac_affected * mean_delay_affected``),
+    ``mean_episode_s`` and ``setting``; and, for the large jobs, ``frac_affected_above_half``
+    (share of affected jobs delayed by more than 50 %: 0.20) and ``assumed_job_hours``
+    (:data:`ASSUMED_LARGE_JOB_HOURS`).  A fresh dict each call.
+    """
+    by_width = {}
+    for m, (jobs, hit, delay, episode, setting) in _GREYHOUND.items():
+        by_width[m] = {"jobs": jobs, "affected": hit, "frac_affected": hit / jobs,
+                       "mean_delay_affected": delay, "mean_delay": hit / jobs * delay,
+                       "mean_episode_s": episode, "setting": setting}
+    return {
+        "source": "GREYHOUND (Wu et al., USENIX ATC'25), section 3, Table 1, Figure 1",
+        "by_width": by_width,
+        "large_machines": (64, 128),
+        "frac_affected_above_half": 0.20,
+        "assumed_job_hours": ASSUMED_LARGE_JOB_HOURS,
+    }
+
+
+def straggling_fraction_at_width(params: FluctuationParams, n_machines: int) -> float:
+    """Stationary probability that at least one of ``n_machines`` independent machines is in a
+    straggler episode: ``1 - (1 - pi)^n`` with ``pi = params.straggling_fraction``."""
+    if n_machines < 1:
+        raise ValueError(f"n_machines must be >= 1, got {n_machines}")
+    return 1.0 - (1.0 - params.straggling_fraction) ** int(n_machines)
+
+
+def expected_delay_at_width(params: FluctuationParams, n_machines: int) -> float:
+    """Long-run mean JCT increase from stragglers of a job on ``n_machines`` machines.
+
+    The job runs at its slowest machine's pace: during the fraction ``q`` of the time in which
+    any machine straggles (:func:`straggling_fraction_at_width`; the process runs whatever the
+    job does) it progresses ``straggler_slowdown`` times as fast, so on average it advances
+    ``1 - q (1 - slowdown)`` units of work a second and takes ``1 / (1 - q (1 - slowdown))``
+    times its nominal time (overlapping episodes counted once; the OU jitter left out).  Returns
+    that minus 1.
+    """
+    q = straggling_fraction_at_width(params, n_machines)
+    return 1.0 / (1.0 - q * (1.0 - params.straggler_slowdown)) - 1.0
+
+
+def simulate_job_slowdown(params: FluctuationParams, n_machines: int, duration: float, *,
+                          n_jobs: int = 400, step: Optional[float] = None,
+                          rng: Optional[np.random.Generator] = None,
+                          static: bool = False) -> dict:
+    """Play ``n_jobs`` jobs of ``duration`` seconds, each on ``n_machines`` machines of its own,
+    on the fluctuation process, and return the statistics of :func:`large_job_targets`.
+
+    As in the simulator, the machines' factors are updated every ``step`` seconds (default
+    ``params.interval``; the simulator uses that period while jobs wait) and a job progresses at
+    its slowest machine's factor in between.  The process starts in its stationary law.
+    ``static``: multiply by static factors (off by default: GREYHOUND's delays are relative to
+    the job's normal throughput, which static imbalance is part of).  ``rng`` defaults to a
+    generator seeded with 0.
+
+    Returns a dict: ``mean_delay`` (mean of JCT / duration - 1), ``frac_affected`` (jobs with a
+    machine straggling at some update during their run), ``mean_delay_affected``,
+    ``frac_affected_above_half`` (share of those delayed by more than 50 %), ``median_delay``
+    and ``delays`` (the (n_jobs,) array).
+    """
+    if n_machines < 1 or n_jobs < 1:
+        raise ValueError(f"n_machines and n_jobs must be >= 1, got {n_machines} and {n_jobs}")
+    if not (duration > 0 and math.isfinite(duration)):
+        raise ValueError(f"duration must be a finite number > 0, got {duration}")
+    step = float(params.interval if step is None else step)
+    if not (step > 0 and math.isfinite(step)):
+        raise ValueError(f"step must be a finite number > 0, got {step}")
+    if rng is None:
+        rng = np.random.default_rng(0)
+    m = n_jobs * int(n_machines)
+    base = draw_static_factors(m, params.static_sigma if static else 0.0, rng)
+    proc = FluctuationProcess(m, params, rng)
+    factors = proc.factors
+    progress = np.zeros(n_jobs)
+    jct = np.full(n_jobs, np.nan)
+    affected = np.zeros(n_jobs, dtype=bool)
+    running = np.ones(n_jobs, dtype=bool)
+    t = 0.0
+    # A job's speed never falls below slowdown x (OU 6 sigma) x static minimum; a generous bound
+    # on the steps keeps a bad parameter set from looping for ever.
+    floor = params.straggler_slowdown * math.exp(-6.0 * params.sigma - 0.5 * params.sigma ** 2)
+    floor *= 0.5 if static else 1.0
+    max_steps = int(math.ceil(duration / (floor * step))) + 2
+    for _ in range(max_steps):
+        speed = (factors * base).reshape(n_jobs, n_machines).min(axis=1)
+        strag = proc.straggling.reshape(n_jobs, n_machines).any(axis=1)
+        affected |= running & strag
+        new = progress + speed * step
+        done = running & (new >= duration)
+        jct[done] = t + (duration - progress[done]) / speed[done]
+        running &= ~done
+        progress = new
+        if not running.any():
+            break
+        proc.advance(step)
+        t += step
+    else:
+        raise RuntimeError(f"simulate_job_slowdown: jobs still running after {max_steps} steps")
+    delays = jct / duration - 1.0
+    hit = delays[affected]
+    return {
+        "mean_delay": float(delays.mean()),
+        "median_delay": float(np.median(delays)),
+        "frac_affected": float(affected.mean()),
+        "mean_delay_affected": float(hit.mean()) if hit.size else float("nan"),
+        "frac_affected_above_half": float(np.mean(hit > 0.5)) if hit.size else float("nan"),
+        "delays": delays,
+    }

@@ -16,6 +16,11 @@ large step after an idle period, and obtain the same distribution either way.
 The defaults (:data:`DEFAULT_FLUCTUATION`) are calibrated to the Alibaba PAI mini-batch-time data
 (AntMan, OSDI'20); :mod:`cluster_env.world.calibration` computes the target statistics from the
 packaged data and the same statistics on simulated workers.  See :data:`DEFAULT_FLUCTUATION`.
+
+:data:`DEDICATED_FLUCTUATION` (opt-in, ``WorldConfig(fluctuation_params=DEDICATED_FLUCTUATION)``)
+is the same process calibrated instead to the job-level slowdown of jobs of 512-1,024 GPUs on
+whole 8-GPU machines (GREYHOUND, USENIX ATC'25); see :func:`cluster_env.world.calibration.
+large_job_targets` and ``docs/world_model.md`` section 3, "Stragglers at width".
 """
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ from cluster_env.core import kernels as _kernels
 __all__ = [
     "FluctuationParams",
     "DEFAULT_FLUCTUATION",
+    "DEDICATED_FLUCTUATION",
     "NO_FLUCTUATION",
     "SECONDS_PER_ITERATION",
     "STATIC_FACTOR_BOUNDS",
@@ -126,6 +132,57 @@ DEFAULT_FLUCTUATION = FluctuationParams(
     interval=300.0,
     straggler_rate=4.0e-5,
     straggler_mean_duration=780.0,
+    straggler_slowdown=0.2,
+)
+
+#: Stragglers at width, for clusters of dedicated whole machines (opt-in; every shipped scenario
+#: keeps :data:`DEFAULT_FLUCTUATION`).  Turn it on with
+#: ``WorldConfig(fluctuation_params=DEDICATED_FLUCTUATION)``.  The process is the same; only the
+#: parameters differ.
+#:
+#: Why not the PAI defaults: PAI's workers hold 20-50 % of a shared GPU, and one machine in 33 is
+#: straggling at any time (stationary fraction 0.030).  As a job runs at its slowest machine's
+#: pace, a 64-machine job then has a straggler 86 % of the time and takes 3.2x its nominal time in
+#: the long run, where the published large-job figure is 1.2x.  Source: GREYHOUND (Wu et al.,
+#: "GREYHOUND: Hunting Fail-Slows in Hybrid-Parallel Training at Scale", USENIX ATC'25, section 3,
+#: Table 1, Figure 1; arXiv 2410.12588 "FALCON"): on a 10,000-GPU A100/H800 cluster (RoCE, up to
+#: 4 x 400 Gb/s a machine), 16 of 27 jobs of 512-1,024 GPUs (64-128 whole 8-GPU machines, no
+#: colocation) met fail-slows, which delayed those 16 by 34.59 % on average (20 % of them by more
+#: than 50 %; 16/27 x 34.59 % = 20.5 % over all 27), mean fail-slow duration 72 min.  Targets:
+#: :func:`cluster_env.world.calibration.large_job_targets`; statistics of the model:
+#: :func:`~cluster_env.world.calibration.simulate_job_slowdown` (mean over seeds 0-9, 400 jobs of
+#: 96 machines, 5 h each, in brackets):
+#:
+#: * ``straggler_slowdown`` = 0.2: the large-job fail-slows GREYHOUND plots cut throughput by
+#:   80-85 % (a 1,024-GPU job, Figure 6; 90 % when two compound); the same severity as PAI's.
+#: * ``straggler_mean_duration`` = 4,320 s: the 72-min mean fail-slow duration of the large jobs.
+#: * ``straggler_rate`` = 4.5e-7 per machine per s (one onset per machine per ~26 days; stationary
+#:   straggling fraction 0.0019): fitted, with the job length below, to the mean delay over all
+#:   jobs, 0.205 (0.197), and the share of jobs that meet a fail-slow, 0.59 (0.61).  Checks, not
+#:   fitted: mean delay of those jobs 0.346 (0.31); share of them delayed > 50 %: 0.20 (0.19).
+#: * Job length (ASSUMPTION, :data:`~cluster_env.world.calibration.ASSUMED_LARGE_JOB_HOURS`):
+#:   5 h.  GREYHOUND gives no job lengths; its 4-node probes ran ~5 h.  Longer jobs meet more
+#:   fail-slows but are delayed less each (13-h jobs: 88 % met one, mean delay 0.18).
+#: * Width: 1 machine, 80-min jobs: mean delay 0.28 % (GREYHOUND's single-node probes 0.18 %).
+#:   Not matched: GREYHOUND's 4-node probes (2 GPUs on each of 4 shared machines, sharing links
+#:   with other tenants) were delayed 6.2 % on average; the model gives 1.4 % on 4 dedicated
+#:   machines.  Per-machine episodes are independent, so the delay grows about linearly with width
+#:   while it is small (0.135 at 64 machines, 0.27 at 128, 5-h jobs).
+#: * ``sigma`` = 0.006 (ASSUMPTION): GREYHOUND measures fail-slows against a job's normal
+#:   throughput, which a trace's measured runtime already includes, so the fast per-machine
+#:   jitter is kept small: the slowest of 96 machines costs ~1.5 % (of 2,048, ~2 %, the order of
+#:   the 1-2 % diurnal throughput variation Meta reports for Llama 3 405B on 16k H100s).
+#: * ``static_sigma``, ``theta``, ``interval``: as :data:`DEFAULT_FLUCTUATION` (PAI).  Same-SKU GPUs
+#:   on dedicated HPC clusters differ by a similar amount (Sinha et al., SC'22: 8 % average
+#:   variation, up to 22 %, outliers 1.5x slower than the median); an assumption for 8-GPU
+#:   machines; ``WorldConfig(static_factors=False)`` switches it off.
+DEDICATED_FLUCTUATION = FluctuationParams(
+    static_sigma=0.072,
+    sigma=0.006,
+    theta=1.0 / 80.0,
+    interval=300.0,
+    straggler_rate=4.5e-7,
+    straggler_mean_duration=4320.0,
     straggler_slowdown=0.2,
 )
 

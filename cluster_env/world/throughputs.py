@@ -48,6 +48,7 @@ __all__ = [
     "bucket_index",
     "relative_speed_table",
     "spread_ratio_table",
+    "gavel_comm_ratio_table",
     "comm_intensity",
     "colocation_contention_fit",
     "measured_throughput",
@@ -260,6 +261,18 @@ def spread_ratio_table(gpu_type_names: Sequence[str]) -> np.ndarray:
     a_t, _ = _anchors_and_factors(gpu_type_names)
     s = _anchor_spread()[a_t]                                    # (T, J, B)
     return np.ascontiguousarray(np.transpose(s, (1, 0, 2)), dtype=np.float64)
+
+
+def gavel_comm_ratio_table(gpu_type_names: Sequence[str]) -> np.ndarray:
+    """Communication over compute time at Gavel's testbed, ``1 / r - 1`` with ``r`` the spread
+    ratio of each type's anchor (:func:`spread_ratio_table`), shape (J, T, B), >= 0.
+
+    Gavel's unconsolidated iteration is the consolidated one plus the communication that crosses
+    servers, so ``r = C / (C + X)`` and ``X / C = 1 / r - 1`` (bucket 0: 0). Used by the
+    ``"allreduce"`` spread model (:mod:`cluster_env.world.interconnect`).
+    """
+    r = spread_ratio_table(gpu_type_names)
+    return np.ascontiguousarray(1.0 / r - 1.0)
 
 
 def comm_intensity() -> np.ndarray:

@@ -8,13 +8,16 @@ import argparse
 import json
 import time
 from pathlib import Path
+from typing import Optional
 
 #: ``--smoke``: a tiny run that CI executes (seconds, not a useful agent).
 SMOKE = {"timesteps": 600, "steps_per_worker": 150, "jobs_per_episode": 30, "minibatch": 128, "epochs": 2,
-         "eval_every": 1, "eval_seeds": 1, "n_envs": 2}
+         "eval_every": 1, "eval_seeds": 1, "n_envs": 2, "validation": "split"}
+#: Test windows the finished run is scored on by default (a claim rests on 100; DESIGN section 9).
+TEST_WINDOWS = 100
 #: ``--smoke --algorithm rloo``: two windows, two rollouts each, tiny episodes.
 SMOKE_RLOO = {"timesteps": 300, "jobs_per_episode": 20, "minibatch": 128, "epochs": 2, "eval_every": 1,
-              "eval_seeds": 1, "group_windows": 2, "group_size": 2}
+              "eval_seeds": 1, "group_windows": 2, "group_size": 2, "validation": "split"}
 
 
 def register_command(subparsers: "argparse._SubParsersAction") -> None:
@@ -40,6 +43,9 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--imitate-iterations", type=int, default=None, help="iterations of imitation (default 0)")
     p.add_argument("--eval-every", type=int, default=None, help="iterations between validation runs (default 10)")
     p.add_argument("--eval-seeds", type=int, default=None, help="validation episodes per evaluation (default 2)")
+    p.add_argument("--validation", choices=("matched", "split"), default=None,
+                   help="validation windows: matched to the test period's contention by LAS's preemptions per "
+                        "window (default; see dual_agent.validation) or the validation split's seeds (--smoke)")
     p.add_argument("--max-minutes", type=float, default=None, help="stop after this much wall time")
     p.add_argument("--hidden", type=int, default=None, help="network width (default 64)")
     p.add_argument("--orderer", default="learned", help="'learned' or a heuristic orderer (ablation)")
@@ -68,6 +74,12 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--observation", choices=("default", "extended"), default=None,
                    help="observation layout the agent reads (stored in the checkpoint; extended: tenant "
                         "statistics, attained service, tick phase)")
+    p.add_argument("--test-windows", type=int, default=None,
+                   help=f"test windows the best checkpoint is scored on at the end, paired with --test-reference "
+                        f"(default {TEST_WINDOWS}; 0 with --smoke; 0: none)")
+    p.add_argument("--test-reference", default=None, metavar="POLICY",
+                   help="the reference of that report (default: the prior, else las + the placer validation "
+                        "measures contention with)")
     p.add_argument("--resume", default=None, metavar="LAST_PT", help="continue the run of this last.pt")
     p.add_argument("--smoke", action="store_true", help="a tiny run for CI (seconds)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -98,7 +110,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                            ("imitate_iterations", args.imitate_iterations), ("algorithm", args.algorithm),
                            ("group_windows", args.group_windows), ("group_size", args.group_size),
                            ("baseline", args.baseline), ("advantage_scale", args.advantage_scale),
-                           ("device", args.device)):
+                           ("device", args.device), ("validation", args.validation)):
             if value is not None:
                 train_kw[key] = value
         agent_env = parse_env_overrides(args.agent_env)
@@ -124,7 +136,40 @@ def cmd_train(args: argparse.Namespace) -> int:
                "timesteps": result.timesteps, "wall_s": round(wall, 1),
                "best_val_avg_jct": result.best_val_avg_jct, "best": str(result.best_path),
                "last": str(result.last_path), "log": str(result.out_dir / "log.csv")}
+    windows = args.test_windows if args.test_windows is not None else (0 if args.smoke else TEST_WINDOWS)
+    if windows < 0:
+        raise ValueError(f"--test-windows must be >= 0, got {windows}")
+    if windows:
+        reference = args.test_reference or trainer.agent_cfg.prior or f"las+{trainer.validation_placer()}"
+        summary["test"] = test_report(result.best_path, trainer.train_cfg.scenario, reference, windows,
+                                      dict(trainer.train_cfg.env_kwargs))
     print(json.dumps(summary, indent=2))
-    print(f"\nscore it: cluster-bench run --scenario {trainer.train_cfg.scenario} "
-          f"--policies fifo,tiresias,{result.best_path}")
+    print(f"\nscore it against every heuristic (test windows 0-{TEST_WINDOWS - 1}, paired): python "
+          f"benchmarks/eval_dual_paired.py {result.best_path} --scenario {trainer.train_cfg.scenario} "
+          f"--references agnostic")
     return 0
+
+
+def test_report(checkpoint: "str | Path", scenario: str, reference: str, windows: int,
+                env_kwargs: Optional[dict] = None) -> dict:
+    """The checkpoint against ``reference`` on test windows ``0 .. windows - 1``, paired: the
+    geometric mean of the per-window ratio of average JCT, its 95% bootstrap interval and the win
+    rate, printed (with a note under 100 windows) and returned."""
+    import baselines
+    from baselines.harness.stats import paired_summary
+    from dual_agent.paper.policy import DualAgentPolicy
+
+    agent = DualAgentPolicy.load(str(checkpoint), scenario=scenario, name="dual")
+    seeds = list(range(windows))
+    records = []
+    for who in (agent, reference):
+        records += baselines.evaluate(who, scenario, split="test", seeds=seeds, env_kwargs=env_kwargs or None,
+                                      backend="serial")
+    s = paired_summary(records, "dual", reference)
+    distinct = getattr(s, "distinct", s.n)
+    note = "" if distinct >= TEST_WINDOWS else f" (fewer than {TEST_WINDOWS} windows: not enough to carry a claim)"
+    print(f"test windows 0-{windows - 1}: {Path(checkpoint).name} / {reference} = {s.geo_mean:.3f} "
+          f"[{s.ci_low:.3f}, {s.ci_high:.3f}] (95% bootstrap interval of the geometric mean), win rate "
+          f"{s.win_rate:.2f}, over {distinct} distinct windows{note}")
+    return {"windows": distinct, "reference": reference, "ratio": s.geo_mean, "ci_low": s.ci_low, "ci_high": s.ci_high,
+            "win_rate": s.win_rate}

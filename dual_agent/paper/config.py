@@ -113,6 +113,9 @@ class TrainConfig:
     baseline: str = "time"         # rloo: "time", "episode" or "critic" (see dual_agent.paper.rloo)
     advantage_scale: str = "log"   # rloo: "none", "scale" or "log" (per-window normalisation)
     device: str = "cpu"            # torch device of the networks ("cpu", "cuda", "cuda:1")
+    # Validation windows (dual_agent.validation): "matched" to the test period's contention, or
+    # "split" (the validation split's seeds; what checkpoints saved before the option used).
+    validation: str = "matched"
 
     def __post_init__(self) -> None:
         for name in ("timesteps", "steps_per_worker", "epochs", "minibatch", "eval_seeds"):
@@ -139,6 +142,8 @@ class TrainConfig:
         if self.algorithm == "rloo" and self.group_size < 2:
             raise ValueError(f"group_size must be >= 2 for rloo (the baseline of a rollout is the mean of the "
                              f"others on its window), got {self.group_size}")
+        if self.validation not in ("matched", "split"):
+            raise ValueError(f"validation must be 'matched' or 'split', got {self.validation!r}")
         if not isinstance(self.device, str) or not re.fullmatch(r"cpu|cuda(:\d+)?|mps", self.device):
             raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or 'mps', got {self.device!r}")
         if self.imitate_iterations and not self.imitate:
@@ -153,7 +158,8 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> "TrainConfig":
-        return cls(**_known(cls, data))
+        # A checkpoint saved before ``validation`` existed validated on the validation split.
+        return cls(**_known(cls, {"validation": "split", **data}))
 
 
 def _known(cls: type, data: dict) -> dict:

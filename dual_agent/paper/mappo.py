@@ -319,14 +319,42 @@ class MAPPOTrainer:
                                deterministic=deterministic)
 
     def evaluate(self, split: str = "validation", seeds: Optional[list[int]] = None) -> float:
-        """Mean average JCT of the deterministic agent on ``split`` (default: ``eval_seeds`` seeds)."""
+        """Mean average JCT of the deterministic agent on the run's validation windows
+        (:meth:`validation_windows`), or on ``split`` with ``seeds`` when either is given."""
         from baselines.harness.episode import run_episode
 
-        seeds = list(range(self.train_cfg.eval_seeds)) if seeds is None else seeds
+        if split == "validation" and seeds is None:
+            windows = self.validation_windows()
+        else:
+            windows = [(split, s) for s in (range(self.train_cfg.eval_seeds) if seeds is None else seeds)]
         policy = self.policy()
-        jcts = [run_episode(policy, self.train_cfg.scenario, split, s, dict(self.train_cfg.env_kwargs)).record["avg_jct"]
-                for s in seeds]
+        jcts = [run_episode(policy, self.train_cfg.scenario, w, s, dict(self.train_cfg.env_kwargs)).record["avg_jct"]
+                for w, s in windows]
         return float(np.mean(jcts))
+
+    def validation_windows(self) -> list[tuple[str, int]]:
+        """The ``eval_seeds`` validation windows, (split, seed) each: matched to the test period's
+        contention (``TrainConfig.validation="matched"``, :mod:`dual_agent.validation`; measured
+        with LAS and :meth:`validation_placer`) or the validation split's seeds. The same for a
+        resumed run (a function of the settings and the shipped file)."""
+        if getattr(self, "_validation", None) is None:
+            from dual_agent.validation import validation_set
+
+            cfg = self.train_cfg
+            self._validation = validation_set(cfg.validation, cfg.scenario, self.validation_placer(), cfg.eval_seeds,
+                                              env_kwargs=cfg.env_kwargs, log=print)
+        return list(self._validation.windows)
+
+    def validation_placer(self) -> str:
+        """The placer LAS measures contention with: the agent's heuristic placer half, else its
+        prior's placer (``las+fastest`` -> ``fastest``), else ``consolidate``."""
+        from baselines.registry import PLACERS
+
+        if self.agent_cfg.placer in PLACERS:
+            return self.agent_cfg.placer
+        prior = self.agent_cfg.prior or ""
+        tail = prior.partition("+")[2]
+        return tail if tail in PLACERS else "consolidate"
 
     def save(self, path: "str | Path", with_train: bool = True) -> Path:
         train = None

@@ -189,36 +189,62 @@ Layer = tuple[np.ndarray, np.ndarray]   # (weight transposed (K, J), bias (J,)),
 
 class PortableActors:
     """The orderer's and the placer's logits of a :class:`dual_agent.paper.networks.DualAgentModel` from a
-    float64 copy of its weights (taken when built: later in-place updates are not seen)."""
+    float64 copy of its weights (taken when built: later in-place updates are not seen).
+
+    Every network here maps each row on its own, so a row whose inputs have the same bits gives
+    the same bits wherever and whenever it is computed. Two savings rest on that and change no
+    bit: the observation's padding rows (invalid candidates, all alike) are computed once and
+    copied, and the machine encoder recomputes only the machines whose row changed since the last
+    call (most steps change a few machines, or none)."""
 
     def __init__(self, orderer: dict[str, tuple[Layer, ...]], placer: dict[str, tuple[Layer, ...]],
                  noop_logit: float) -> None:
         self._o, self._p, self._noop = orderer, placer, float(noop_logit)
+        self._machines: Optional[tuple[np.ndarray, np.ndarray]] = None   # last (input, embedding)
 
     def _mlp(self, layers: tuple[Layer, ...], x: np.ndarray, last_tanh: bool = False) -> np.ndarray:
         for i, (wt, b) in enumerate(layers):
             x = _dense(x, wt, b, i < len(layers) - 1 or last_tanh)
         return x
 
-    def _summarise(self, jobs: np.ndarray, machines: np.ndarray, glob: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        emb = self._mlp(self._o["job_encoder"], jobs)                          # (N, H)
-        m_emb = self._mlp(self._o["machine_encoder"], machines, last_tanh=True)  # (M, H)
-        valid = jobs[:, 0] > 0.5
+    def _machine_embeddings(self, machines: np.ndarray) -> np.ndarray:
+        """The machine encoder's rows, recomputed only where a machine's input bits changed."""
+        last = self._machines
+        if last is not None and last[0].shape == machines.shape:
+            changed = np.flatnonzero((last[0].view(np.uint64) != machines.view(np.uint64)).any(axis=1))
+            if len(changed) == 0:
+                return last[1]
+            emb = last[1].copy()
+            emb[changed] = self._mlp(self._o["machine_encoder"], machines[changed], last_tanh=True)
+        else:
+            emb = self._mlp(self._o["machine_encoder"], machines, last_tanh=True)
+        self._machines = (machines.copy(), emb)
+        return emb
+
+    def _summarise(self, jobs: np.ndarray, machines: np.ndarray, glob: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(job embeddings of the distinct rows, which of them are valid, the row -> distinct row
+        index, the summary (1, H))."""
+        keep, inverse = _distinct_rows(jobs)
+        rows = jobs[keep]
+        emb = self._mlp(self._o["job_encoder"], rows)                          # (distinct rows, H)
+        m_emb = self._machine_embeddings(machines)                             # (M, H)
+        valid = rows[:, 0] > 0.5          # the valid rows come first, in row order: the same sums
         pooled = np.concatenate([_mean_max(emb, valid), _mean_max(m_emb, np.ones(len(m_emb), bool)), glob])
-        return emb, self._mlp(self._o["squeeze"], pooled[None, :])             # summary (1, H)
+        return emb, valid, inverse, self._mlp(self._o["squeeze"], pooled[None, :])
 
     def orderer(self, jobs: np.ndarray, machines: np.ndarray, glob: np.ndarray) -> np.ndarray:
         """``OrderingAgent.forward``'s logits (N + 1,): the candidates, then ``advance``."""
-        emb, summary = self._summarise(jobs, machines, glob)
+        emb, _, inverse, summary = self._summarise(jobs, machines, glob)
         gate = _sigmoid_rows(self._mlp(self._o["gate"], summary))  # (1, H)
         gated = emb * gate                                                     # exact products
         head_in = np.concatenate([gated, np.repeat(summary, len(emb), axis=0)], axis=1)
-        job_logits = self._mlp(self._o["job_head"], head_in)[:, 0]
+        job_logits = self._mlp(self._o["job_head"], head_in)[:, 0][inverse]
         return np.concatenate([job_logits, self._mlp(self._o["advance_head"], summary)[0]])
 
     def placer(self, jobs: np.ndarray, machines: np.ndarray, glob: np.ndarray, placing: np.ndarray) -> np.ndarray:
         """``PlacementAgent.forward``'s logits (M + 1,): the machines, then the no-op."""
-        _, summary = self._summarise(jobs, machines, glob)
+        *_, summary = self._summarise(jobs, machines, glob)
         job = np.concatenate([placing, summary[0]])
         enc_in = np.concatenate([machines, np.repeat(job[None, :], len(machines), axis=0)], axis=1)
         emb = self._mlp(self._p["encoder"], enc_in)                          # (M, H)
@@ -234,6 +260,25 @@ class PortableActors:
         if agent == 0:
             return self.orderer(wide["jobs"], wide["machines"], wide["global"])
         return self.placer(wide["jobs"], wide["machines"], wide["global"], wide["placing"])
+
+
+def _distinct_rows(jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(rows to compute, index of each row among them): the valid candidates (column 0 > 0.5) in
+    row order, then one padding row standing for every invalid row when they are all the same
+    bits (the observation's zero padding); every row when they are not."""
+    valid = jobs[:, 0] > 0.5
+    pad = np.flatnonzero(~valid)
+    if len(pad) > 1:
+        bits = jobs[pad].view(np.uint64)
+        if not (bits == bits[0]).all():
+            return np.arange(len(jobs)), np.arange(len(jobs))
+    keep = np.flatnonzero(valid)
+    inverse = np.empty(len(jobs), dtype=np.intp)
+    inverse[keep] = np.arange(len(keep))
+    if len(pad):
+        inverse[pad] = len(keep)
+        keep = np.append(keep, pad[0])
+    return keep, inverse
 
 
 def _layers(pairs: Optional[tuple]) -> tuple[Layer, ...]:
@@ -256,7 +301,8 @@ def portable_actors(model) -> Optional[PortableActors]:
                           float(noop.detach().cpu().double().reshape(-1)[0]))
 
 
-# Per model (weakly held): (the parameters' in-place version counters, its actors or None).
+# Per model (weakly held): (the parameters' in-place version counters, its actors or None, its
+# parameters).
 _ACTORS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
@@ -264,9 +310,12 @@ def portable_logits(model, agent: int, feats: dict) -> Optional[np.ndarray]:
     """The acting agent's logits through :class:`PortableActors` (float64, 1-D), rebuilt whenever a
     weight changed in place (an optimiser step, ``load_state_dict``); None when the model is not
     mirrored (then the caller uses torch's path, which is not portable)."""
-    versions = tuple(p._version for p in model.parameters())
     cached = _ACTORS.get(model)
+    # The parameter list is walked once per model (module traversal costs more than a small
+    # decision); its version counters are read at every call.
+    params = cached[2] if cached is not None else list(model.parameters())
+    versions = tuple(p._version for p in params)
     if cached is None or cached[0] != versions:
-        cached = _ACTORS[model] = (versions, portable_actors(model))
+        cached = _ACTORS[model] = (versions, portable_actors(model), params)
     actors = cached[1]
     return None if actors is None else actors.logits(agent, feats)

@@ -13,7 +13,7 @@ import sys
 
 #: ``--smoke``: a tiny run that CI executes (seconds, not a useful agent).
 SMOKE = {"iterations": 2, "pairs": 1, "windows": 1, "jobs_per_episode": 20, "eval_every": 1, "eval_seeds": 1,
-         "eval_jobs_per_episode": 20, "workers": 1}
+         "eval_jobs_per_episode": 20, "workers": 1, "test_windows": 2}
 
 
 def register_command(subparsers: "argparse._SubParsersAction") -> None:
@@ -54,6 +54,12 @@ def register_command(subparsers: "argparse._SubParsersAction") -> None:
     p.add_argument("--learn", choices=("orderer", "placer", "both"), default=None,
                    help="which agents learn: orderer (default; the placer is --placer), placer (LAS orders; a "
                         "residual scorer learns on top of --placer) or both")
+    p.add_argument("--validation", choices=("matched", "split"), default=None,
+                   help="validation windows: matched to the test period's contention by LAS's preemptions per "
+                        "window (default; see dual_agent.validation) or the validation split's seeds")
+    p.add_argument("--test-windows", type=int, default=None,
+                   help="test windows the best weights are scored on at the end, paired with LAS + the placer "
+                        "(default 100; 0: none)")
     p.add_argument("--seed", type=int, default=None, help="random seed of the run (default 0)")
     p.add_argument("--out", default=None, help="run folder (default runs/priority-<scenario>)")
     p.add_argument("--smoke", action="store_true", help="a tiny run for CI (seconds)")
@@ -89,7 +95,8 @@ def cmd_train_priority(args: argparse.Namespace) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     kw = dict(SMOKE) if args.smoke else {}
     for key in ("placer", "hidden", "sigma", "lr", "pairs", "windows", "iterations", "max_minutes", "eval_every",
-                "eval_seeds", "workers", "seed", "engine", "tenant_features", "pairing", "learn", "train_load"):
+                "eval_seeds", "workers", "seed", "engine", "tenant_features", "pairing", "learn", "train_load",
+                "validation", "test_windows"):
         value = getattr(args, key)
         if value is not None:
             kw[key] = value
@@ -111,8 +118,10 @@ def cmd_train_priority(args: argparse.Namespace) -> int:
     best = result.run_dir / f"best{SUFFIX}"
     print(json.dumps({"scenario": config.scenario, "iterations": result.iterations, "wall_s": round(result.wall_s, 1),
                       "best_validation_ratio_to_untrained": round(result.best_ratio, 5), "best": str(best),
-                      "log": str(result.run_dir / "log.csv")}, indent=2))
-    print(f"\nscore it: cluster-bench run --scenario {config.scenario} --policies las+{config.placer},{best}")
+                      "log": str(result.run_dir / "log.csv"), **({"test": result.test} if result.test else {})},
+                     indent=2))
+    print(f"\nscore it (100 test windows, paired): python benchmarks/eval_dual_paired.py {best} "
+          f"--scenario {config.scenario} --references agnostic")
     return 0
 
 

@@ -20,7 +20,11 @@ Input-Driven Environments", ICLR 2019), paid for with one reference episode per 
 takes the step. Every ``eval_every`` iterations the current weights play ``eval_seeds`` full validation windows and are
 compared, window by window, with the untrained agent (LAS with the heuristic placer); the best
 validation ratio is kept (``best.priority.json``), the last weights too (``last.priority.json``),
-with ``log.csv`` one row per iteration.
+with ``log.csv`` one row per iteration. The validation windows are matched to the test period's
+contention by default (``validation="matched"``, :mod:`dual_agent.validation`; ``"split"``: the
+validation split's seeds). A finished run scores the best weights against the untrained agent on
+``test_windows`` test windows (default 100, the number a claim rests on), paired, with the 95%
+bootstrap interval of the geometric mean and the win rate.
 
 Episodes run in ``workers`` processes (fork); the figures are the same for any number of workers
 (each episode is deterministic given its weights and window). With ``engine="compiled"`` (the
@@ -50,6 +54,7 @@ import numpy as np
 from baselines.learned_key import TENANT_FEATURES
 from dual_agent.priority.agent import (PriorityAgentPolicy, PriorityAgentSpec, PriorityModel, SUFFIX,
                                        load_priority_agent, save_priority_agent)
+from dual_agent.validation import VALIDATION_MODES, ValidationSet, validation_set
 
 
 #: Values of ``ESConfig.pairing``.
@@ -75,7 +80,7 @@ class ESConfig:
     iterations: int = 40
     max_minutes: Optional[float] = None     # stop after this wall time (checked between iterations)
     eval_every: int = 5
-    eval_seeds: int = 100             # validation windows (seeds 0 .. eval_seeds - 1)
+    eval_seeds: int = 100             # validation windows (how many; which: ``validation``)
     eval_jobs_per_episode: Optional[int] = None   # validation windows' jobs (None: full windows)
     # Offered load of the training windows (the environment's ``load``; None: the scenario's).
     # Validation always runs at the scenario's own load.
@@ -95,6 +100,13 @@ class ESConfig:
     # Which agents learn: "orderer" (the placer is the heuristic ``placer``), "placer" (the
     # orderer is LAS; the residual placer learns on top of ``placer``) or "both".
     learn: str = "orderer"
+    # Validation windows (dual_agent.validation): "matched" to the test period's contention by
+    # LAS's preemptions per window (default), or "split" (the validation split's seeds 0 ..
+    # eval_seeds - 1: what runs made before this option used; their saved settings resume so).
+    validation: str = "matched"
+    # Test windows (seeds 0 .. test_windows - 1) the finished run's best weights are scored on,
+    # paired with the untrained agent; 0: none.
+    test_windows: int = 100
 
     def __post_init__(self) -> None:
         for name in ("pairs", "windows", "iterations", "eval_every", "eval_seeds", "workers"):
@@ -122,6 +134,10 @@ class ESConfig:
             raise ValueError(f"pairing must be one of {list(PAIRINGS)}, got {self.pairing!r}")
         if self.learn not in LEARN:
             raise ValueError(f"learn must be one of {list(LEARN)}, got {self.learn!r}")
+        if self.validation not in VALIDATION_MODES:
+            raise ValueError(f"validation must be one of {list(VALIDATION_MODES)}, got {self.validation!r}")
+        if isinstance(self.test_windows, bool) or not isinstance(self.test_windows, int) or self.test_windows < 0:
+            raise ValueError(f"test_windows must be an integer >= 0, got {self.test_windows!r}")
         if not isinstance(self.tenant_features, bool):
             raise ValueError(f"tenant_features must be True or False, got {self.tenant_features!r}")
         if self.engine == "compiled" and self.hidden:
@@ -150,6 +166,7 @@ class ESResult:
     wall_s: float
     run_dir: Path
     interrupted: bool = False          # Ctrl-C ended the run (the files hold the last finished iteration)
+    test: Optional[dict] = None        # the best weights against the untrained agent on test windows
 
 
 class Adam:
@@ -244,6 +261,8 @@ def load_es_state(path: "str | Path") -> tuple[ESConfig, dict]:
     if not isinstance(state, dict) or not isinstance(config, dict):
         raise ValueError(f"{path}: no training state to resume from (resume needs the last.priority.json "
                          "of a train-priority run made by this version)")
+    # Runs saved before these settings existed validated on the validation split and scored no test.
+    config = {"validation": "split", "test_windows": 0, **config}
     return ESConfig(**config), state
 
 
@@ -290,15 +309,20 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
         return eps * free
     runner = _Runner(config.workers)
     command = command or " ".join(sys.argv)
-    eval_seeds = list(range(config.eval_seeds))
+    if state is not None and isinstance(state.get("validation"), dict):   # the run's own windows, as chosen
+        val_record = dict(state["validation"])
+    else:
+        val_record = validation_record(validation_set(config.validation, config.scenario, config.placer,
+                                                      config.eval_seeds, config.eval_jobs_per_episode, log=log))
+    eval_windows = [(str(w), int(x)) for w, x in val_record["windows"]]
 
     def spec(extra: dict) -> PriorityAgentSpec:
         return PriorityAgentSpec(config.scenario, config.placer, training={
             "algorithm": "es", "command": command, "config": asdict(config), "engine": engine, **extra})
 
     def validation(th: np.ndarray) -> np.ndarray:
-        return runner.costs([(th, hidden, config.scenario, config.placer, "validation", s, eval_kw, engine)
-                             for s in eval_seeds])
+        return runner.costs([(th, hidden, config.scenario, config.placer, split, s, eval_kw, engine)
+                             for split, s in eval_windows])
 
     log_path = run_dir / "log.csv"
     fields = ["iteration", "episodes", "wall_s", "grad_norm", "step_norm", "train_log_cost", "pair_spread",
@@ -316,12 +340,12 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
                   "adam": {"m": adam.m.tolist(), "v": adam.v.tolist(), "t": adam.t},
                   "best": {"theta": best_theta.tolist(), "ratio": best_ratio, "iteration": best_iter},
                   "las_val": las_val.tolist(), "episodes": episodes, "wall_s": row["wall_s"],
-                  "log": rows + [_jsonable_row(row)]}
+                  "log": rows + [_jsonable_row(row)], "validation": val_record}
         with sigint_deferred("\n(Ctrl-C: saving the iteration first)\n") as deferred:
             if improved:
                 save_priority_agent(PriorityAgentPolicy(model0.with_flat(best_theta), spec(
                     {"iterations": it, "seed": config.seed, "best_iteration": best_iter,
-                     "validation_ratio_to_untrained": round(best_ratio, 5), "validation_seeds": eval_seeds})),
+                     "validation_ratio_to_untrained": round(best_ratio, 5), "validation": val_record})),
                     run_dir / f"best{SUFFIX}")
             save_priority_agent(PriorityAgentPolicy(model0.with_flat(theta), spec(
                 {"iterations": it, "seed": config.seed, "resume": resume})), run_dir / f"last{SUFFIX}")
@@ -338,9 +362,9 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
         if state is None:
             las_val = validation(theta)
             best_theta, best_ratio, best_iter = theta.copy(), 1.0, 0
-            episodes = len(eval_seeds)
+            episodes = len(eval_windows)
             log(f"iteration 0: untrained agent (LAS+{config.placer}) validation mean avg JCT {las_val.mean():,.0f} s "
-                f"on {len(eval_seeds)} windows; episodes in the {engine} engine")
+                f"on {len(eval_windows)} windows; episodes in the {engine} engine")
             fh = open(log_path, "w", newline="")
             writer = csv.DictWriter(fh, fieldnames=fields)
             writer.writeheader()
@@ -396,7 +420,7 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
                 improved = False
                 if it % config.eval_every == 0 or it == config.iterations:
                     val = validation(theta)
-                    episodes += len(eval_seeds)
+                    episodes += len(eval_windows)
                     row["episodes"] = episodes
                     ratio = float(np.exp(np.mean(np.log(val / las_val))))
                     row.update(val_ratio=ratio, val_wins=int((val < las_val).sum()))
@@ -420,15 +444,60 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
                         load_priority_agent(run_dir / f"last{SUFFIX}"), committed["iteration"], wall(), run_dir,
                         interrupted=True)
     wall_s = wall()
+    test = None
+    if config.test_windows:
+        try:
+            test = test_report(best_theta, model0.flat(), config, hidden, engine, log)
+        except KeyboardInterrupt:        # the run's files are complete; only the report is skipped
+            log("test report interrupted: the run's files are complete; score best.priority.json with "
+                "benchmarks/eval_dual_paired.py")
     record = {"iterations": it, "seed": config.seed, "wall_s": wall_s, "episodes": episodes,
               "best_iteration": best_iter, "validation_ratio_to_untrained": round(best_ratio, 5),
-              "validation_seeds": eval_seeds}
+              "validation": val_record, **({"test": test} if test else {})}
     best = PriorityAgentPolicy(model0.with_flat(best_theta), spec(record))
     last = load_priority_agent(run_dir / f"last{SUFFIX}")
     save_priority_agent(best, run_dir / f"best{SUFFIX}")
     log(f"done: {it} iterations, {episodes} episodes, {wall_s / 60:.1f} min; best validation ratio {best_ratio:.4f} "
         f"(iteration {best_iter}) -> {run_dir / ('best' + SUFFIX)}")
-    return ESResult(best, best_ratio, last, it, wall_s, run_dir)
+    return ESResult(best, best_ratio, last, it, wall_s, run_dir, test=test)
+
+
+def validation_record(vset: ValidationSet) -> dict:
+    """What a run stores of its validation windows (in the ES state and the agent files): the
+    windows, how they were chosen, and for matched windows LAS's mean preemptions on them and on
+    the test windows."""
+    out = {"mode": vset.mode, "source": vset.source, "placer": vset.placer,
+           "windows": [[w, int(x)] for w, x in vset.windows]}
+    if vset.mode == "matched":
+        out.update(las_preemptions_mean=float(np.mean(vset.las_preemptions)),
+                   test_las_preemptions_mean=float(np.mean(vset.test_las_preemptions)))
+    return out
+
+
+def test_report(theta: np.ndarray, theta0: np.ndarray, config: ESConfig, hidden: int, engine: str,
+                log: Callable[[str], None] = print) -> dict:
+    """``theta`` against the untrained agent (LAS + the placer) on test windows ``0 ..
+    config.test_windows - 1``: the geometric mean of the per-window ratio of average JCT, its 95%
+    bootstrap interval and the win rate (the figures a claim quotes, over that many windows)."""
+    from baselines.harness.stats import geo_mean_ci
+
+    kw = {"jobs_per_episode": config.eval_jobs_per_episode} if config.eval_jobs_per_episode else None
+    seeds = range(config.test_windows)
+    runner = _Runner(config.workers)
+    try:
+        costs = runner.costs([(th, hidden, config.scenario, config.placer, "test", s, kw, engine)
+                              for th in (theta, theta0) for s in seeds]).reshape(2, -1)
+    finally:
+        runner.close()
+    ratios = costs[0] / costs[1]
+    g, lo, hi = geo_mean_ci(ratios)
+    out = {"windows": config.test_windows, "reference": f"las+{config.placer}", "ratio": g, "ci_low": lo,
+           "ci_high": hi, "win_rate": float(np.mean(costs[0] < costs[1]))}
+    note = "" if config.test_windows >= 100 else " (fewer than 100 windows: not enough to carry a claim)"
+    log(f"test windows 0-{config.test_windows - 1}: best / las+{config.placer} = {g:.3f} [{lo:.3f}, {hi:.3f}] "
+        f"(95% bootstrap interval of the geometric mean), win rate {out['win_rate']:.2f}, over "
+        f"{config.test_windows} windows{note}")
+    return out
 
 
 def _write_rows(f, fields: Sequence[str], rows: Sequence[dict]) -> None:

@@ -31,6 +31,7 @@ from cluster_env.core.engine.layout import *  # noqa: F401,F403 - numba reads th
 from cluster_env.core.engine.ref import stash  # noqa: F401 - the episode loops' entry (see ref)
 from cluster_env.core.engine import ref as _ref
 from cluster_env.core.engine import npy_loops as _npy
+from cluster_env.world import interconnect as _interconnect
 
 # The simulator's compiled kernels, as module globals (numba caches a function that calls other
 # compiled functions through globals; through a closure it would recompile in every process).
@@ -73,7 +74,7 @@ def prune_stale_cache(module_file: str, *dependencies: str) -> None:
                     pass
 
 
-prune_stale_cache(__file__, _kernels.__file__, _ref.__file__, _npy.__file__)
+prune_stale_cache(__file__, _kernels.__file__, _ref.__file__, _npy.__file__, _interconnect.__file__)
 
 
 def jit(fn):
@@ -84,6 +85,10 @@ def jit(fn):
 
 
 _jit = jit
+
+# The "allreduce" spread model's launch factor: the simulator's own function, compiled (the same
+# arithmetic in the same order, so the same bits).
+allreduce_speed_factor = jit(_interconnect.allreduce_speed_factor)
 
 # ------------------------------------------------------------------------------ numpy calls
 _unary_inplace = _npy.unary_inplace()
@@ -672,10 +677,13 @@ def launch(S, job):
         for p in range(off + 1, off + ln):
             nominal = min(nominal, job_speed[job, mi[MTYPE, pool_m[p]]])
         if ln > ji[FREE_SPREAD, job]:
-            spread = job_spread[job, mi[MTYPE, m0]]
-            for p in range(off + 1, off + ln):
-                spread = min(spread, job_spread[job, mi[MTYPE, pool_m[p]]])
-            nominal *= spread
+            if len(S[31]) > 0:       # spread_model "allreduce": the simulator's own function
+                nominal *= allreduce_speed_factor(job, pool_m, S[18], off, ln, mi[MTYPE], S[30], S[31], S[32])
+            else:
+                spread = job_spread[job, mi[MTYPE, m0]]
+                for p in range(off + 1, off + ln):
+                    spread = min(spread, job_spread[job, mi[MTYPE, pool_m[p]]])
+                nominal *= spread
     now = sc[NOW]
     jf[NOMINAL, job] = nominal
     if math.isnan(jf[FIRST_START, job]):

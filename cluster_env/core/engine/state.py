@@ -22,7 +22,8 @@ STATE_ITEMS = (("f8", 2), ("i8", 2), ("f8", 2), ("i8", 2), ("b1", 2), ("f8", 2),
                ("f8", 1), ("i8", 1), ("f8", 1), ("i8", 1),                                     # sc ic pf pi
                ("f8", 2), ("f8", 2), ("b1", 2),                                                # speed spread allowed
                ("i8", 1), ("i8", 1), ("f8", 1), ("i8", 1), ("i8", 1), ("f8", 1), ("i8", 1),   # pool .. due jobs
-               ("i8", 1), ("i8", 1), ("b1", 1), ("f4", 1), ("i4", 1), ("i8", 2))              # cand .. table
+               ("i8", 1), ("i8", 1), ("b1", 1), ("f4", 1), ("i4", 1), ("i8", 2),              # cand .. table
+               ("f8", 2), ("f8", 1), ("f8", 2))                                                # allreduce model
 
 
 def build_state(env: Any, sim: Any) -> tuple:
@@ -121,4 +122,6 @@ def build_state(env: Any, sim: Any) -> tuple:
     bits = np.zeros(1, dtype=np.float32)
     # Jobs on each machine (a job holds at least one GPU there, so at most its GPUs of them).
     table = np.full((m, int(sim.machine_gpus.max())), -1, dtype=np.int64)
-    return state + (bits, bits.view(np.int32), table)                        # float32 -> its bits
+    # The "allreduce" spread model's arrays (empty job_xref: the "gavel" model), see the simulator.
+    comm = tuple(np.ascontiguousarray(a, dtype=np.float64) for a in (sim.job_demand, sim.job_xref, sim.net))
+    return state + (bits, bits.view(np.int32), table) + comm                 # float32 -> its bits

@@ -1,0 +1,251 @@
+"""Interconnect of a cluster's machines, and the all-reduce price of spreading a job over them.
+
+The ``"allreduce"`` spread model (``WorldConfig(spread_model="allreduce")``) replaces the single
+measured multiplier of Gavel (``"gavel"``, :func:`cluster_env.world.throughputs.spread_ratio_table`)
+by a cost model that knows what crosses machines. Every step and every number is documented in
+``docs/world_model.md`` ("Interconnect", "Spread penalty"); in short:
+
+1. **An iteration is compute plus non-overlapped communication.** Data-parallel training
+   all-reduces the gradients every iteration; on one machine that traffic stays on the machine
+   (NVLink or PCIe) and is part of the measured consolidated time. Spread over machines, the
+   part that crosses machines adds ``X = a(n) S / B`` seconds, with ``S`` the gradient bytes,
+   ``a(n) = 2 (n - 1) / n`` the ring all-reduce's traffic per byte (NCCL's "bus bandwidth"
+   factor) and ``B`` the bottleneck bandwidth of the ring's machine crossings.
+2. **Gavel's ratio gives the communication share at Gavel's testbed.** Gavel measured the
+   throughput of each job type consolidated (one server) and unconsolidated (workers on several
+   servers), ratio ``r``. Then ``kappa = 1 / r - 1 = X / C`` at the testbed's inter-node bandwidth
+   ``B_testbed`` (:data:`GAVEL_TESTBED_GBPS`, one shared NIC per server: the split's shape does
+   not change ``B`` there).
+3. **Another cluster is priced by what crosses machines.** The job's *communication demand* on a
+   GPU type ``t`` is ``D = kappa x B_testbed x f_t x a(n) / a(n_bucket)`` (Gb/s): the inter-node
+   bandwidth at which it would communicate as long as it computes. ``f_t`` is the GPU's speed over
+   its Gavel anchor (a faster GPU computes the same iteration sooner, so the same bytes are a
+   larger share) and ``a(n) / a(n_bucket)`` rescales Gavel's 2/4/8-GPU measurement to the job's
+   own width. A placement's bottleneck bandwidth is, over its machines, the smallest of
+   ``min(g_i x nic_per_gpu, nic_per_machine)`` (one NIC per GPU, as on DGX A100/H100 nodes: a 7+1
+   split's single-GPU side has one NIC, a 4+4 split's sides four each; one shared NIC: the shape
+   does not matter) and, where the job holds two or more GPUs of a machine, the intra-node link
+   (NVLink or PCIe) the ring also crosses. Then ``x = D / B`` and the job's speed is
+   ``(1 + x_ref) / (1 + x)`` of its measured one, at most 1, where ``x_ref`` is ``x`` at the
+   fewest-machines placement the trace duration was measured on (0 on one machine).
+
+:func:`allreduce_speed_factor` is the one function both the Python simulator and the compiled
+engine call at launch (plain arithmetic: the same bits in both). Defaults per GPU type:
+:data:`INTERCONNECT_DEFAULTS`, each number with its source; ``WorldConfig(interconnect=...)``
+overrides them.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Dict, Sequence, Tuple
+
+import numpy as np
+
+from cluster_env.world.gpu_catalog import canonical_gpu_name, gpu_spec
+from cluster_env.world.throughputs import GPU_COUNT_BUCKETS, bucket_index, gavel_comm_ratio_table
+
+__all__ = [
+    "SPREAD_MODELS",
+    "GAVEL_TESTBED_GBPS",
+    "Interconnect",
+    "INTERCONNECT_DEFAULTS",
+    "INTERCONNECT_FIELDS",
+    "interconnect_for",
+    "validate_interconnect_overrides",
+    "network_table",
+    "ring_factor",
+    "allreduce_speed_factor",
+    "reference_ratio",
+    "communication_demand",
+]
+
+#: Values of ``WorldConfig.spread_model``: ``"gavel"`` (Gavel's measured multiplier, the v0/v1
+#: rule) and ``"allreduce"`` (this module's cost model).
+SPREAD_MODELS = ("gavel", "allreduce")
+
+#: Inter-node bandwidth of one server of Gavel's testbed, Gb/s. ASSUMPTION, documented: Gavel's
+#: throughputs were measured on cloud servers of 2017-2019 (K80, P100 and V100 servers of 4 to 8
+#: GPUs, one shared Ethernet NIC each); the repository does not state their network. AWS lists
+#: its K80 and V100 servers of that generation (p2.8xlarge, p3.8xlarge) at "10 Gigabit" and the
+#: 8-GPU V100 server (p3.16xlarge) at "25 Gigabit" (EC2 instance-type tables). We take 10 Gb/s;
+#: at 25 Gb/s every modern penalty below is about 2.5x larger in communication time
+#: (``WorldConfig(gavel_testbed_gbps=25.0)`` studies it).
+GAVEL_TESTBED_GBPS = 10.0
+
+
+@dataclass(frozen=True)
+class Interconnect:
+    """How a machine of one GPU type talks to the others, in Gb/s per direction.
+
+    Attributes:
+        nic_per_gpu: inter-node bandwidth each GPU of the job brings (one NIC per GPU, GPUDirect
+            RDMA); ``math.inf`` where the machine's NICs are shared by all its GPUs.
+        nic_per_machine: the machine's total inter-node bandwidth.
+        intra: bandwidth of one GPU's link inside the machine (NVLink, or PCIe without it).
+        source: where the numbers come from.
+    """
+
+    nic_per_gpu: float
+    nic_per_machine: float
+    intra: float
+    source: str
+
+
+#: The fields of :class:`Interconnect` a user may override, in :func:`network_table` row order.
+INTERCONNECT_FIELDS = ("nic_per_gpu", "nic_per_machine", "intra")
+
+_GAVEL_SERVER = ("Gavel's testbed server: one shared NIC of GAVEL_TESTBED_GBPS (ASSUMPTION, see "
+                 "there); intra-node PCIe 3.0 x16, 126 Gb/s per direction (PCI-SIG 3.0: 8 GT/s x 16 "
+                 "lanes, 128b/130b encoding)")
+_PCIE3 = 126.0          # PCIe 3.0 x16 per direction: 8 GT/s x 16 x 128/130, Gb/s
+_PCIE4 = 252.0          # PCIe 4.0 x16 per direction: 16 GT/s x 16 x 128/130, Gb/s
+_NVLINK2_V100 = 1200.0  # V100 SXM2: 6 NVLink 2.0 links x 25 GB/s per direction = 150 GB/s (data sheet 300 GB/s total)
+_NVLINK3_A100 = 2400.0  # A100 SXM4: 12 NVLink 3 links, 600 GB/s total = 300 GB/s per direction (data sheet)
+_NVLINK_EXPORT = 1600.0  # A800 / H800 SXM: NVLink 400 GB/s total = 200 GB/s per direction (data sheets)
+
+#: Default interconnect of each GPU type's machines. Types not listed take their Gavel anchor's
+#: testbed server (:func:`interconnect_for`).
+INTERCONNECT_DEFAULTS: Dict[str, Interconnect] = {
+    "K80": Interconnect(math.inf, GAVEL_TESTBED_GBPS, _PCIE3, _GAVEL_SERVER),
+    "P100": Interconnect(math.inf, GAVEL_TESTBED_GBPS, _PCIE3, _GAVEL_SERVER),
+    "V100": Interconnect(math.inf, GAVEL_TESTBED_GBPS, _PCIE3, _GAVEL_SERVER),
+    "A100": Interconnect(200.0, 1600.0, _NVLINK3_A100,
+                         "NVIDIA DGX A100 data sheet: 8 x single-port ConnectX-6 200 Gb/s HDR InfiniBand "
+                         "(one per GPU) for the compute fabric; NVLink 3 600 GB/s per GPU (A100 data sheet)"),
+    "A800": Interconnect(200.0, 1600.0, _NVLINK_EXPORT,
+                         "NVIDIA A800 SXM4 data sheet: NVLink 400 GB/s (the export variant of A100); "
+                         "network ASSUMPTION: the DGX A100 layout, 8 x 200 Gb/s HDR, one NIC per GPU"),
+    "H800": Interconnect(400.0, 3200.0, _NVLINK_EXPORT,
+                         "NVIDIA H800 SXM5 data sheet: NVLink 400 GB/s; network ASSUMPTION: the DGX H100 "
+                         "layout (data sheet: 8 x single-port ConnectX-7 400 Gb/s, one per GPU)"),
+    "A10": Interconnect(math.inf, 25.0, _PCIE4,
+                        "NVIDIA A10 data sheet: PCIe 4.0 x16 card without NVLink; network ASSUMPTION: one "
+                        "shared 25 Gb/s Ethernet NIC per server (AWS g5.8xlarge, 1 x A10G: 25 Gigabit)"),
+}
+
+
+def interconnect_for(gpu_type: str, overrides: Sequence[Tuple[str, str, float]] = ()) -> Interconnect:
+    """The interconnect of ``gpu_type``'s machines: its default (or its Gavel anchor's testbed
+    server when it has none), with ``overrides`` ``(gpu type, field, Gb/s)`` applied."""
+    name = canonical_gpu_name(gpu_type)
+    base = INTERCONNECT_DEFAULTS.get(name)
+    if base is None:
+        anchor = INTERCONNECT_DEFAULTS[gpu_spec(name).anchor]
+        base = replace(anchor, source=f"no default for {name}: its Gavel anchor's server ({anchor.source})")
+    for typ, field, value in overrides:
+        if canonical_gpu_name(typ) == name:
+            base = replace(base, **{field: float(value)}, source=base.source + f"; {field} overridden")
+    return base
+
+
+def validate_interconnect_overrides(overrides) -> None:
+    """Check ``WorldConfig.interconnect``: a tuple of ``(gpu type, field, Gb/s)``.
+
+    Raises:
+        TypeError / ValueError: naming the entry and the field (``interconnect[0].nic_per_gpu``).
+    """
+    if not isinstance(overrides, (tuple, list)):
+        raise TypeError(f"interconnect must be a tuple of (gpu type, field, Gb/s), got {overrides!r}")
+    for i, entry in enumerate(overrides):
+        where = f"interconnect[{i}]"
+        if not isinstance(entry, (tuple, list)) or len(entry) != 3:
+            raise TypeError(f"{where} must be (gpu type, field, Gb/s), got {entry!r}")
+        typ, field, value = entry
+        if not isinstance(typ, str):
+            raise TypeError(f"{where}: the GPU type must be a name, got {typ!r}")
+        canonical_gpu_name(typ)   # raises UnknownGPUTypeError naming it
+        if field not in INTERCONNECT_FIELDS:
+            raise ValueError(f"{where}: unknown field {field!r}; one of {INTERCONNECT_FIELDS}")
+        name = f"{where}.{field}"
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+            raise TypeError(f"{name} must be a number of Gb/s, got {value!r}")
+        if math.isnan(value) or not value > 0:
+            raise ValueError(f"{name} must be a positive number of Gb/s, got {value}")
+        if math.isinf(value) and field != "nic_per_gpu":
+            raise ValueError(f"{name} must be finite (only nic_per_gpu may be inf: a shared NIC), got {value}")
+
+
+def network_table(gpu_type_names: Sequence[str], overrides: Sequence[Tuple[str, str, float]] = ()) -> np.ndarray:
+    """(3, T) float64: rows nic_per_gpu, nic_per_machine, intra of each GPU type, Gb/s."""
+    rows = [interconnect_for(n, overrides) for n in gpu_type_names]
+    return np.array([[getattr(r, f) for r in rows] for f in INTERCONNECT_FIELDS], dtype=np.float64)
+
+
+def ring_factor(n: np.ndarray) -> np.ndarray:
+    """``a(n) = 2 (n - 1) / n``: bytes a ring all-reduce moves over each link per gradient byte."""
+    n = np.asarray(n, dtype=np.float64)
+    return 2.0 * (n - 1.0) / n
+
+
+def allreduce_speed_factor(job, pool_m, pool_g, off, ln, mtype, demand, xref, net) -> float:
+    """Speed multiplier of ``job`` placed on machines ``pool_m[off:off+ln]`` holding
+    ``pool_g[off:off+ln]`` of its GPUs: ``min(1, (1 + xref[job]) / (1 + D / B))``.
+
+    ``mtype``: (M,) GPU type of each machine; ``demand``: (N, T) communication demand, Gb/s;
+    ``xref``: (N,) the comm/compute ratio at the job's reference placement; ``net``: (3, T) from
+    :func:`network_table`. Plain scalar arithmetic in a fixed order: the Python simulator and the
+    compiled engine (which compiles this very function) get the same bits.
+    """
+    bw = math.inf
+    d = math.inf
+    for p in range(off, off + ln):
+        t = mtype[pool_m[p]]
+        g = pool_g[p]
+        b = min(g * net[0, t], net[1, t])
+        if g > 1:
+            b = min(b, net[2, t])
+        bw = min(bw, b)
+        d = min(d, demand[job, t])
+    factor = (1.0 + xref[job]) / (1.0 + d / bw)
+    return min(factor, 1.0)
+
+
+def reference_ratio(job_type: np.ndarray, gpus: np.ndarray, allowed, machine_gpus: np.ndarray,
+                    machine_type: np.ndarray, demand: np.ndarray, net: np.ndarray,
+                    fewest: np.ndarray) -> np.ndarray:
+    """(N,) ``x`` at each job's reference placement: its GPUs on the ``fewest[j]`` largest machines
+    of its allowed types (largest first, stable in machine order), each filled in turn; 0 where
+    that is one machine. The same greedy as the simulator's fewest-machines count."""
+    n = len(gpus)
+    out = np.zeros(n, dtype=np.float64)
+    order = np.argsort(-machine_gpus, kind="stable")
+    for j in range(n):
+        if fewest[j] <= 1:
+            continue
+        usable = order if allowed is None else order[allowed[j][machine_type[order]]]
+        need = int(gpus[j])
+        ms, gs = [], []
+        for m in usable[: int(fewest[j])]:
+            take = min(int(machine_gpus[m]), need)
+            if take <= 0:
+                break
+            ms.append(int(m))
+            gs.append(take)
+            need -= take
+        if len(ms) <= 1:
+            continue
+        bw = math.inf
+        d = math.inf
+        for m, g in zip(ms, gs):
+            t = machine_type[m]
+            b = min(g * net[0, t], net[1, t])
+            if g > 1:
+                b = min(b, net[2, t])
+            bw = min(bw, b)
+            d = min(d, demand[j, t])
+        out[j] = d / bw
+    return out
+
+
+def communication_demand(gpu_type_names: Sequence[str], job_type: np.ndarray, gpus: np.ndarray,
+                         testbed_gbps: float = GAVEL_TESTBED_GBPS) -> np.ndarray:
+    """(N, T) float64: each job's communication demand on each GPU type, Gb/s (module docstring,
+    step 3): ``kappa x testbed_gbps x f_t x a(n) / a(n_bucket)``; 0 for 1-GPU jobs."""
+    gpus = np.asarray(gpus)
+    bucket = bucket_index(gpus)
+    kappa = gavel_comm_ratio_table(gpu_type_names)[job_type, :, bucket]          # (N, T)
+    factor = np.array([gpu_spec(n).factor for n in gpu_type_names], dtype=np.float64)
+    measured_n = np.asarray(GPU_COUNT_BUCKETS)[bucket]
+    width = np.where(gpus > 1, ring_factor(np.maximum(gpus, 1)) / ring_factor(np.maximum(measured_n, 2)), 0.0)
+    return np.ascontiguousarray(kappa * float(testbed_gbps) * factor[None, :] * width[:, None])
