@@ -32,7 +32,8 @@ a pending or empty row shows 0 in the counts and flags and -1 ("not applicable")
 
 Bounds: every column lies in the ``jobs`` space's ``[-1, inf)``; counts and flags are integers,
 speeds are positive (tens at most with the shipped tables), ``speedup_free >= 1`` on one-machine
-jobs. Computed for the running rows only (at most ``running_window``), from the simulator's
+jobs and unbounded above (a machine measured slow gives a large quotient; 33 was seen on a
+philly-hetero-v1 window). Computed for the running rows only (at most ``running_window``), from the simulator's
 allocation, free GPUs and measured speeds at the time of the observation.
 """
 from __future__ import annotations
