@@ -6,9 +6,18 @@ Every placer reads only the observation: free GPUs, measured speeds, the job's n
 machine (``job_speed``, Gavel's public table) and the GPUs it still needs.
 
 Public names (``__all__``): the placers (:class:`FirstFit`, :class:`BestFit`, :class:`Spread`,
-:class:`FastestFirst`, :class:`OraclePlacer`, :class:`RandomPlacer`) and the helpers other placers
-build on (``dual_agent.priority``'s residual placer does): :func:`allowed_machines` and
-:func:`speed_and_fit`.
+:class:`FastestFirst`, :class:`OraclePlacer`, :class:`RandomPlacer`), the helpers other placers
+build on (``dual_agent.priority``'s residual placer does): :func:`allowed_machines`,
+:func:`speed_and_fit`, :func:`split_plan` and :func:`split_pool`, and the speed-aware placers'
+guard against needless spreading, :data:`SPREAD_MARGIN`.
+
+The spread guard (``fastest`` and ``oracle``, when no single machine holds the job's remaining
+need): each allowed machine is judged by the placement it would lead to, itself plus the fewest
+other machines that hold the rest (largest free first), at the pace of that set's slowest machine
+times the job's spread ratio when the set goes beyond the fewest machines of the cluster that can
+hold the job (the simulator charges the penalty there). A set with more machines than the fewest
+possible is taken only when its expected speed beats the best consolidating set's by more than
+:data:`SPREAD_MARGIN`; otherwise the placer keeps to the consolidating machines.
 """
 from __future__ import annotations
 
@@ -37,6 +46,68 @@ def speed_and_fit(obs: dict, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
     return speed, free, whole, pool
 
 
+#: The relative speed gain a placement over more machines than the fewest possible must show
+#: before a speed-aware placer takes it: twice the standard deviation of the log-ratio of two
+#: equal machines' measured speeds, sqrt(2 x (0.048^2 + 0.02^2)) = 0.074 (the fluctuation's
+#: dynamic sigma, ``cluster_env.world.DEFAULT_FLUCTUATION.sigma``, fitted to PAI, and the
+#: simulator's measurement noise, ``WorldConfig.measurement_noise``). An ASSUMPTION: that a
+#: measured difference below two such deviations is noise. ``spread_margin=0.0`` (with
+#: ``tolerance=0.0``) turns the guard down to "spread only for a strictly faster placement";
+#: ``math.inf`` never spreads beyond the fewest machines.
+SPREAD_MARGIN = 0.15
+
+
+def split_plan(obs: dict, ok: np.ndarray, speed: np.ndarray, free: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For a job that no allowed machine holds whole: per allowed machine ``ok[i]``, the number of
+    machines the job ends on if it takes machine i now and then the fewest others, and the
+    expected speed of that placement.
+
+    The others are taken largest free first (ties: faster, then lower index) until they hold the
+    rest of the need. The expected speed is the slowest machine's of the set (nominal x measured,
+    ``speed``) times the job's spread ratio when the job's machines (those it already holds plus
+    the set) outnumber the fewest machines of the cluster that can hold its GPUs, where the
+    simulator charges Gavel's penalty. The ratio is read from the observation's ``comm_intensity``
+    (one minus Gavel's spread ratio at 8 GPUs, averaged over K80, P100 and V100; the placer does
+    not see the GPU type names that index the full ``cluster_env.world.spread_ratio_table``): for
+    jobs of 2-4 GPUs it overstates the penalty, which errs toward consolidation. The cluster's
+    fewest machines count every machine, of any GPU type (the placer cannot see which full
+    machines the job may use).
+    """
+    machines = obs["machines"]
+    need = placing_need(obs)
+    n = len(ok)
+    order = np.lexsort((ok, -speed, -free))             # largest free, then faster, then lower index
+    cum = np.cumsum(free[order])
+    slowest = np.minimum.accumulate(speed[order])
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n)
+    # c0: how many of the ordered machines hold the rest (need - free_i); when machine i is among
+    # them, the set is the ordered prefix that holds the whole need, which includes i.
+    c0 = np.minimum(np.searchsorted(cum, need - free, side="left") + 1, n)
+    c = min(int(np.searchsorted(cum, need, side="left")), n - 1)
+    inside = pos < c0
+    pieces = np.where(inside, c + 1, c0 + 1)
+    set_speed = np.where(inside, slowest[c], np.minimum(speed, slowest[c0 - 1]))
+    capacity = np.cumsum(np.sort(np.rint(machines[:, M["gpus"]].astype(np.float64) * 8.0))[::-1])
+    gpus = float(np.rint(np.exp2(float(obs["placing"][P["gpus_log2"]]))))
+    fewest = min(int(np.searchsorted(capacity, gpus, side="left")) + 1, len(capacity))
+    used = int(round(float(obs["placing"][P["machines_used"]])))
+    ratio = 1.0 - float(obs["placing"][P["comm_intensity"]])
+    return pieces, np.where(used + pieces > fewest, set_speed * ratio, set_speed)
+
+
+def split_pool(pieces: np.ndarray, expected: np.ndarray, tolerance: float, spread_margin: float) -> np.ndarray:
+    """The machines a speed-aware placer may choose from when the job must be split
+    (:func:`split_plan`'s ``pieces`` and ``expected`` speed): those whose placement is within
+    ``tolerance`` of the best expected speed if that best beats the best consolidating placement
+    (fewest pieces) by more than ``spread_margin``; else the consolidating ones within
+    ``tolerance`` of their best."""
+    cons = pieces == pieces.min()
+    best_cons = expected[cons].max()
+    best = expected.max()
+    if best > best_cons * (1.0 + spread_margin):
+        return expected >= best * (1.0 - tolerance)
+    return cons & (expected >= best_cons * (1.0 - tolerance))
 
 
 def _noop_or_first(obs: dict) -> int:
@@ -100,28 +171,39 @@ class FastestFirst(Placer):
 
     A job split over machines runs at its slowest part's speed and pays Gavel's spread penalty,
     so a machine that can hold the job's whole remaining need is preferred whenever one exists;
-    among those (or, if none, among all) the fastest wins, and near ties (within ``tolerance``)
-    go to the tightest fit (whole) or the most free GPUs (fewest pieces).
+    among those the fastest wins, near ties (within ``tolerance``) to the tightest fit. When none
+    holds it, the job keeps to the fewest machines unless a wider placement is expected to be
+    faster by more than ``spread_margin`` (:func:`split_plan`, :func:`split_pool`); among the
+    machines allowed, the fewest pieces win, then the most free GPUs, then the fastest, then the
+    lowest index.
 
     Args:
         tolerance: relative speed difference treated as a tie.
+        spread_margin: relative speed gain a placement over more machines must show
+            (:data:`SPREAD_MARGIN`, an assumption; the compiled engine runs the defaults).
     """
 
     name = "fastest"
 
-    def __init__(self, tolerance: float = 0.02) -> None:
-        self.tolerance = float(tolerance)
+    def __init__(self, tolerance: float = 0.02, spread_margin: float = SPREAD_MARGIN) -> None:
+        if not spread_margin >= 0:
+            raise ValueError(f"spread_margin must be >= 0, got {spread_margin!r}")
+        self.tolerance, self.spread_margin = float(tolerance), float(spread_margin)
 
     def place(self, obs: dict, info: dict) -> int:
         ok = allowed_machines(obs)
         if not len(ok):
             return _noop_or_first(obs)
         speed, free, whole, pool = speed_and_fit(obs, ok)
-        best = speed[pool].max()
-        near = pool & (speed >= best * (1.0 - self.tolerance))
         if whole.any():
+            best = speed[pool].max()
+            near = pool & (speed >= best * (1.0 - self.tolerance))
             return int(ok[int(np.argmin(np.where(near, free, np.iinfo(np.int64).max)))])
-        return int(ok[int(np.argmax(np.where(near, free, -1)))])
+        pieces, expected = split_plan(obs, ok, speed, free)
+        cand = split_pool(pieces, expected, self.tolerance, self.spread_margin).nonzero()[0]
+        # lexsort: the last key is the primary one.
+        order = np.lexsort((ok[cand], -speed[cand], -free[cand], pieces[cand]))
+        return int(ok[cand[order[0]]])
 
 
 class OraclePlacer(Placer):
@@ -134,8 +216,11 @@ class OraclePlacer(Placer):
     all) a machine is acceptable when the job runs there within ``tolerance`` of the fastest
     speed, or when the time it would lose there, ``duration x (1/speed - 1/fastest)``, is at most
     ``slack`` seconds: a short job takes a slower machine and leaves the fast GPUs to long jobs.
-    The acceptable machine that fits tightest wins (fewest free GPUs; if none holds the whole
-    need, the most free GPUs, fewest pieces), then the slowest, then the lowest index. It raises
+    When no machine holds the whole need, the machines considered are :func:`split_pool`'s (the
+    spread guard of :class:`FastestFirst`, with this placer's ``tolerance`` and
+    :data:`SPREAD_MARGIN`). The acceptable machine that fits tightest wins (fewest free GPUs; if
+    none holds the whole need, the most free GPUs, fewest pieces), then the slowest, then the
+    lowest index. It raises
     :class:`baselines.ClairvoyanceRequired` when durations are hidden.
 
     Args:
@@ -160,6 +245,9 @@ class OraclePlacer(Placer):
         if not len(ok):
             return _noop_or_first(obs)
         speed, free, whole, pool = speed_and_fit(obs, ok)
+        if not whole.any():
+            pieces, expected = split_plan(obs, ok, speed, free)
+            pool = split_pool(pieces, expected, self.tolerance, SPREAD_MARGIN)
         best = speed[pool].max()
         duration = float(from_log(np.asarray(obs["placing"][P["duration_log"]])))
         with np.errstate(divide="ignore"):
@@ -182,5 +270,5 @@ class RandomPlacer(Placer):
         return int(self.rng.choice(ok)) if len(ok) else _noop_or_first(obs)
 
 
-__all__ = ["BestFit", "FastestFirst", "FirstFit", "OraclePlacer", "RandomPlacer", "Spread", "allowed_machines",
-           "speed_and_fit"]
+__all__ = ["BestFit", "FastestFirst", "FirstFit", "OraclePlacer", "RandomPlacer", "SPREAD_MARGIN", "Spread",
+           "allowed_machines", "speed_and_fit", "split_plan", "split_pool"]

@@ -26,7 +26,9 @@ import numba
 import numpy as np
 
 from baselines import orderers as _orderers
+from baselines import placers as _placers
 from baselines.orderers import QUANTUM_TOLERANCE_S
+from baselines.placers import SPREAD_MARGIN
 from cluster_env.core import kernels as _kernels
 from cluster_env.core.engine import layout as _layout
 from cluster_env.core.engine import sim as _sim
@@ -42,9 +44,12 @@ from cluster_env.core.engine.sim import (advance, stash, place, preempt, skip_id
 START, PREEMPT_JOB, ADVANCE = 0, 1, 2
 _F32_SIGN = 0x7FFFFFFF
 
-# The layout and the orderers' constants (QUANTUM_TOLERANCE_S) are compiled in as constants too.
+# The layout, the orderers' and the placers' constants (QUANTUM_TOLERANCE_S, the spread guard's
+# factor) are compiled in as constants too.
 _sim.prune_stale_cache(__file__, _kernels.__file__, _sim.__file__, _sim._ref.__file__,
-                       _sim._npy.__file__, _learned_key.__file__, _layout.__file__, _orderers.__file__)
+                       _sim._npy.__file__, _learned_key.__file__, _layout.__file__, _orderers.__file__,
+                       _placers.__file__)
+_SPREAD_GAIN = 1.0 + SPREAD_MARGIN
 _jit = _sim.jit
 
 @_jit
@@ -481,6 +486,91 @@ def fastest_speed(S, ok, job, need):
 
 
 @_jit
+def split_pool(S, ok, job, need, tol_factor, pool):
+    """``baselines.placers.split_plan`` and ``split_pool`` for a job no allowed machine holds
+    whole: ``pool[m]`` (M,) set for the machines the speed-aware placer may choose from; returns
+    the pieces per machine (the placement's machine count; 0 where not allowed). Each allowed
+    machine's set is itself plus the others largest free first (then faster, then lower index)
+    until they hold the rest; its expected speed, the set's slowest :func:`placed_speed` times
+    ``1 - comm_intensity`` (the float32 feature) when the job's machines would outnumber the
+    fewest of the cluster that hold its GPUs."""
+    jf, ji, mi, pi = S[0], S[1], S[3], S[13]
+    m_count = pi[NM]
+    speed = np.zeros(m_count)
+    n = 0
+    for m in range(m_count):
+        if ok[m]:
+            speed[m] = placed_speed(S, job, m)
+            n += 1
+    ids = np.empty(n, np.int64)
+    neg_speed = np.empty(n)
+    neg_free = np.empty(n, np.int64)
+    i = 0
+    for m in range(m_count):
+        if ok[m]:
+            ids[i] = m
+            neg_speed[i] = -speed[m]
+            i += 1
+    # np.lexsort((ids, -speed, -free)) with stable sorts: by -speed, then stably by -free.
+    by_speed = ids[np.argsort(neg_speed, kind="mergesort")]
+    for i in range(n):
+        neg_free[i] = -mi[FREE, by_speed[i]]
+    order = by_speed[np.argsort(neg_free, kind="mergesort")]
+    # The cluster's fewest machines for the job's GPUs (every machine, largest first).
+    caps = np.sort(mi[MGPUS, :m_count])
+    fewest = 0
+    held = 0
+    for i in range(m_count - 1, -1, -1):
+        if held >= ji[GPUS, job]:
+            break
+        held += caps[i]
+        fewest += 1
+    fewest = max(fewest, 1)
+    used = ji[ALEN, job]
+    ratio = 1.0 - np.float64(np.float32(jf[COMM, job]))
+    pieces = np.zeros(m_count, np.int64)
+    expected = np.zeros(m_count)
+    kmin = m_count + 1
+    for m in range(m_count):
+        if not ok[m]:
+            continue
+        rest = need - mi[FREE, m]
+        k = 1
+        slow = speed[m]
+        for i in range(n):
+            if rest <= 0:
+                break
+            o = order[i]
+            if o == m:
+                continue
+            rest -= mi[FREE, o]
+            k += 1
+            if speed[o] < slow:
+                slow = speed[o]
+        pieces[m] = k
+        expected[m] = slow * ratio if used + k > fewest else slow
+        if k < kmin:
+            kmin = k
+    best = -np.inf
+    best_cons = -np.inf
+    for m in range(m_count):
+        if ok[m]:
+            if expected[m] > best:
+                best = expected[m]
+            if pieces[m] == kmin and expected[m] > best_cons:
+                best_cons = expected[m]
+    spread = best > best_cons * _SPREAD_GAIN
+    for m in range(m_count):
+        if not ok[m]:
+            pool[m] = False
+        elif spread:
+            pool[m] = expected[m] >= best * tol_factor
+        else:
+            pool[m] = pieces[m] == kmin and expected[m] >= best_cons * tol_factor
+    return pieces
+
+
+@_jit
 def place_oracle(S, ok):
     """``OraclePlacer.place`` over the allowed machines ``ok``: machines holding the whole need
     (else all) whose speed (``FastestFirst``'s float32 features, product in float64) is within the
@@ -495,6 +585,18 @@ def place_oracle(S, ok):
     any_whole, best = fastest_speed(S, ok, job, need)
     if best == -np.inf:
         return -1
+    cand = S[26]
+    if not any_whole:
+        # The spread guard (the oracle's tolerance, the default margin): only split_pool's
+        # machines, the best speed among them.
+        cand = np.zeros(m_count, np.bool_)
+        split_pool(S, ok, job, need, pf[ORACLE_TOL], cand)
+        best = -np.inf
+        for m in range(m_count):
+            if cand[m]:
+                speed = placed_speed(S, job, m)
+                if speed > best:
+                    best = speed
     duration = expm1_memo(S, job, np.float32(math.log1p(jf[DURATION, job])), E_KEY, E_VAL)
     bar = best * pf[ORACLE_TOL]
     inv_best = 1.0 / best
@@ -503,7 +605,7 @@ def place_oracle(S, ok):
     pick_tight = 0
     pick_speed = 0.0
     for m in range(m_count):
-        if not (ok[m] and (mi[FREE, m] >= need or not any_whole)):
+        if not (cand[m] and (mi[FREE, m] >= need or not any_whole)):
             continue
         speed = placed_speed(S, job, m)
         lost = duration * (1.0 / speed - inv_best)
@@ -574,24 +676,33 @@ def place_decide(S, code, prng):
                 i -= 1
         return -1
     # P_FASTEST: nominal speed x measured speed (float32 features, product in float64); prefer
-    # machines that hold the whole need; near ties to the tightest fit / the most free GPUs.
+    # machines that hold the whole need, near ties to the tightest fit; else the spread guard's
+    # machines, fewest pieces, then most free GPUs, then fastest, then the lowest index.
     any_whole, best = fastest_speed(S, ok, job, need)
     if best == -np.inf:
         return -1
-    bar = best * pf[TOL_FACTOR]
     pick = -1
+    if any_whole:
+        bar = best * pf[TOL_FACTOR]
+        for m in range(m_count):
+            if not (ok[m] and mi[FREE, m] >= need):
+                continue
+            if not placed_speed(S, job, m) >= bar:
+                continue
+            if pick < 0 or mi[FREE, m] < mi[FREE, pick]:
+                pick = m
+        return pick
+    pool = np.zeros(m_count, np.bool_)
+    pieces = split_pool(S, ok, job, need, pf[TOL_FACTOR], pool)
+    pick_speed = 0.0
     for m in range(m_count):
-        if not (ok[m] and (mi[FREE, m] >= need or not any_whole)):
+        if not pool[m]:
             continue
         speed = placed_speed(S, job, m)
-        if not speed >= bar:
-            continue
-        if pick < 0:
-            pick = m
-        elif any_whole and mi[FREE, m] < mi[FREE, pick]:
-            pick = m
-        elif not any_whole and mi[FREE, m] > mi[FREE, pick]:
-            pick = m
+        if (pick < 0 or pieces[m] < pieces[pick]
+                or (pieces[m] == pieces[pick] and (mi[FREE, m] > mi[FREE, pick]
+                                                   or (mi[FREE, m] == mi[FREE, pick] and speed > pick_speed)))):
+            pick, pick_speed = m, speed
     return pick
 
 
