@@ -8,16 +8,16 @@ machine (``job_speed``, Gavel's public table) and the GPUs it still needs.
 Public names (``__all__``): the placers (:class:`FirstFit`, :class:`BestFit`, :class:`Spread`,
 :class:`FastestFirst`, :class:`OraclePlacer`, :class:`RandomPlacer`), the helpers other placers
 build on (``dual_agent.priority``'s residual placer does): :func:`allowed_machines`,
-:func:`speed_and_fit`, :func:`split_plan` and :func:`split_pool`, and the speed-aware placers'
+:func:`speed_and_fit`, :func:`split_choice` and :func:`spread_context`, and the speed-aware placers'
 guard against needless spreading, :data:`SPREAD_MARGIN`.
 
 The spread guard (``fastest`` and ``oracle``, when no single machine holds the job's remaining
-need): each allowed machine is judged by the placement it would lead to, itself plus the fewest
-other machines that hold the rest (largest free first), at the pace of that set's slowest machine
-times the job's spread ratio when the set goes beyond the fewest machines of the cluster that can
-hold the job (the simulator charges the penalty there). A set with more machines than the fewest
-possible is taken only when its expected speed beats the best consolidating set's by more than
-:data:`SPREAD_MARGIN`; otherwise the placer keeps to the consolidating machines.
+need; :func:`split_choice`): the placer compares whole placements, the fewest machines (largest
+free first) among the machines at least as fast as each speed level, each at the pace of its
+slowest machine times the job's spread ratio when it goes beyond the fewest machines of the
+cluster that can hold the job (the simulator charges the penalty there). A placement over more
+machines than the fewest possible is taken only when it is expected faster than the
+consolidating one by more than :data:`SPREAD_MARGIN`.
 """
 from __future__ import annotations
 
@@ -57,57 +57,94 @@ def speed_and_fit(obs: dict, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
 SPREAD_MARGIN = 0.15
 
 
-def split_plan(obs: dict, ok: np.ndarray, speed: np.ndarray, free: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """For a job that no allowed machine holds whole: per allowed machine ``ok[i]``, the number of
-    machines the job ends on if it takes machine i now and then the fewest others, and the
-    expected speed of that placement.
+def spread_context(obs: dict) -> tuple[int, int, float]:
+    """What the spread guard reads besides speeds and free GPUs: (machines the job already holds,
+    the fewest machines of the cluster that can hold its GPUs, its spread ratio).
 
-    The others are taken largest free first (ties: faster, then lower index) until they hold the
-    rest of the need. The expected speed is the slowest machine's of the set (nominal x measured,
-    ``speed``) times the job's spread ratio when the job's machines (those it already holds plus
-    the set) outnumber the fewest machines of the cluster that can hold its GPUs, where the
-    simulator charges Gavel's penalty. The ratio is read from the observation's ``comm_intensity``
-    (one minus Gavel's spread ratio at 8 GPUs, averaged over K80, P100 and V100; the placer does
-    not see the GPU type names that index the full ``cluster_env.world.spread_ratio_table``): for
-    jobs of 2-4 GPUs it overstates the penalty, which errs toward consolidation. The cluster's
-    fewest machines count every machine, of any GPU type (the placer cannot see which full
-    machines the job may use).
+    The fewest machines count every machine, of any GPU type (the placer cannot see which full
+    machines the job may use); the simulator charges Gavel's penalty beyond them. The ratio is
+    read from the observation's ``comm_intensity`` (one minus Gavel's spread ratio at 8 GPUs,
+    averaged over K80, P100 and V100): the placer does not see the GPU type names that index the
+    full ``cluster_env.world.spread_ratio_table``; for jobs of 2-4 GPUs it overstates the
+    penalty, which errs toward consolidation.
     """
-    machines = obs["machines"]
-    need = placing_need(obs)
-    n = len(ok)
-    order = np.lexsort((ok, -speed, -free))             # largest free, then faster, then lower index
-    cum = np.cumsum(free[order])
-    slowest = np.minimum.accumulate(speed[order])
-    pos = np.empty(n, dtype=np.int64)
-    pos[order] = np.arange(n)
-    # c0: how many of the ordered machines hold the rest (need - free_i); when machine i is among
-    # them, the set is the ordered prefix that holds the whole need, which includes i.
-    c0 = np.minimum(np.searchsorted(cum, need - free, side="left") + 1, n)
-    c = min(int(np.searchsorted(cum, need, side="left")), n - 1)
-    inside = pos < c0
-    pieces = np.where(inside, c + 1, c0 + 1)
-    set_speed = np.where(inside, slowest[c], np.minimum(speed, slowest[c0 - 1]))
-    capacity = np.cumsum(np.sort(np.rint(machines[:, M["gpus"]].astype(np.float64) * 8.0))[::-1])
+    capacity = np.cumsum(np.sort(np.rint(obs["machines"][:, M["gpus"]].astype(np.float64) * 8.0))[::-1])
     gpus = float(np.rint(np.exp2(float(obs["placing"][P["gpus_log2"]]))))
     fewest = min(int(np.searchsorted(capacity, gpus, side="left")) + 1, len(capacity))
     used = int(round(float(obs["placing"][P["machines_used"]])))
-    ratio = 1.0 - float(obs["placing"][P["comm_intensity"]])
-    return pieces, np.where(used + pieces > fewest, set_speed * ratio, set_speed)
+    return used, fewest, 1.0 - float(obs["placing"][P["comm_intensity"]])
 
 
-def split_pool(pieces: np.ndarray, expected: np.ndarray, tolerance: float, spread_margin: float) -> np.ndarray:
-    """The machines a speed-aware placer may choose from when the job must be split
-    (:func:`split_plan`'s ``pieces`` and ``expected`` speed): those whose placement is within
-    ``tolerance`` of the best expected speed if that best beats the best consolidating placement
-    (fewest pieces) by more than ``spread_margin``; else the consolidating ones within
-    ``tolerance`` of their best."""
-    cons = pieces == pieces.min()
-    best_cons = expected[cons].max()
-    best = expected.max()
-    if best > best_cons * (1.0 + spread_margin):
-        return expected >= best * (1.0 - tolerance)
-    return cons & (expected >= best_cons * (1.0 - tolerance))
+def _pieces(hist: list, need: int) -> int:
+    """The fewest machines, largest free first, whose free GPUs (``hist[v]``: machines with v
+    free) hold ``need``."""
+    held = pieces = 0
+    for v in range(len(hist) - 1, 0, -1):
+        count = hist[v]
+        if count == 0:
+            continue
+        if held + count * v >= need:
+            return pieces + -(-(need - held) // v)
+        held += count * v
+        pieces += count
+    return pieces
+
+
+def split_choice(obs: dict, ok: np.ndarray, speed: np.ndarray, free: np.ndarray, tolerance: float,
+                 spread_margin: float) -> np.ndarray:
+    """The machines (a mask over ``ok``) of the placement a speed-aware placer takes for a job that
+    no allowed machine holds whole; the placer takes them largest free first.
+
+    Candidate placements: for each speed level, the fewest machines, largest free first (ties:
+    faster, then lower index), among the machines at least that fast (the fastest ``p`` for
+    ``p`` = 1..n) that hold the job's remaining need, kept where the count drops (a slower
+    level with as many machines is never faster). Each placement's expected speed is its slowest
+    machine's (``speed``: nominal x measured) times the job's spread ratio when the job's
+    machines (held plus placed) outnumber the cluster's fewest (:func:`spread_context`). The
+    consolidating placement (the fewest machines of all) is taken unless a placement over more
+    machines is expected faster by more than ``spread_margin``; then, of the placements within
+    ``tolerance`` of the fastest, the one with the fewest machines. When the allowed machines
+    cannot hold the need at all, every allowed machine.
+    """
+    need = placing_need(obs)
+    n = len(ok)
+    by_speed = np.lexsort((ok, -speed))                 # fastest first, then lower index
+    f = [int(x) for x in free]
+    hist = [0] * (max(f) + 1)
+    for i in range(n):
+        hist[f[i]] += 1
+    if sum(f) < need:
+        return np.ones(n, dtype=bool)
+    k_min = _pieces(hist, need)
+    used, fewest, ratio = spread_context(obs)
+    hist = [0] * len(hist)
+    held = 0
+    plans = []                                           # (pieces, expected speed, prefix length)
+    for p in range(n):
+        i = int(by_speed[p])
+        hist[f[i]] += 1
+        held += f[i]
+        if held < need:
+            continue
+        k = _pieces(hist, need)
+        if plans and k >= plans[-1][0]:
+            continue
+        prefix = by_speed[:p + 1]
+        chosen = prefix[np.lexsort((ok[prefix], -speed[prefix], -free[prefix]))][:k]
+        slowest = float(speed[chosen].min())
+        plans.append((k, slowest * ratio if used + k > fewest else slowest, p + 1))
+        if k == k_min:
+            break
+    best = max(e for _, e, _ in plans)
+    k, expected, length = plans[-1]                      # the consolidating placement
+    if best > expected * (1.0 + spread_margin):
+        bar = best * (1.0 - tolerance)
+        k, expected, length = [plan for plan in plans if plan[1] >= bar][-1]
+    prefix = by_speed[:length]
+    chosen = prefix[np.lexsort((ok[prefix], -speed[prefix], -free[prefix]))][:k]
+    mask = np.zeros(n, dtype=bool)
+    mask[chosen] = True
+    return mask
 
 
 def _noop_or_first(obs: dict) -> int:
@@ -173,9 +210,8 @@ class FastestFirst(Placer):
     so a machine that can hold the job's whole remaining need is preferred whenever one exists;
     among those the fastest wins, near ties (within ``tolerance``) to the tightest fit. When none
     holds it, the job keeps to the fewest machines unless a wider placement is expected to be
-    faster by more than ``spread_margin`` (:func:`split_plan`, :func:`split_pool`); among the
-    machines allowed, the fewest pieces win, then the most free GPUs, then the fastest, then the
-    lowest index.
+    faster by more than ``spread_margin`` (:func:`split_choice`); the placement's machines are
+    taken most free GPUs first, then the fastest, then the lowest index.
 
     Args:
         tolerance: relative speed difference treated as a tie.
@@ -199,10 +235,10 @@ class FastestFirst(Placer):
             best = speed[pool].max()
             near = pool & (speed >= best * (1.0 - self.tolerance))
             return int(ok[int(np.argmin(np.where(near, free, np.iinfo(np.int64).max)))])
-        pieces, expected = split_plan(obs, ok, speed, free)
-        cand = split_pool(pieces, expected, self.tolerance, self.spread_margin).nonzero()[0]
-        # lexsort: the last key is the primary one.
-        order = np.lexsort((ok[cand], -speed[cand], -free[cand], pieces[cand]))
+        cand = split_choice(obs, ok, speed, free, self.tolerance, self.spread_margin).nonzero()[0]
+        # The placement's largest free machine, then the fastest, then the lowest index (lexsort:
+        # the last key is the primary one).
+        order = np.lexsort((ok[cand], -speed[cand], -free[cand]))
         return int(ok[cand[order[0]]])
 
 
@@ -216,7 +252,7 @@ class OraclePlacer(Placer):
     all) a machine is acceptable when the job runs there within ``tolerance`` of the fastest
     speed, or when the time it would lose there, ``duration x (1/speed - 1/fastest)``, is at most
     ``slack`` seconds: a short job takes a slower machine and leaves the fast GPUs to long jobs.
-    When no machine holds the whole need, the machines considered are :func:`split_pool`'s (the
+    When no machine holds the whole need, the machines considered are :func:`split_choice`'s (the
     spread guard of :class:`FastestFirst`, with this placer's ``tolerance`` and
     :data:`SPREAD_MARGIN`). The acceptable machine that fits tightest wins (fewest free GPUs; if
     none holds the whole need, the most free GPUs, fewest pieces), then the slowest, then the
@@ -246,8 +282,7 @@ class OraclePlacer(Placer):
             return _noop_or_first(obs)
         speed, free, whole, pool = speed_and_fit(obs, ok)
         if not whole.any():
-            pieces, expected = split_plan(obs, ok, speed, free)
-            pool = split_pool(pieces, expected, self.tolerance, SPREAD_MARGIN)
+            pool = split_choice(obs, ok, speed, free, self.tolerance, SPREAD_MARGIN)
         best = speed[pool].max()
         duration = float(from_log(np.asarray(obs["placing"][P["duration_log"]])))
         with np.errstate(divide="ignore"):
@@ -271,4 +306,4 @@ class RandomPlacer(Placer):
 
 
 __all__ = ["BestFit", "FastestFirst", "FirstFit", "OraclePlacer", "RandomPlacer", "SPREAD_MARGIN", "Spread",
-           "allowed_machines", "speed_and_fit", "split_plan", "split_pool"]
+           "allowed_machines", "speed_and_fit", "split_choice", "spread_context"]

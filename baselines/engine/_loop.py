@@ -486,36 +486,77 @@ def fastest_speed(S, ok, job, need):
 
 
 @_jit
-def split_pool(S, ok, job, need, tol_factor, pool):
-    """``baselines.placers.split_plan`` and ``split_pool`` for a job no allowed machine holds
-    whole: ``pool[m]`` (M,) set for the machines the speed-aware placer may choose from; returns
-    the pieces per machine (the placement's machine count; 0 where not allowed). Each allowed
-    machine's set is itself plus the others largest free first (then faster, then lower index)
-    until they hold the rest; its expected speed, the set's slowest :func:`placed_speed` times
-    ``1 - comm_intensity`` (the float32 feature) when the job's machines would outnumber the
-    fewest of the cluster that hold its GPUs."""
+def split_pieces(hist, need):
+    """``baselines.placers._pieces``: the fewest machines, largest free first, holding ``need``."""
+    held = 0
+    pieces = 0
+    for v in range(len(hist) - 1, 0, -1):
+        count = hist[v]
+        if count == 0:
+            continue
+        if held + count * v >= need:
+            return pieces + (need - held + v - 1) // v
+        held += count * v
+        pieces += count
+    return pieces
+
+
+@_jit
+def split_members(S, by_speed, length, k, maxf, mask):
+    """Set ``mask`` for the first ``k`` machines of the fastest ``length`` (``by_speed`` order),
+    largest free first, then in speed order; returns their slowest :func:`placed_speed`."""
+    mi, job = S[3], S[11][PLACING]
+    taken = 0
+    slowest = np.inf
+    for v in range(maxf, 0, -1):
+        for p in range(length):
+            if taken == k:
+                return slowest
+            m = by_speed[p]
+            if mi[FREE, m] == v:
+                mask[m] = True
+                taken += 1
+                speed = placed_speed(S, job, m)
+                if speed < slowest:
+                    slowest = speed
+    return slowest
+
+
+@_jit
+def split_choice(S, ok, job, need, tol_factor, mask):
+    """``baselines.placers.split_choice`` for a job no allowed machine holds whole: sets ``mask``
+    (M,) for the machines of the placement taken. Candidate placements: the fewest machines
+    (largest free first) among the fastest p allowed ones, where that count drops; the expected
+    speed, the slowest :func:`placed_speed` times ``1 - comm_intensity`` (the float32 feature)
+    when the job's machines would outnumber the cluster's fewest for its GPUs. The consolidating
+    placement unless one is faster by the margin, then the fewest machines within the tolerance."""
     jf, ji, mi, pi = S[0], S[1], S[3], S[13]
     m_count = pi[NM]
-    speed = np.zeros(m_count)
     n = 0
+    maxf = 0
+    total = 0
     for m in range(m_count):
+        mask[m] = False
         if ok[m]:
-            speed[m] = placed_speed(S, job, m)
             n += 1
+            total += mi[FREE, m]
+            maxf = max(maxf, mi[FREE, m])
+    if total < need:
+        for m in range(m_count):
+            mask[m] = ok[m]
+        return
     ids = np.empty(n, np.int64)
     neg_speed = np.empty(n)
-    neg_free = np.empty(n, np.int64)
+    hist = np.zeros(maxf + 1, np.int64)
     i = 0
     for m in range(m_count):
         if ok[m]:
             ids[i] = m
-            neg_speed[i] = -speed[m]
+            neg_speed[i] = -placed_speed(S, job, m)
+            hist[mi[FREE, m]] += 1
             i += 1
-    # np.lexsort((ids, -speed, -free)) with stable sorts: by -speed, then stably by -free.
-    by_speed = ids[np.argsort(neg_speed, kind="mergesort")]
-    for i in range(n):
-        neg_free[i] = -mi[FREE, by_speed[i]]
-    order = by_speed[np.argsort(neg_free, kind="mergesort")]
+    by_speed = ids[np.argsort(neg_speed, kind="mergesort")]        # fastest first, then lower index
+    k_min = split_pieces(hist, need)
     # The cluster's fewest machines for the job's GPUs (every machine, largest first).
     caps = np.sort(mi[MGPUS, :m_count])
     fewest = 0
@@ -528,46 +569,40 @@ def split_pool(S, ok, job, need, tol_factor, pool):
     fewest = max(fewest, 1)
     used = ji[ALEN, job]
     ratio = 1.0 - np.float64(np.float32(jf[COMM, job]))
-    pieces = np.zeros(m_count, np.int64)
-    expected = np.zeros(m_count)
-    kmin = m_count + 1
-    for m in range(m_count):
-        if not ok[m]:
+    plan_k = np.empty(n, np.int64)
+    plan_e = np.empty(n)
+    plan_len = np.empty(n, np.int64)
+    n_plans = 0
+    hist[:] = 0
+    held = 0
+    scratch = np.zeros(m_count, np.bool_)
+    for p in range(n):
+        m = by_speed[p]
+        hist[mi[FREE, m]] += 1
+        held += mi[FREE, m]
+        if held < need:
             continue
-        rest = need - mi[FREE, m]
-        k = 1
-        slow = speed[m]
-        for i in range(n):
-            if rest <= 0:
-                break
-            o = order[i]
-            if o == m:
-                continue
-            rest -= mi[FREE, o]
-            k += 1
-            if speed[o] < slow:
-                slow = speed[o]
-        pieces[m] = k
-        expected[m] = slow * ratio if used + k > fewest else slow
-        if k < kmin:
-            kmin = k
+        k = split_pieces(hist, need)
+        if n_plans > 0 and k >= plan_k[n_plans - 1]:
+            continue
+        slowest = split_members(S, by_speed, p + 1, k, maxf, scratch)
+        plan_k[n_plans] = k
+        plan_e[n_plans] = slowest * ratio if used + k > fewest else slowest
+        plan_len[n_plans] = p + 1
+        n_plans += 1
+        if k == k_min:
+            break
     best = -np.inf
-    best_cons = -np.inf
-    for m in range(m_count):
-        if ok[m]:
-            if expected[m] > best:
-                best = expected[m]
-            if pieces[m] == kmin and expected[m] > best_cons:
-                best_cons = expected[m]
-    spread = best > best_cons * _SPREAD_GAIN
-    for m in range(m_count):
-        if not ok[m]:
-            pool[m] = False
-        elif spread:
-            pool[m] = expected[m] >= best * tol_factor
-        else:
-            pool[m] = pieces[m] == kmin and expected[m] >= best_cons * tol_factor
-    return pieces
+    for i in range(n_plans):
+        if plan_e[i] > best:
+            best = plan_e[i]
+    pick = n_plans - 1                                             # the consolidating placement
+    if best > plan_e[pick] * _SPREAD_GAIN:
+        bar = best * tol_factor
+        for i in range(n_plans):
+            if plan_e[i] >= bar:
+                pick = i
+    split_members(S, by_speed, plan_len[pick], plan_k[pick], maxf, mask)
 
 
 @_jit
@@ -587,10 +622,10 @@ def place_oracle(S, ok):
         return -1
     cand = S[26]
     if not any_whole:
-        # The spread guard (the oracle's tolerance, the default margin): only split_pool's
+        # The spread guard (the oracle's tolerance, the default margin): only split_choice's
         # machines, the best speed among them.
         cand = np.zeros(m_count, np.bool_)
-        split_pool(S, ok, job, need, pf[ORACLE_TOL], cand)
+        split_choice(S, ok, job, need, pf[ORACLE_TOL], cand)
         best = -np.inf
         for m in range(m_count):
             if cand[m]:
@@ -677,7 +712,7 @@ def place_decide(S, code, prng):
         return -1
     # P_FASTEST: nominal speed x measured speed (float32 features, product in float64); prefer
     # machines that hold the whole need, near ties to the tightest fit; else the spread guard's
-    # machines, fewest pieces, then most free GPUs, then fastest, then the lowest index.
+    # placement, most free GPUs first, then fastest, then the lowest index.
     any_whole, best = fastest_speed(S, ok, job, need)
     if best == -np.inf:
         return -1
@@ -693,15 +728,13 @@ def place_decide(S, code, prng):
                 pick = m
         return pick
     pool = np.zeros(m_count, np.bool_)
-    pieces = split_pool(S, ok, job, need, pf[TOL_FACTOR], pool)
+    split_choice(S, ok, job, need, pf[TOL_FACTOR], pool)
     pick_speed = 0.0
     for m in range(m_count):
         if not pool[m]:
             continue
         speed = placed_speed(S, job, m)
-        if (pick < 0 or pieces[m] < pieces[pick]
-                or (pieces[m] == pieces[pick] and (mi[FREE, m] > mi[FREE, pick]
-                                                   or (mi[FREE, m] == mi[FREE, pick] and speed > pick_speed)))):
+        if pick < 0 or mi[FREE, m] > mi[FREE, pick] or (mi[FREE, m] == mi[FREE, pick] and speed > pick_speed):
             pick, pick_speed = m, speed
     return pick
 
