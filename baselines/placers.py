@@ -8,11 +8,11 @@ machine (``job_speed``, Gavel's public table) and the GPUs it still needs.
 Public names (``__all__``): the placers (:class:`FirstFit`, :class:`BestFit`, :class:`Spread`,
 :class:`FastestFirst`, :class:`OraclePlacer`, :class:`RandomPlacer`), the helpers other placers
 build on (``dual_agent.priority``'s residual placer does): :func:`allowed_machines`,
-:func:`speed_and_fit`, :func:`split_choice` and :func:`spread_context`, and the speed-aware placers'
+:func:`speed_and_fit`, :func:`holds_machines`, :func:`split_choice` and :func:`spread_context`, and the speed-aware placers'
 guard against needless spreading, :data:`SPREAD_MARGIN`.
 
 The spread guard (``fastest`` and ``oracle``, when no single machine holds the job's remaining
-need; :func:`split_choice`): the placer compares whole placements, the fewest machines (largest
+need or the job is already split; :func:`split_choice`): the placer compares whole placements, the fewest machines (largest
 free first) among the machines at least as fast as each speed level, each at the pace of its
 slowest machine times the job's spread ratio when it goes beyond the fewest machines of the
 cluster that can hold the job (the simulator charges the penalty there). A placement over more
@@ -63,16 +63,26 @@ def spread_context(obs: dict) -> tuple[int, int, float]:
 
     The fewest machines count every machine, of any GPU type (the placer cannot see which full
     machines the job may use); the simulator charges Gavel's penalty beyond them. The ratio is
-    read from the observation's ``comm_intensity`` (one minus Gavel's spread ratio at 8 GPUs,
-    averaged over K80, P100 and V100): the placer does not see the GPU type names that index the
-    full ``cluster_env.world.spread_ratio_table``; for jobs of 2-4 GPUs it overstates the
-    penalty, which errs toward consolidation.
+    read from the observation's ``comm_intensity``: one minus Gavel's spread ratio at 8 GPUs
+    averaged over K80, P100 and V100 (``cluster_env.world.comm_intensity``). The placer does not
+    see the GPU type names that index the full ``cluster_env.world.spread_ratio_table``, so this
+    average stands in for the entry of the job's GPU type and size. It is a LIMITATION: the
+    average overstates the penalty of most jobs of 2-4 GPUs (errs toward consolidation) and
+    understates it on V100-class GPUs for communication-heavy types (LM at 8 GPUs: 0.10 on V100,
+    0.55 as the average), where a placement over more machines may then look faster than it is.
     """
     capacity = np.cumsum(np.sort(np.rint(obs["machines"][:, M["gpus"]].astype(np.float64) * 8.0))[::-1])
     gpus = float(np.rint(np.exp2(float(obs["placing"][P["gpus_log2"]]))))
     fewest = min(int(np.searchsorted(capacity, gpus, side="left")) + 1, len(capacity))
     used = int(round(float(obs["placing"][P["machines_used"]])))
     return used, fewest, 1.0 - float(obs["placing"][P["comm_intensity"]])
+
+
+def holds_machines(obs: dict) -> bool:
+    """Whether the job being placed already holds GPUs on a machine (it is being split): a
+    speed-aware placer then places the rest with :func:`split_choice`, since a machine that holds
+    the rest whole may be slower than the machines the job already holds."""
+    return float(obs["placing"][P["machines_used"]]) > 0.5
 
 
 def _pieces(hist: list, need: int) -> int:
@@ -209,7 +219,7 @@ class FastestFirst(Placer):
     A job split over machines runs at its slowest part's speed and pays Gavel's spread penalty,
     so a machine that can hold the job's whole remaining need is preferred whenever one exists;
     among those the fastest wins, near ties (within ``tolerance``) to the tightest fit. When none
-    holds it, the job keeps to the fewest machines unless a wider placement is expected to be
+    holds it, or the job already holds GPUs on a machine (it is being split), the job keeps to the fewest machines unless a wider placement is expected to be
     faster by more than ``spread_margin`` (:func:`split_choice`); the placement's machines are
     taken most free GPUs first, then the fastest, then the lowest index.
 
@@ -231,7 +241,7 @@ class FastestFirst(Placer):
         if not len(ok):
             return _noop_or_first(obs)
         speed, free, whole, pool = speed_and_fit(obs, ok)
-        if whole.any():
+        if whole.any() and not holds_machines(obs):
             best = speed[pool].max()
             near = pool & (speed >= best * (1.0 - self.tolerance))
             return int(ok[int(np.argmin(np.where(near, free, np.iinfo(np.int64).max)))])
@@ -252,7 +262,8 @@ class OraclePlacer(Placer):
     all) a machine is acceptable when the job runs there within ``tolerance`` of the fastest
     speed, or when the time it would lose there, ``duration x (1/speed - 1/fastest)``, is at most
     ``slack`` seconds: a short job takes a slower machine and leaves the fast GPUs to long jobs.
-    When no machine holds the whole need, the machines considered are :func:`split_choice`'s (the
+    When no machine holds the whole need, or the job already holds GPUs on a machine, the
+    machines considered are :func:`split_choice`'s (the
     spread guard of :class:`FastestFirst`, with this placer's ``tolerance`` and
     :data:`SPREAD_MARGIN`). The acceptable machine that fits tightest wins (fewest free GPUs; if
     none holds the whole need, the most free GPUs, fewest pieces), then the slowest, then the
@@ -281,8 +292,9 @@ class OraclePlacer(Placer):
         if not len(ok):
             return _noop_or_first(obs)
         speed, free, whole, pool = speed_and_fit(obs, ok)
-        if not whole.any():
+        if not whole.any() or holds_machines(obs):
             pool = split_choice(obs, ok, speed, free, self.tolerance, SPREAD_MARGIN)
+            whole = np.zeros(len(ok), dtype=bool)         # most free first within the placement
         best = speed[pool].max()
         duration = float(from_log(np.asarray(obs["placing"][P["duration_log"]])))
         with np.errstate(divide="ignore"):
@@ -306,4 +318,4 @@ class RandomPlacer(Placer):
 
 
 __all__ = ["BestFit", "FastestFirst", "FirstFit", "OraclePlacer", "RandomPlacer", "SPREAD_MARGIN", "Spread",
-           "allowed_machines", "speed_and_fit", "split_choice", "spread_context"]
+           "allowed_machines", "holds_machines", "speed_and_fit", "split_choice", "spread_context"]

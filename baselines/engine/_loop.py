@@ -621,9 +621,10 @@ def place_oracle(S, ok):
     if best == -np.inf:
         return -1
     cand = S[26]
-    if not any_whole:
-        # The spread guard (the oracle's tolerance, the default margin): only split_choice's
-        # machines, the best speed among them.
+    if not any_whole or S[1][ALEN, job] > 0:
+        any_whole = False
+        # The spread guard (the oracle's tolerance, the default margin; also once the job is
+        # split): only split_choice's machines, the best speed among them, most free first.
         cand = np.zeros(m_count, np.bool_)
         split_choice(S, ok, job, need, pf[ORACLE_TOL], cand)
         best = -np.inf
@@ -711,13 +712,14 @@ def place_decide(S, code, prng):
                 i -= 1
         return -1
     # P_FASTEST: nominal speed x measured speed (float32 features, product in float64); prefer
-    # machines that hold the whole need, near ties to the tightest fit; else the spread guard's
+    # machines that hold the whole need, near ties to the tightest fit, unless the job already
+    # holds a machine (is being split); else the spread guard's
     # placement, most free GPUs first, then fastest, then the lowest index.
     any_whole, best = fastest_speed(S, ok, job, need)
     if best == -np.inf:
         return -1
     pick = -1
-    if any_whole:
+    if any_whole and S[1][ALEN, job] == 0:
         bar = best * pf[TOL_FACTOR]
         for m in range(m_count):
             if not (ok[m] and mi[FREE, m] >= need):
