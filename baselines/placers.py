@@ -11,7 +11,7 @@ build on (``dual_agent.priority``'s residual placer does): :func:`allowed_machin
 :func:`speed_and_fit`, :func:`holds_machines`, :func:`split_choice` and :func:`spread_context`, and the speed-aware placers'
 guard against needless spreading, :data:`SPREAD_MARGIN`.
 
-The spread guard (``fastest`` and ``oracle``, when no single machine holds the job's remaining
+The spread guard (``fastest`` and ``clairvoyant``, when no single machine holds the job's remaining
 need or the job is already split; :func:`split_choice`): the placer compares whole placements, the fewest machines (largest
 free first) among the machines at least as fast as each speed level, each at the pace of its
 slowest machine times the job's spread ratio when it goes beyond the fewest machines of the
@@ -257,7 +257,7 @@ class FastestFirst(Placer):
 
 
 class OraclePlacer(Placer):
-    """CLAIRVOYANT REFERENCE, reads durations (not an upper bound): a size- and speed-aware placer (the ``oracle`` family).
+    """CLAIRVOYANT REFERENCE, reads durations (not an upper bound): a size- and speed-aware placer (``clairvoyant``; formerly ``oracle``).
 
     Speed is :class:`FastestFirst`'s (the job type's nominal speed on the machine's GPU type x
     the machine's measured speed); size is the job's duration at nominal speed (the placing
@@ -279,7 +279,7 @@ class OraclePlacer(Placer):
         tolerance: relative speed difference treated as a tie.
     """
 
-    name = "oracle"
+    name = "clairvoyant"
     env_overrides = {"clairvoyant": True}
 
     def __init__(self, slack: float = 300.0, tolerance: float = 0.02) -> None:
@@ -290,7 +290,7 @@ class OraclePlacer(Placer):
     def place(self, obs: dict, info: dict) -> int:
         if not clairvoyant(obs):
             raise ClairvoyanceRequired(
-                "the oracle placer reads job durations but this environment hides them: create it "
+                "the clairvoyant placer reads job durations but this environment hides them: create it "
                 "with clairvoyant=True (baselines.evaluate does so from the policy's env_overrides)")
         ok = allowed_machines(obs)
         if not len(ok):
