@@ -215,7 +215,7 @@ def test_composes_with_every_placer(orderer):
     from baselines.registry import DEPRECATED_PLACERS
 
     assert orderer in ORDERERS
-    for placer in set(PLACERS) - set(DEPRECATED_PLACERS):
+    for placer in sorted(set(PLACERS) - set(DEPRECATED_PLACERS)):
         name = f"{orderer}+{placer}"
         policy = baselines.make_policy(name)
         assert name in baselines.policy_names()
