@@ -11,6 +11,10 @@ Named baselines (DESIGN section 7):
 ``sjf``        shortest job first (clairvoyant) + consolidating best-fit
 ``tiresias``   Tiresias-style 2D-LAS with preemption + consolidating best-fit
 ``las``        continuous preemptive least attained service (no durations) + consolidating best-fit
+``gittins``    Tiresias' 2D-Gittins index (information-agnostic: the Gittins index of attained
+               GPU-service under the scenario's TRAINING split's GPU-service distribution, in
+               Tiresias' queues) + consolidating best-fit; needs the scenario
+               (``make_policy("gittins", scenario="philly-v1")``; cluster-bench passes it)
 ``las-q<M>``   ``las`` with a minimum quantum of M minutes (e.g. ``las-q15``): a running job is not
                preempted before it has executed M minutes since its last (re)start; not a scored
                baseline (docs/baselines.md, "LAS with a minimum quantum")
@@ -22,7 +26,8 @@ Named baselines (DESIGN section 7):
 
 Any ``ORDERER+PLACER`` pair composes, e.g. ``sjf+fastest``, ``tiresias+spread`` or
 ``las+fastest``. Orderers: ``fifo``, ``fifo-strict``, ``sjf``, ``sjf-noisy`` (log-normal duration
-error, ``noise=0.5`` by default), ``tiresias`` (alias ``2dlas``), ``las``, ``las-q<minutes>``, ``srpt``
+error, ``noise=0.5`` by default), ``tiresias`` (alias ``2dlas``), ``las``, ``las-q<minutes>``,
+``gittins`` (``scenario=``), ``srpt``
 (reads durations), ``random``. Placers: ``first-fit``, ``consolidate`` (alias ``best-fit``),
 ``spread``, ``fastest``, ``clairvoyant`` (reads durations), ``random``. A policy with an ``srpt`` or
 ``clairvoyant`` half reads durations and is a clairvoyant reference (not an upper bound), not an
@@ -39,6 +44,7 @@ import re
 import warnings
 from typing import Any, Callable, Optional
 
+from baselines.gittins import Gittins
 from baselines.orderers import FIFO, LAS, SJF, OracleSRPT, RandomOrderer, Tiresias
 from baselines.placers import BestFit, FastestFirst, FirstFit, OraclePlacer, RandomPlacer, Spread
 from baselines.policy import ComposedPolicy, Orderer, Placer
@@ -51,6 +57,7 @@ ORDERERS: dict[str, Callable[..., Orderer]] = {
     "tiresias": Tiresias,
     "2dlas": Tiresias,
     "las": LAS,
+    "gittins": Gittins,
     "srpt": OracleSRPT,
     "oracle": OracleSRPT,          # deprecated alias of srpt (DEPRECATED_NAMES)
     "random": RandomOrderer,
@@ -72,6 +79,7 @@ NAMED = {
     "sjf": ("sjf", "consolidate"),
     "tiresias": ("tiresias", "consolidate"),
     "las": ("las", "consolidate"),
+    "gittins": ("gittins", "consolidate"),
     "srpt-clairvoyant": ("srpt", "clairvoyant"),
 }
 #: Names that still resolve but warn: a named policy, an orderer or a placer -> its new name.
@@ -179,5 +187,7 @@ def resolve_name(name: str, scenario: Optional[str] = None) -> Optional[Composed
     is not a baseline name (so that other packages' resolvers may know it)."""
     parts = policy_parts(name) if isinstance(name, str) else None
     if parts is not None and orderer_factory(parts[0]) is not None and parts[1] in PLACERS:
+        if parts[0] == "gittins":       # its distribution is the scenario's training split's
+            return make_policy(name, scenario=scenario) if scenario is not None else None
         return make_policy(name)
     return None
