@@ -74,7 +74,7 @@ def _avg_jct(policy: str, scenario: Scenario, seed: int) -> float:
     return run_episode(baselines.make_policy(policy), scenario, "test", seed).record["avg_jct"]
 
 
-@pytest.mark.parametrize("policy", ["fifo+fastest", "las+fastest", "las+oracle"])
+@pytest.mark.parametrize("policy", ["fifo+fastest", "las+fastest", "las+clairvoyant"])
 def test_speed_aware_placers_do_not_fragment_the_reproduction(policy):
     scenario = fragmentation_scenario()
     for seed in SEEDS:
@@ -93,7 +93,7 @@ def test_fastest_spreads_over_faster_machines_when_the_gain_is_large():
 
 
 @pytest.mark.skipif(not engine.available(), reason="the compiled engine needs numba kernels")
-@pytest.mark.parametrize("policy", ["fifo+fastest", "las+fastest", "las+oracle", "oracle"])
+@pytest.mark.parametrize("policy", ["fifo+fastest", "las+fastest", "las+clairvoyant", "srpt-clairvoyant"])
 def test_compiled_engine_places_the_cases_as_the_api(policy):
     for scenario in (fragmentation_scenario(), fast_fragmented_scenario()):
         for seed in (0, 4):
