@@ -1,4 +1,4 @@
-"""The speed-aware placers (``fastest``, ``oracle``) do not spread a job over more machines than
+"""The speed-aware placers (``fastest``, ``clairvoyant``) do not spread a job over more machines than
 consolidation would use unless the expected speed gain exceeds the noise margin
 (``baselines.placers.SPREAD_MARGIN``; issue 25, section 3).
 
