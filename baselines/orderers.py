@@ -375,8 +375,10 @@ class LAS(PreemptivePriority):
 class OracleSRPT(PreemptivePriority):
     """CLAIRVOYANT REFERENCE, reads durations: shortest remaining GPU-time first (SRPT).
 
-    It is not an upper bound: it is worse than LAS on philly-hetero-v1 and on the traces issue 25
-    tried with the default effects on, and level with it on philly-v1 (issue 26's headroom study).
+    It is not an upper bound: as ``srpt-clairvoyant`` (with the clairvoyant placer) it is 1.27x
+    ``las+fastest`` on philly-hetero-v1 and level with ``las`` on philly-v1 over 100 test windows
+    (docs/baselines.md, "The clairvoyant reference"), and worse than LAS on the traces issue 25
+    tried with the default effects on. Named ``srpt``; ``oracle`` is a deprecated alias.
 
     The priority is the job's remaining work at nominal speed x its GPUs (the ``remaining_log``
     feature, visible only with ``clairvoyant=True``); ties go to the older job. Scheduling is
