@@ -143,7 +143,7 @@ QUANTUM_TOLERANCE_S = 1.0
 
 
 class PreemptivePriority(Orderer):
-    """Shared rule of the preemptive priority orderers (Tiresias, LAS, the SRPT oracle).
+    """Shared rule of the preemptive priority orderers (Tiresias, LAS, clairvoyant SRPT).
 
     Subclasses give every visible candidate a priority key (:meth:`keys`; lower runs first, ties
     go to the older job, i.e. the lower job id). Each decision epoch the orderer computes, greedily
@@ -375,27 +375,29 @@ class LAS(PreemptivePriority):
 class OracleSRPT(PreemptivePriority):
     """CLAIRVOYANT REFERENCE, reads durations: shortest remaining GPU-time first (SRPT).
 
-    It is not an upper bound: it is worse than LAS on philly-hetero-v1 and on the traces issue 25
-    tried with the default effects on, and level with it on philly-v1 (issue 26's headroom study).
+    It is not an upper bound: as ``srpt-clairvoyant`` (with the clairvoyant placer) it is 1.27x
+    ``las+fastest`` on philly-hetero-v1 and level with ``las`` on philly-v1 over 100 test windows
+    (docs/baselines.md, "The clairvoyant reference"), and worse than LAS on the traces issue 25
+    tried with the default effects on. Named ``srpt``; ``oracle`` is a deprecated alias.
 
     The priority is the job's remaining work at nominal speed x its GPUs (the ``remaining_log``
     feature, visible only with ``clairvoyant=True``); ties go to the older job. Scheduling is
     :class:`PreemptivePriority`'s, so at a scheduling tick it preempts the running job with the
-    most remaining GPU-time when a job with less waits and preempting makes room. It is an oracle
-    (what an exact runtime predictor would allow), never an info-agnostic baseline: it raises
+    most remaining GPU-time when a job with less waits and preempting makes room. It stands for
+    what an exact runtime predictor would allow and is never an info-agnostic baseline: it raises
     :class:`ClairvoyanceRequired` when durations are hidden.
 
     Args:
         preempt_at: ``"tick"`` (default) or ``"event"``, as for :class:`Tiresias`.
     """
 
-    name = "oracle"
+    name = "srpt"
     env_overrides = {"preemption": True, "clairvoyant": True}
 
     def keys(self, obs: dict, info: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if not clairvoyant(obs):
             raise ClairvoyanceRequired(
-                "the oracle reads job durations but this environment hides them: create it with "
+                "the srpt orderer reads job durations but this environment hides them: create it with "
                 "clairvoyant=True (baselines.evaluate does so from the policy's env_overrides)")
         rows, ids = visible_candidates(obs, info)
         jobs = obs["jobs"]

@@ -6,9 +6,18 @@ Every placer reads only the observation: free GPUs, measured speeds, the job's n
 machine (``job_speed``, Gavel's public table) and the GPUs it still needs.
 
 Public names (``__all__``): the placers (:class:`FirstFit`, :class:`BestFit`, :class:`Spread`,
-:class:`FastestFirst`, :class:`OraclePlacer`, :class:`RandomPlacer`) and the helpers other placers
-build on (``dual_agent.priority``'s residual placer does): :func:`allowed_machines` and
-:func:`speed_and_fit`.
+:class:`FastestFirst`, :class:`OraclePlacer`, :class:`RandomPlacer`), the helpers other placers
+build on (``dual_agent.priority``'s residual placer does): :func:`allowed_machines`,
+:func:`speed_and_fit`, :func:`holds_machines`, :func:`split_choice` and :func:`spread_context`, and the speed-aware placers'
+guard against needless spreading, :data:`SPREAD_MARGIN`.
+
+The spread guard (``fastest`` and ``clairvoyant``, when no single machine holds the job's remaining
+need or the job is already split; :func:`split_choice`): the placer compares whole placements, the fewest machines (largest
+free first) among the machines at least as fast as each speed level, each at the pace of its
+slowest machine times the job's spread ratio when it goes beyond the fewest machines of the
+cluster that can hold the job (the simulator charges the penalty there). A placement over more
+machines than the fewest possible is taken only when it is expected faster than the
+consolidating one by more than :data:`SPREAD_MARGIN`.
 """
 from __future__ import annotations
 
@@ -37,6 +46,119 @@ def speed_and_fit(obs: dict, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
     return speed, free, whole, pool
 
 
+#: The relative speed gain a placement over more machines than the fewest possible must show
+#: before a speed-aware placer takes it: twice the standard deviation of the log-ratio of two
+#: equal machines' measured speeds, sqrt(2 x (0.048^2 + 0.02^2)) = 0.074 (the fluctuation's
+#: dynamic sigma, ``cluster_env.world.DEFAULT_FLUCTUATION.sigma``, fitted to PAI, and the
+#: simulator's measurement noise, ``WorldConfig.measurement_noise``). An ASSUMPTION: that a
+#: measured difference below two such deviations is noise. ``spread_margin=0.0`` (with
+#: ``tolerance=0.0``) turns the guard down to "spread only for a strictly faster placement";
+#: ``math.inf`` never spreads beyond the fewest machines.
+SPREAD_MARGIN = 0.15
+
+
+def spread_context(obs: dict) -> tuple[int, int, float]:
+    """What the spread guard reads besides speeds and free GPUs: (machines the job already holds,
+    the fewest machines of the cluster that can hold its GPUs, its spread ratio).
+
+    The fewest machines count every machine, of any GPU type (the placer cannot see which full
+    machines the job may use); the simulator charges Gavel's penalty beyond them.
+
+    The ratio is the lowest that the observation's ``comm_intensity`` allows. That feature is one
+    minus Gavel's spread ratio at 8 GPUs averaged over the three measured servers (K80, P100,
+    V100; ``cluster_env.world.comm_intensity``), and each server's ratio is at most 1, so the
+    lowest of the three is at least ``1 - 3 x comm_intensity`` (clipped at 0). The placer does
+    not see the GPU type names that index the full ``cluster_env.world.spread_ratio_table``, and
+    the average alone would mislead: for LM (batch size 5) it is 0.55 while V100's ratio is 0.10.
+    The bound is at or below every type's lowest measured ratio at 8 GPUs, so it errs toward
+    consolidation: under 0.1 for 19 of the 26 job types (every LM, A3C, CycleGAN and
+    Recommendation type), 0.51-0.73 for ResNet-18 batch 256 and ResNet-50 batch 16/32 (lowest
+    measured 0.66-0.78), 1 for ResNet-50 batch 64/128 (measured 1).
+    """
+    capacity = np.cumsum(np.sort(np.rint(obs["machines"][:, M["gpus"]].astype(np.float64) * 8.0))[::-1])
+    gpus = float(np.rint(np.exp2(float(obs["placing"][P["gpus_log2"]]))))
+    fewest = min(int(np.searchsorted(capacity, gpus, side="left")) + 1, len(capacity))
+    used = int(round(float(obs["placing"][P["machines_used"]])))
+    return used, fewest, max(0.0, 1.0 - 3.0 * float(obs["placing"][P["comm_intensity"]]))
+
+
+def holds_machines(obs: dict) -> bool:
+    """Whether the job being placed already holds GPUs on a machine (it is being split): a
+    speed-aware placer then places the rest with :func:`split_choice`, since a machine that holds
+    the rest whole may be slower than the machines the job already holds."""
+    return float(obs["placing"][P["machines_used"]]) > 0.5
+
+
+def _pieces(hist: list, need: int) -> int:
+    """The fewest machines, largest free first, whose free GPUs (``hist[v]``: machines with v
+    free) hold ``need``."""
+    held = pieces = 0
+    for v in range(len(hist) - 1, 0, -1):
+        count = hist[v]
+        if count == 0:
+            continue
+        if held + count * v >= need:
+            return pieces + -(-(need - held) // v)
+        held += count * v
+        pieces += count
+    return pieces
+
+
+def split_choice(obs: dict, ok: np.ndarray, speed: np.ndarray, free: np.ndarray, tolerance: float,
+                 spread_margin: float) -> np.ndarray:
+    """The machines (a mask over ``ok``) of the placement a speed-aware placer takes for a job that
+    no allowed machine holds whole; the placer takes them largest free first.
+
+    Candidate placements: for each speed level, the fewest machines, largest free first (ties:
+    faster, then lower index), among the machines at least that fast (the fastest ``p`` for
+    ``p`` = 1..n) that hold the job's remaining need, kept where the count drops (a slower
+    level with as many machines is never faster). Each placement's expected speed is its slowest
+    machine's (``speed``: nominal x measured) times the job's spread ratio when the job's
+    machines (held plus placed) outnumber the cluster's fewest (:func:`spread_context`). The
+    consolidating placement (the fewest machines of all) is taken unless a placement over more
+    machines is expected faster by more than ``spread_margin``; then, of the placements within
+    ``tolerance`` of the fastest, the one with the fewest machines. When the allowed machines
+    cannot hold the need at all, every allowed machine.
+    """
+    need = placing_need(obs)
+    n = len(ok)
+    by_speed = np.lexsort((ok, -speed))                 # fastest first, then lower index
+    f = [int(x) for x in free]
+    hist = [0] * (max(f) + 1)
+    for i in range(n):
+        hist[f[i]] += 1
+    if sum(f) < need:
+        return np.ones(n, dtype=bool)
+    k_min = _pieces(hist, need)
+    used, fewest, ratio = spread_context(obs)
+    hist = [0] * len(hist)
+    held = 0
+    plans = []                                           # (pieces, expected speed, prefix length)
+    for p in range(n):
+        i = int(by_speed[p])
+        hist[f[i]] += 1
+        held += f[i]
+        if held < need:
+            continue
+        k = _pieces(hist, need)
+        if plans and k >= plans[-1][0]:
+            continue
+        prefix = by_speed[:p + 1]
+        chosen = prefix[np.lexsort((ok[prefix], -speed[prefix], -free[prefix]))][:k]
+        slowest = float(speed[chosen].min())
+        plans.append((k, slowest * ratio if used + k > fewest else slowest, p + 1))
+        if k == k_min:
+            break
+    best = max(e for _, e, _ in plans)
+    k, expected, length = plans[-1]                      # the consolidating placement
+    if best > expected * (1.0 + spread_margin):
+        bar = best * (1.0 - tolerance)
+        k, expected, length = [plan for plan in plans if plan[1] >= bar][-1]
+    prefix = by_speed[:length]
+    chosen = prefix[np.lexsort((ok[prefix], -speed[prefix], -free[prefix]))][:k]
+    mask = np.zeros(n, dtype=bool)
+    mask[chosen] = True
+    return mask
 
 
 def _noop_or_first(obs: dict) -> int:
@@ -100,32 +222,42 @@ class FastestFirst(Placer):
 
     A job split over machines runs at its slowest part's speed and pays Gavel's spread penalty,
     so a machine that can hold the job's whole remaining need is preferred whenever one exists;
-    among those (or, if none, among all) the fastest wins, and near ties (within ``tolerance``)
-    go to the tightest fit (whole) or the most free GPUs (fewest pieces).
+    among those the fastest wins, near ties (within ``tolerance``) to the tightest fit. When none
+    holds it, or the job already holds GPUs on a machine (it is being split), the job keeps to the fewest machines unless a wider placement is expected to be
+    faster by more than ``spread_margin`` (:func:`split_choice`); the placement's machines are
+    taken most free GPUs first, then the fastest, then the lowest index.
 
     Args:
         tolerance: relative speed difference treated as a tie.
+        spread_margin: relative speed gain a placement over more machines must show
+            (:data:`SPREAD_MARGIN`, an assumption; the compiled engine runs the defaults).
     """
 
     name = "fastest"
 
-    def __init__(self, tolerance: float = 0.02) -> None:
-        self.tolerance = float(tolerance)
+    def __init__(self, tolerance: float = 0.02, spread_margin: float = SPREAD_MARGIN) -> None:
+        if not spread_margin >= 0:
+            raise ValueError(f"spread_margin must be >= 0, got {spread_margin!r}")
+        self.tolerance, self.spread_margin = float(tolerance), float(spread_margin)
 
     def place(self, obs: dict, info: dict) -> int:
         ok = allowed_machines(obs)
         if not len(ok):
             return _noop_or_first(obs)
         speed, free, whole, pool = speed_and_fit(obs, ok)
-        best = speed[pool].max()
-        near = pool & (speed >= best * (1.0 - self.tolerance))
-        if whole.any():
+        if whole.any() and not holds_machines(obs):
+            best = speed[pool].max()
+            near = pool & (speed >= best * (1.0 - self.tolerance))
             return int(ok[int(np.argmin(np.where(near, free, np.iinfo(np.int64).max)))])
-        return int(ok[int(np.argmax(np.where(near, free, -1)))])
+        cand = split_choice(obs, ok, speed, free, self.tolerance, self.spread_margin).nonzero()[0]
+        # The placement's largest free machine, then the fastest, then the lowest index (lexsort:
+        # the last key is the primary one).
+        order = np.lexsort((ok[cand], -speed[cand], -free[cand]))
+        return int(ok[cand[order[0]]])
 
 
 class OraclePlacer(Placer):
-    """CLAIRVOYANT REFERENCE, reads durations (not an upper bound): a size- and speed-aware placer (the ``oracle`` family).
+    """CLAIRVOYANT REFERENCE, reads durations (not an upper bound): a size- and speed-aware placer (``clairvoyant``; formerly ``oracle``).
 
     Speed is :class:`FastestFirst`'s (the job type's nominal speed on the machine's GPU type x
     the machine's measured speed); size is the job's duration at nominal speed (the placing
@@ -134,8 +266,12 @@ class OraclePlacer(Placer):
     all) a machine is acceptable when the job runs there within ``tolerance`` of the fastest
     speed, or when the time it would lose there, ``duration x (1/speed - 1/fastest)``, is at most
     ``slack`` seconds: a short job takes a slower machine and leaves the fast GPUs to long jobs.
-    The acceptable machine that fits tightest wins (fewest free GPUs; if none holds the whole
-    need, the most free GPUs, fewest pieces), then the slowest, then the lowest index. It raises
+    When no machine holds the whole need, or the job already holds GPUs on a machine, the
+    machines considered are :func:`split_choice`'s (the
+    spread guard of :class:`FastestFirst`, with this placer's ``tolerance`` and
+    :data:`SPREAD_MARGIN`). The acceptable machine that fits tightest wins (fewest free GPUs; if
+    none holds the whole need, the most free GPUs, fewest pieces), then the slowest, then the
+    lowest index. It raises
     :class:`baselines.ClairvoyanceRequired` when durations are hidden.
 
     Args:
@@ -143,7 +279,7 @@ class OraclePlacer(Placer):
         tolerance: relative speed difference treated as a tie.
     """
 
-    name = "oracle"
+    name = "clairvoyant"
     env_overrides = {"clairvoyant": True}
 
     def __init__(self, slack: float = 300.0, tolerance: float = 0.02) -> None:
@@ -154,12 +290,15 @@ class OraclePlacer(Placer):
     def place(self, obs: dict, info: dict) -> int:
         if not clairvoyant(obs):
             raise ClairvoyanceRequired(
-                "the oracle placer reads job durations but this environment hides them: create it "
+                "the clairvoyant placer reads job durations but this environment hides them: create it "
                 "with clairvoyant=True (baselines.evaluate does so from the policy's env_overrides)")
         ok = allowed_machines(obs)
         if not len(ok):
             return _noop_or_first(obs)
         speed, free, whole, pool = speed_and_fit(obs, ok)
+        if not whole.any() or holds_machines(obs):
+            pool = split_choice(obs, ok, speed, free, self.tolerance, SPREAD_MARGIN)
+            whole = np.zeros(len(ok), dtype=bool)         # most free first within the placement
         best = speed[pool].max()
         duration = float(from_log(np.asarray(obs["placing"][P["duration_log"]])))
         with np.errstate(divide="ignore"):
@@ -182,5 +321,5 @@ class RandomPlacer(Placer):
         return int(self.rng.choice(ok)) if len(ok) else _noop_or_first(obs)
 
 
-__all__ = ["BestFit", "FastestFirst", "FirstFit", "OraclePlacer", "RandomPlacer", "Spread", "allowed_machines",
-           "speed_and_fit"]
+__all__ = ["BestFit", "FastestFirst", "FirstFit", "OraclePlacer", "RandomPlacer", "SPREAD_MARGIN", "Spread",
+           "allowed_machines", "holds_machines", "speed_and_fit", "split_choice", "spread_context"]

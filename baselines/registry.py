@@ -11,6 +11,10 @@ Named baselines (DESIGN section 7):
 ``sjf``        shortest job first (clairvoyant) + consolidating best-fit
 ``tiresias``   Tiresias-style 2D-LAS with preemption + consolidating best-fit
 ``las``        continuous preemptive least attained service (no durations) + consolidating best-fit
+``gittins``    Tiresias' 2D-Gittins index (information-agnostic: the Gittins index of attained
+               GPU-service under the scenario's TRAINING split's GPU-service distribution, in
+               Tiresias' queues) + consolidating best-fit; needs the scenario
+               (``make_policy("gittins", scenario="philly-v1")``; cluster-bench passes it)
 ``las-q<M>``   ``las`` with a minimum quantum of M minutes (e.g. ``las-q15``): a running job is not
                preempted before it has executed M minutes since its last (re)start; not a scored
                baseline (docs/baselines.md, "LAS with a minimum quantum")
@@ -18,23 +22,33 @@ Named baselines (DESIGN section 7):
                1.5x faster (preempt, restart at once, re-placed by ``fastest``); reads the placement
                columns of ``observation="extended-v2"`` (:mod:`baselines.migrate`);
                ``las-migrate<x>`` sets the threshold x > 1 (e.g. ``las-migrate2``)
-``oracle``     CLAIRVOYANT REFERENCE, reads durations (clairvoyant + preemption); not an upper bound: shortest remaining
-               GPU-time first, preemptive, + the size- and speed-aware oracle placer; never an
-               info-agnostic baseline
+``srpt-clairvoyant``  CLAIRVOYANT REFERENCE, reads durations (clairvoyant + preemption); NOT an upper
+               bound (``docs/baselines.md``: worse than ``las+fastest`` on philly-hetero-v1):
+               shortest remaining GPU-time first, preemptive, + the size- and speed-aware
+               ``clairvoyant`` placer; never an info-agnostic baseline. Formerly ``oracle``.
 =============  ==========================================================
 
 Any ``ORDERER+PLACER`` pair composes, e.g. ``sjf+fastest``, ``tiresias+spread`` or
 ``las+fastest``. Orderers: ``fifo``, ``fifo-strict``, ``sjf``, ``sjf-noisy`` (log-normal duration
-error, ``noise=0.5`` by default), ``tiresias`` (alias ``2dlas``), ``las``, ``las-q<minutes>``, ``las-migrate`` / ``las-migrate<x>``, ``oracle`` (alias
-``srpt``; reads durations), ``random``. Placers: ``first-fit``, ``consolidate`` (alias
-``best-fit``), ``spread``, ``fastest``, ``oracle`` (reads durations), ``random``. A policy with an
-``oracle`` half reads durations and is a clairvoyant reference (not an upper bound), not an info-agnostic baseline.
+error, ``noise=0.5`` by default), ``tiresias`` (alias ``2dlas``), ``las``, ``las-q<minutes>``, ``las-migrate`` / ``las-migrate<x>``,
+``gittins`` (``scenario=``), ``srpt``
+(reads durations), ``random``. Placers: ``first-fit``, ``consolidate`` (alias ``best-fit``),
+``spread``, ``fastest``, ``clairvoyant`` (reads durations), ``random``. A policy with an ``srpt`` or
+``clairvoyant`` half reads durations and is a clairvoyant reference (not an upper bound), not an
+info-agnostic baseline.
+
+Deprecated: ``oracle`` (the named policy, the orderer and the placer) still resolves, to
+``srpt-clairvoyant``, ``srpt`` and ``clairvoyant``, with a ``FutureWarning``: DESIGN section 9
+calls a reference "oracle" only if it is no worse than every heuristic on every scenario, and no
+clairvoyant policy here is (``DEPRECATED_NAMES``).
 """
 from __future__ import annotations
 
 import re
+import warnings
 from typing import Any, Callable, Optional
 
+from baselines.gittins import Gittins
 from baselines.migrate import LAS_MIGRATE_FAMILY, MigratingLAS, las_migrate_threshold
 from baselines.orderers import FIFO, LAS, SJF, OracleSRPT, RandomOrderer, Tiresias
 from baselines.placers import BestFit, FastestFirst, FirstFit, OraclePlacer, RandomPlacer, Spread
@@ -48,8 +62,9 @@ ORDERERS: dict[str, Callable[..., Orderer]] = {
     "tiresias": Tiresias,
     "2dlas": Tiresias,
     "las": LAS,
-    "oracle": OracleSRPT,
+    "gittins": Gittins,
     "srpt": OracleSRPT,
+    "oracle": OracleSRPT,          # deprecated alias of srpt (DEPRECATED_NAMES)
     "random": RandomOrderer,
 }
 PLACERS: dict[str, Callable[..., Placer]] = {
@@ -58,7 +73,8 @@ PLACERS: dict[str, Callable[..., Placer]] = {
     "best-fit": BestFit,
     "spread": Spread,
     "fastest": FastestFirst,
-    "oracle": OraclePlacer,
+    "clairvoyant": OraclePlacer,
+    "oracle": OraclePlacer,        # deprecated alias of clairvoyant (DEPRECATED_NAMES)
     "random": RandomPlacer,
 }
 NAMED = {
@@ -69,9 +85,15 @@ NAMED = {
     "tiresias": ("tiresias", "consolidate"),
     "las": ("las", "consolidate"),
     "las-migrate": ("las-migrate", "fastest"),
-    "oracle": ("oracle", "oracle"),
+    "gittins": ("gittins", "consolidate"),
+    "srpt-clairvoyant": ("srpt", "clairvoyant"),
 }
-#: The named baselines every scenario's default run and regression scores hold, in table order.
+#: Names that still resolve but warn: a named policy, an orderer or a placer -> its new name.
+DEPRECATED_NAMES = {"oracle": "srpt-clairvoyant"}
+DEPRECATED_ORDERERS = {"oracle": "srpt"}
+DEPRECATED_PLACERS = {"oracle": "clairvoyant"}
+#: The named baselines every scenario's default run holds, in table order (``las-migrate`` only
+#: on heterogeneous clusters: :func:`default_baselines`).
 BASELINE_NAMES = tuple(name for name in NAMED if name != "las-migrate")
 #: Named baselines a default run adds on a heterogeneous cluster (more than one GPU type): the
 #: migration yardstick (its scores are checked in for the v1 scenarios).
@@ -81,6 +103,8 @@ HETEROGENEOUS_BASELINES = ("las-migrate",)
 def default_baselines(gpu_types: int) -> tuple[str, ...]:
     """The named baselines a default run scores on a cluster with ``gpu_types`` GPU types."""
     return BASELINE_NAMES + (HETEROGENEOUS_BASELINES if gpu_types > 1 else ())
+
+
 #: The orderer family ``las-q<minutes>``: LAS with ``min_quantum`` = minutes x 60 (minutes > 0).
 LAS_QUANTUM_FAMILY = "las-q<minutes>"
 _LAS_QUANTUM = re.compile(r"las-q(\d+(?:\.\d+)?)")
@@ -111,6 +135,7 @@ def policy_parts(name: str) -> Optional[tuple[str, str]]:
     """(orderer, placer) names of a policy name, unchecked: a named baseline's, a bare
     ``las-q<minutes>``'s (with ``las``'s placer), or ``ORDERER+PLACER`` split; None otherwise."""
     key = name.strip().lower()
+    key = DEPRECATED_NAMES.get(key, key)
     if key in NAMED:
         return NAMED[key]
     if "+" in key:
@@ -124,8 +149,21 @@ def policy_parts(name: str) -> Optional[tuple[str, str]]:
 
 
 def policy_names() -> list[str]:
-    """Every name :func:`make_policy` accepts, compositions spelled out."""
-    return list(NAMED) + [f"{o}+{p}" for o in ORDERERS for p in PLACERS]
+    """Every name :func:`make_policy` accepts, compositions spelled out (deprecated names aside)."""
+    return list(NAMED) + [f"{o}+{p}" for o in ORDERERS if o not in DEPRECATED_ORDERERS
+                          for p in PLACERS if p not in DEPRECATED_PLACERS]
+
+
+def deprecation_of(name: str) -> Optional[str]:
+    """The name to use instead of ``name`` when it (or a half of it) is deprecated, else None."""
+    key = name.strip().lower() if isinstance(name, str) else ""
+    if key in DEPRECATED_NAMES:
+        return DEPRECATED_NAMES[key]
+    if "+" in key:
+        orderer, _, placer = key.partition("+")
+        if orderer in DEPRECATED_ORDERERS or placer in DEPRECATED_PLACERS:
+            return f"{DEPRECATED_ORDERERS.get(orderer, orderer)}+{DEPRECATED_PLACERS.get(placer, placer)}"
+    return None
 
 
 def make_policy(name: str, **kwargs: Any) -> ComposedPolicy:
@@ -152,6 +190,12 @@ def make_policy(name: str, **kwargs: Any) -> ComposedPolicy:
         raise ValueError(f"unknown policy {name!r}; named baselines: {sorted(NAMED)}; or compose "
                          f"ORDERER+PLACER with orderers {sorted(ORDERERS)} (or {LAS_QUANTUM_FAMILY}, {LAS_MIGRATE_FAMILY}) "
                          f"and placers {sorted(PLACERS)}")
+    instead = deprecation_of(key)
+    if instead is not None:
+        # stacklevel 2: the caller's line. The policy keeps the name it was asked by (records,
+        # labels and files written under it stay the caller's).
+        warnings.warn(f"policy name {name!r} is deprecated: use {instead!r} (a clairvoyant reference, not an "
+                      "upper bound: docs/baselines.md)", FutureWarning, stacklevel=2)
     orderer_name, placer_name = parts
     orderer = orderer_factory(orderer_name)
     if orderer is None:
@@ -167,5 +211,7 @@ def resolve_name(name: str, scenario: Optional[str] = None) -> Optional[Composed
     is not a baseline name (so that other packages' resolvers may know it)."""
     parts = policy_parts(name) if isinstance(name, str) else None
     if parts is not None and orderer_factory(parts[0]) is not None and parts[1] in PLACERS:
+        if parts[0] == "gittins":       # its distribution is the scenario's training split's
+            return make_policy(name, scenario=scenario) if scenario is not None else None
         return make_policy(name)
     return None

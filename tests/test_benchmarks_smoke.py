@@ -105,10 +105,10 @@ def test_headroom_smoke(tmp_path):
     """Tiny windows: every policy of the table gets a row paired against las+fastest."""
     out_file = tmp_path / "headroom.json"
     out = _bench("headroom.py", "--scenario", "philly-hetero-v1", "--windows", "2", "--jobs-per-episode", "120",
-                 "--policies", "las,las-migrate,oracle", "--out", str(out_file))
+                 "--policies", "las,las-migrate,srpt-clairvoyant", "--out", str(out_file))
     assert "paired against las+fastest" in out and "distinct windows" in out
-    for name in ("las+fastest", "las", "las-migrate", "oracle"):
+    for name in ("las+fastest", "las", "las-migrate", "srpt-clairvoyant"):
         assert f"| `{name}` |" in out
     data = json.loads(out_file.read_text())
     assert data["rows"]["las+fastest"]["ratio"] == 1.0 and data["rows"]["las-migrate"]["distinct"] == 2
-    assert {r["policy"] for r in data["records"]} == {"las+fastest", "las", "las-migrate", "oracle"}
+    assert {r["policy"] for r in data["records"]} == {"las+fastest", "las", "las-migrate", "srpt-clairvoyant"}

@@ -18,11 +18,11 @@ from baselines.registry import make_policy
 
 pytestmark = pytest.mark.skipif(not engine.available(), reason="the compiled engine needs numba kernels")
 
-NAMED = ("fifo", "fifo-strict", "sjf", "las", "tiresias", "oracle", "random")
+NAMED = ("fifo", "fifo-strict", "sjf", "las", "tiresias", "srpt-clairvoyant", "random")
 OTHER_PLACERS = ("fifo+fastest", "fifo+spread", "sjf+first-fit", "las+fastest", "las+spread",
                  "tiresias+fastest", "tiresias+first-fit", "fifo-strict+best-fit", "sjf+spread", "fifo+random",
-                 "tiresias+random", "random+fastest", "random+best-fit", "las+oracle", "fifo+oracle",
-                 "tiresias+oracle", "oracle+fastest", "oracle+best-fit", "srpt+random")
+                 "tiresias+random", "random+fastest", "random+best-fit", "las+clairvoyant", "fifo+clairvoyant",
+                 "tiresias+clairvoyant", "srpt+fastest", "srpt+best-fit", "srpt+random", "oracle")
 SCENARIOS = ("toy-v0", "philly-v0", "openb-v0", "openb-full-v0", "philly-v1", "openb-v1", "openb-full-v1",
              "philly-hetero-v1", "philly-hetero-v2", "modern-v1")
 
@@ -67,7 +67,7 @@ def test_compositions_identical_to_api(policy):
 def test_preemption_effects_exercised_and_identical():
     """LAS and Tiresias on philly-v0 (every effect on: fluctuation, stragglers, contention, spread
     penalty, restart overhead, measurement noise): preemptions, restarts and promotions happen."""
-    for policy in ("las", "tiresias", "tiresias+fastest", "oracle"):
+    for policy in ("las", "tiresias", "tiresias+fastest", "srpt-clairvoyant"):
         record = _compare(policy, "philly-v0", 0, {"jobs_per_episode": 200})
         assert record["preemptions"] > 0
 
@@ -101,7 +101,7 @@ def test_truncation_identical():
 
 
 def test_harness_uses_compiled_engine_with_identical_records(monkeypatch):
-    tasks = make_tasks(["fifo", "tiresias+fastest", "random", "oracle", "sjf-noisy+fastest"], ["philly-v1"], "test", [3],
+    tasks = make_tasks(["fifo", "tiresias+fastest", "random", "srpt-clairvoyant", "sjf-noisy+fastest"], ["philly-v1"], "test", [3],
                        {"jobs_per_episode": 60})
     monkeypatch.delenv(engine.ENGINE_ENV_VAR, raising=False)
     auto = run_tasks(tasks, backend="serial")
@@ -116,7 +116,7 @@ def test_harness_uses_compiled_engine_with_identical_records(monkeypatch):
 def test_unsupported_requests_fall_back(monkeypatch):
     monkeypatch.delenv(engine.ENGINE_ENV_VAR, raising=False)
     kw = (("jobs_per_episode", 40),)
-    for policy in ("sjf-noisy+first-fit", "sjf-noisy+consolidate", "sjf-noisy+oracle", make_policy("fifo")):
+    for policy in ("sjf-noisy+first-fit", "sjf-noisy+consolidate", "sjf-noisy+clairvoyant", make_policy("fifo")):
         assert engine.policy_codes(policy) is None
         result = run_tasks([Task(policy, "philly-v0", "test", 0, kw)], backend="serial")[0]
         assert result.engine == "api"
@@ -131,7 +131,7 @@ def test_unsupported_requests_fall_back(monkeypatch):
     assert layout.engine == "api"
     monkeypatch.setenv(engine.ENGINE_ENV_VAR, "compiled")
     with pytest.raises(engine.Unsupported, match="no compiled rule"):
-        run_tasks([Task("sjf-noisy+oracle", "philly-v0", "test", 0, kw)], backend="serial")
+        run_tasks([Task("sjf-noisy+clairvoyant", "philly-v0", "test", 0, kw)], backend="serial")
     monkeypatch.setenv(engine.ENGINE_ENV_VAR, "bogus")
     with pytest.raises(ValueError, match=engine.ENGINE_ENV_VAR):
         run_tasks([Task("fifo", "philly-v0", "test", 0, kw)], backend="serial")
@@ -157,7 +157,7 @@ def test_full_windows_identical_to_api(scenario):
     """Full scenario windows (what the scores files hold), every supported named baseline and the
     fastest-placer compositions, two seeds."""
     policies = NAMED + ("fifo+fastest", "las+fastest", "tiresias+fastest")
-    if scenario == "openb-full-v1":     # LAS, Tiresias and the oracle take minutes there through the API
+    if scenario == "openb-full-v1":     # LAS, Tiresias and srpt-clairvoyant take minutes there through the API
         policies = ("fifo", "fifo-strict", "sjf", "fifo+fastest")
     for policy in policies:
         for seed in (0, 1):

@@ -182,7 +182,9 @@ def test_compiled_tenant_statistics_change_the_schedule_as_the_api_does():
     without = run_weighted_las_episode(_agent(**LEARNED).model.linear, "fastest", "philly-hetero-v1", "validation",
                                        0).record
     assert {k: fast[k] for k in KEYS} == {k: api[k] for k in KEYS}
-    assert fast["avg_jct"] != without["avg_jct"] and api["preemptions"] > 1000
+    # Preemptions happen (3,825 in this window before the fastest placer's spread guard, 99 since:
+    # consolidated wide jobs finish sooner, so fewer jobs wait).
+    assert fast["avg_jct"] != without["avg_jct"] and api["preemptions"] > 50
 
 
 def test_compiled_weighted_las_refuses_what_it_cannot_play():

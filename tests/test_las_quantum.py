@@ -106,7 +106,7 @@ def test_las_quantum_names_and_errors():
     assert make_policy("LAS-Q5+fastest").orderer.min_quantum == 300.0
     assert resolve_name("las-q5+spread") is not None and resolve_name("las-q0+spread") is None
     # Defaults: no quantum anywhere (the named baselines and their scores are unchanged).
-    for name in ("las", "tiresias", "oracle"):
+    for name in ("las", "tiresias", "srpt-clairvoyant"):
         assert make_policy(name).orderer.min_quantum == 0.0
     assert Tiresias(min_quantum=60.0).min_quantum == 60.0
     # A quantum out of range is said as such, not as an unknown policy.

@@ -11,10 +11,10 @@ policies it supports and falls back to the API otherwise.
 Supported: the orderers ``fifo``, ``fifo-strict``, ``sjf``, ``las`` (and ``las-q<minutes>``, its
 minimum quantum; ``las-migrate`` / ``las-migrate<x>``, its migration rule, which the API path plays on
 the ``extended-v2`` observation it sets itself), ``tiresias`` (``2dlas``),
-``oracle`` (``srpt``) and ``random`` (without preemption) with their default settings, each with
-the placers ``first-fit``, ``consolidate`` (``best-fit``), ``spread``, ``fastest``, ``oracle`` and
+``srpt`` (deprecated ``oracle``) and ``random`` (without preemption) with their default settings, each with
+the placers ``first-fit``, ``consolidate`` (``best-fit``), ``spread``, ``fastest``, ``clairvoyant`` (deprecated ``oracle``) and
 ``random``: the named baselines ``fifo``, ``fifo-strict``, ``sjf``, ``las``, ``tiresias``,
-``oracle``, ``random`` and any ``ORDERER+PLACER`` composition of those; every scenario and every
+``srpt-clairvoyant``, ``random`` and any ``ORDERER+PLACER`` composition of those; every scenario and every
 world effect; ``max_steps`` / ``max_time``. Not supported (API path): ``sjf-noisy``, the random
 orderer with ``preemption=True``, policy objects and plugins, a non-default reward, another
 observation layout (``observation="extended"``), a render mode, recorded episodes

@@ -26,7 +26,9 @@ import numba
 import numpy as np
 
 from baselines import orderers as _orderers
+from baselines import placers as _placers
 from baselines.orderers import QUANTUM_TOLERANCE_S
+from baselines.placers import SPREAD_MARGIN
 from cluster_env.core import kernels as _kernels
 from cluster_env.core.engine import layout as _layout
 from cluster_env.core.engine import sim as _sim
@@ -45,9 +47,12 @@ START, PREEMPT_JOB, ADVANCE = 0, 1, 2
 MG_THRESHOLD, MG_SINCE, MG_JOB, MG_TIME, MG_COUNT = range(5)
 _F32_SIGN = 0x7FFFFFFF
 
-# The layout and the orderers' constants (QUANTUM_TOLERANCE_S) are compiled in as constants too.
+# The layout, the orderers' and the placers' constants (QUANTUM_TOLERANCE_S, the spread guard's
+# factor) are compiled in as constants too.
 _sim.prune_stale_cache(__file__, _kernels.__file__, _sim.__file__, _sim._ref.__file__,
-                       _sim._npy.__file__, _learned_key.__file__, _layout.__file__, _orderers.__file__)
+                       _sim._npy.__file__, _learned_key.__file__, _layout.__file__, _orderers.__file__,
+                       _placers.__file__)
+_SPREAD_GAIN = 1.0 + SPREAD_MARGIN
 _jit = _sim.jit
 
 @_jit
@@ -556,6 +561,126 @@ def fastest_speed(S, ok, job, need):
 
 
 @_jit
+def split_pieces(hist, need):
+    """``baselines.placers._pieces``: the fewest machines, largest free first, holding ``need``."""
+    held = 0
+    pieces = 0
+    for v in range(len(hist) - 1, 0, -1):
+        count = hist[v]
+        if count == 0:
+            continue
+        if held + count * v >= need:
+            return pieces + (need - held + v - 1) // v
+        held += count * v
+        pieces += count
+    return pieces
+
+
+@_jit
+def split_members(S, by_speed, length, k, maxf, mask):
+    """Set ``mask`` for the first ``k`` machines of the fastest ``length`` (``by_speed`` order),
+    largest free first, then in speed order; returns their slowest :func:`placed_speed`."""
+    mi, job = S[3], S[11][PLACING]
+    taken = 0
+    slowest = np.inf
+    for v in range(maxf, 0, -1):
+        for p in range(length):
+            if taken == k:
+                return slowest
+            m = by_speed[p]
+            if mi[FREE, m] == v:
+                mask[m] = True
+                taken += 1
+                speed = placed_speed(S, job, m)
+                if speed < slowest:
+                    slowest = speed
+    return slowest
+
+
+@_jit
+def split_choice(S, ok, job, need, tol_factor, mask):
+    """``baselines.placers.split_choice`` for a job no allowed machine holds whole: sets ``mask``
+    (M,) for the machines of the placement taken. Candidate placements: the fewest machines
+    (largest free first) among the fastest p allowed ones, where that count drops; the expected
+    speed, the slowest :func:`placed_speed` times ``max(0, 1 - 3 x comm_intensity)`` (the float32
+    feature) when the job's machines would outnumber the cluster's fewest for its GPUs. The consolidating
+    placement unless one is faster by the margin, then the fewest machines within the tolerance."""
+    jf, ji, mi, pi = S[0], S[1], S[3], S[13]
+    m_count = pi[NM]
+    n = 0
+    maxf = 0
+    total = 0
+    for m in range(m_count):
+        mask[m] = False
+        if ok[m]:
+            n += 1
+            total += mi[FREE, m]
+            maxf = max(maxf, mi[FREE, m])
+    if total < need:
+        for m in range(m_count):
+            mask[m] = ok[m]
+        return
+    ids = np.empty(n, np.int64)
+    neg_speed = np.empty(n)
+    hist = np.zeros(maxf + 1, np.int64)
+    i = 0
+    for m in range(m_count):
+        if ok[m]:
+            ids[i] = m
+            neg_speed[i] = -placed_speed(S, job, m)
+            hist[mi[FREE, m]] += 1
+            i += 1
+    by_speed = ids[np.argsort(neg_speed, kind="mergesort")]        # fastest first, then lower index
+    k_min = split_pieces(hist, need)
+    # The cluster's fewest machines for the job's GPUs (every machine, largest first).
+    caps = np.sort(mi[MGPUS, :m_count])
+    fewest = 0
+    held = 0
+    for i in range(m_count - 1, -1, -1):
+        if held >= ji[GPUS, job]:
+            break
+        held += caps[i]
+        fewest += 1
+    fewest = max(fewest, 1)
+    used = ji[ALEN, job]
+    ratio = max(0.0, 1.0 - 3.0 * np.float64(np.float32(jf[COMM, job])))
+    plan_k = np.empty(n, np.int64)
+    plan_e = np.empty(n)
+    plan_len = np.empty(n, np.int64)
+    n_plans = 0
+    hist[:] = 0
+    held = 0
+    scratch = np.zeros(m_count, np.bool_)
+    for p in range(n):
+        m = by_speed[p]
+        hist[mi[FREE, m]] += 1
+        held += mi[FREE, m]
+        if held < need:
+            continue
+        k = split_pieces(hist, need)
+        if n_plans > 0 and k >= plan_k[n_plans - 1]:
+            continue
+        slowest = split_members(S, by_speed, p + 1, k, maxf, scratch)
+        plan_k[n_plans] = k
+        plan_e[n_plans] = slowest * ratio if used + k > fewest else slowest
+        plan_len[n_plans] = p + 1
+        n_plans += 1
+        if k == k_min:
+            break
+    best = -np.inf
+    for i in range(n_plans):
+        if plan_e[i] > best:
+            best = plan_e[i]
+    pick = n_plans - 1                                             # the consolidating placement
+    if best > plan_e[pick] * _SPREAD_GAIN:
+        bar = best * tol_factor
+        for i in range(n_plans):
+            if plan_e[i] >= bar:
+                pick = i
+    split_members(S, by_speed, plan_len[pick], plan_k[pick], maxf, mask)
+
+
+@_jit
 def place_oracle(S, ok):
     """``OraclePlacer.place`` over the allowed machines ``ok``: machines holding the whole need
     (else all) whose speed (``FastestFirst``'s float32 features, product in float64) is within the
@@ -570,6 +695,19 @@ def place_oracle(S, ok):
     any_whole, best = fastest_speed(S, ok, job, need)
     if best == -np.inf:
         return -1
+    cand = S[26]
+    if not any_whole or S[1][ALEN, job] > 0:
+        any_whole = False
+        # The spread guard (the oracle's tolerance, the default margin; also once the job is
+        # split): only split_choice's machines, the best speed among them, most free first.
+        cand = np.zeros(m_count, np.bool_)
+        split_choice(S, ok, job, need, pf[ORACLE_TOL], cand)
+        best = -np.inf
+        for m in range(m_count):
+            if cand[m]:
+                speed = placed_speed(S, job, m)
+                if speed > best:
+                    best = speed
     duration = expm1_memo(S, job, np.float32(math.log1p(jf[DURATION, job])), E_KEY, E_VAL)
     bar = best * pf[ORACLE_TOL]
     inv_best = 1.0 / best
@@ -578,7 +716,7 @@ def place_oracle(S, ok):
     pick_tight = 0
     pick_speed = 0.0
     for m in range(m_count):
-        if not (ok[m] and (mi[FREE, m] >= need or not any_whole)):
+        if not (cand[m] and (mi[FREE, m] >= need or not any_whole)):
             continue
         speed = placed_speed(S, job, m)
         lost = duration * (1.0 / speed - inv_best)
@@ -649,24 +787,32 @@ def place_decide(S, code, prng):
                 i -= 1
         return -1
     # P_FASTEST: nominal speed x measured speed (float32 features, product in float64); prefer
-    # machines that hold the whole need; near ties to the tightest fit / the most free GPUs.
+    # machines that hold the whole need, near ties to the tightest fit, unless the job already
+    # holds a machine (is being split); else the spread guard's
+    # placement, most free GPUs first, then fastest, then the lowest index.
     any_whole, best = fastest_speed(S, ok, job, need)
     if best == -np.inf:
         return -1
-    bar = best * pf[TOL_FACTOR]
     pick = -1
+    if any_whole and S[1][ALEN, job] == 0:
+        bar = best * pf[TOL_FACTOR]
+        for m in range(m_count):
+            if not (ok[m] and mi[FREE, m] >= need):
+                continue
+            if not placed_speed(S, job, m) >= bar:
+                continue
+            if pick < 0 or mi[FREE, m] < mi[FREE, pick]:
+                pick = m
+        return pick
+    pool = np.zeros(m_count, np.bool_)
+    split_choice(S, ok, job, need, pf[TOL_FACTOR], pool)
+    pick_speed = 0.0
     for m in range(m_count):
-        if not (ok[m] and (mi[FREE, m] >= need or not any_whole)):
+        if not pool[m]:
             continue
         speed = placed_speed(S, job, m)
-        if not speed >= bar:
-            continue
-        if pick < 0:
-            pick = m
-        elif any_whole and mi[FREE, m] < mi[FREE, pick]:
-            pick = m
-        elif not any_whole and mi[FREE, m] > mi[FREE, pick]:
-            pick = m
+        if pick < 0 or mi[FREE, m] > mi[FREE, pick] or (mi[FREE, m] == mi[FREE, pick] and speed > pick_speed):
+            pick, pick_speed = m, speed
     return pick
 
 

@@ -56,7 +56,7 @@ PI_SIZE = 16
 ORDERER_CODES = {"fifo": 0, "fifo-strict": 1, "sjf": 2, "las": 3, "tiresias": 4, "2dlas": 4, "random": 5,
                  "oracle": 6, "srpt": 6}
 PLACER_CODES = {"first-fit": 0, "consolidate": 1, "best-fit": 1, "spread": 2, "fastest": 3, "random": 4,
-                "oracle": 5}
+                "clairvoyant": 5, "oracle": 5}
 O_FIFO, O_STRICT, O_SJF, O_LAS, O_TIRESIAS, O_RANDOM, O_ORACLE = range(7)
 #: The priority-mode agent's weighted LAS key (dual_agent.priority): no name in ORDERER_CODES, since
 #: it needs weights; baselines.engine.run_weighted_las_episode runs it.
