@@ -205,17 +205,18 @@ def _build_state(env, sim, codes: tuple[int, int], min_quantum: float = 0.0):
 
 def _migration_array(orderer: Any) -> np.ndarray:
     """The loop's ``mig`` array (``_loop.MG_*``) for a :class:`baselines.migrate.MigratingLAS`
-    (zeros but the marker for any other orderer): its threshold, the smallest float32
-    ``since_start_log`` whose numpy expm1 reaches ``min_run`` less the tolerance (-inf when that
-    is not positive), no job moving, no move yet."""
+    (zeros but the marker for any other orderer, the rule off): its threshold, the smallest
+    float32 ``since_start_log`` whose numpy expm1 reaches ``min_run`` less the tolerance (-inf
+    when that is not positive), no job moving, no move yet, the rule on."""
     from baselines.orderers import QUANTUM_TOLERANCE_S
 
-    mig = np.array([0.0, 0.0, -1.0, math.nan, 0.0])
+    mig = np.array([0.0, 0.0, -1.0, math.nan, 0.0, 0.0])
     threshold = getattr(orderer, "threshold", None)
     if threshold is not None:
         limit = orderer.min_run - QUANTUM_TOLERANCE_S
         mig[0] = threshold
         mig[1] = float(_expm1_threshold(limit)) if limit > 0 else -math.inf
+        mig[5] = 1.0
     return mig
 
 
@@ -243,7 +244,8 @@ N_PLACER_FEATURES = len(PLACER_FEATURES)
 
 def run_weighted_las_episode(weights: Any, placer: str, scenario: Any, split: str, seed: int,
                              env_kwargs: Optional[dict] = None, name: Optional[str] = None,
-                             allow_env_mismatch: bool = False, placer_weights: Any = None):
+                             allow_env_mismatch: bool = False, placer_weights: Any = None,
+                             migrate: Optional[float] = None):
     """One episode of the priority-mode agent's linear key on LAS (``log1p(attained) + w . phi``,
     :mod:`dual_agent.priority`) composed with the named ``placer``, in the compiled engine.
 
@@ -253,8 +255,10 @@ def run_weighted_las_episode(weights: Any, placer: str, scenario: Any, split: st
     in feature order), so the records are the API agent's (``tests/test_dual_priority.py``). ``name``: the record's policy
     name (default ``weighted-las+<placer>``). ``placer_weights``: the residual placer's
     ``N_PLACER_FEATURES`` weights on top of ``placer`` (``dual_agent.priority.ResidualPlacer``;
-    None or zeros: the placer itself). Raises :class:`Unsupported` where the API path must
-    run, ValueError for bad weights.
+    None or zeros: the placer itself). ``migrate``: ``las-migrate``'s threshold (> 1) for the
+    migration rule on top of the key (``dual_agent.priority.MigratingLearnedOrderer``; zero weights
+    and 1.5 give ``las-migrate``'s records); None: no migration. Raises :class:`Unsupported` where
+    the API path must run, ValueError for bad weights.
     """
     w = np.asarray(weights, dtype=np.float64)
     if w.shape != (N_PRIORITY_FEATURES,) or not np.isfinite(w).all():
@@ -264,15 +268,22 @@ def run_weighted_las_episode(weights: Any, placer: str, scenario: Any, split: st
         raise ValueError(f"placer_weights must be {N_PLACER_FEATURES} finite numbers, got {placer_weights!r}")
     base = f"las+{placer}"
     codes = check_request(base, env_kwargs)
+    mig = None
+    if migrate is not None:
+        from baselines.migrate import MigratingLAS
+
+        mig = _migration_array(MigratingLAS(migrate))     # validates the threshold
     return _run_codes(base, (L.O_WEIGHTED, codes[1]), scenario, split, seed, env_kwargs, allow_env_mismatch, w,
-                      name or f"weighted-las+{placer}", pw if np.any(pw) else None)
+                      name or f"weighted-las+{placer}", pw if np.any(pw) else None, mig)
 
 
 def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, seed: int,
                env_kwargs: Optional[dict], allow_env_mismatch: bool, weights: Optional[np.ndarray],
-               name_override: Optional[str], placer_weights: Optional[np.ndarray] = None):
+               name_override: Optional[str], placer_weights: Optional[np.ndarray] = None,
+               mig: Optional[np.ndarray] = None):
     """:func:`run_compiled_episode` with the codes given (the environment is ``policy``'s);
-    ``placer_weights``: the residual placer's, None for the placer alone."""
+    ``placer_weights``: the residual placer's, None for the placer alone; ``mig``: the migration
+    array (:func:`_migration_array`), None for ``policy``'s orderer's."""
     from gymnasium.utils import seeding
 
     from baselines.harness.episode import EpisodeResult, env_label
@@ -301,9 +312,10 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
         raise Unsupported("the oracle reads durations: without clairvoyant=True it runs (and fails) "
                           "through the API")
     state = _build_state(env, sim, codes, getattr(make_policy(policy).orderer, "min_quantum", 0.0))
-    if placer_weights is not None or codes[0] == L.O_MIGRATE:
+    if mig is None:
+        mig = _migration_array(make_policy(policy).orderer)
+    if placer_weights is not None or mig[5] != 0:
         state[13][L.READS_MEASURED] = 1          # the residual placer and the move rule read measured speeds
-    mig = _migration_array(make_policy(policy).orderer)
     # ComposedPolicy.reset(seed): one generator per half (the random halves draw from them).
     order_seq, place_seq = np.random.SeedSequence(seed).spawn(2)
     order_rng, place_rng = np.random.default_rng(order_seq), np.random.default_rng(place_seq)

@@ -43,8 +43,9 @@ from cluster_env.core.engine.sim import (advance, stash, place, preempt, skip_id
 
 START, PREEMPT_JOB, ADVANCE = 0, 1, 2
 # The migration rule's array (run_episode's ``mig``): threshold, float32 since-start threshold,
-# the job preempted to move (-1: none) and when, the number of moves.
-MG_THRESHOLD, MG_SINCE, MG_JOB, MG_TIME, MG_COUNT = range(5)
+# the job preempted to move (-1: none) and when, the number of moves, and whether the rule is on
+# (``las-migrate``, or the priority agent with ``migrate``; any priority orderer reads it).
+MG_THRESHOLD, MG_SINCE, MG_JOB, MG_TIME, MG_COUNT, MG_ON = range(6)
 _F32_SIGN = 0x7FFFFFFF
 
 # The layout, the orderers' and the placers' constants (QUANTUM_TOLERANCE_S, the spread guard's
@@ -437,12 +438,13 @@ def migrate_restart(S, mig, now):
 def order_priority(S, rule, thresholds, limits, weights, feat, tenant, tstat, tfold, mig):
     """``PreemptivePriority.order`` with LAS's, Tiresias', the SRPT oracle's or the priority-mode
     agent's keys (``rule``: the orderer's code; ``weights`` to ``tfold``: :func:`weighted_order`'s);
-    with ``O_MIGRATE``, LAS plus ``MigratingLAS``'s moves (``mig``: its parameters and marker)."""
+    with ``mig[MG_ON]`` (``O_MIGRATE``: LAS; ``O_WEIGHTED``: the priority agent with ``migrate``),
+    plus ``MigratingLAS``'s moves (``mig``: its parameters and marker)."""
     jf, ji, sc, ic, pi = S[0], S[1], S[10], S[11], S[13]
     ti, allowed = S[6], S[16]
     cand, keys = S[24], S[25]
     now = sc[NOW]
-    if rule == O_MIGRATE and mig[MG_JOB] >= 0:
+    if mig[MG_ON] != 0 and mig[MG_JOB] >= 0:
         j = migrate_restart(S, mig, now)
         if j >= 0:
             return start_priority(S, j, now)
@@ -518,7 +520,7 @@ def order_priority(S, rule, thresholds, limits, weights, feat, tenant, tstat, tf
         fit = ji[GPUS, j] <= (ic[FREE_TOTAL] if pi[HAS_ALLOWED] == 0 else usable_free(ti, allowed, j))
         if ji[STATUS, j] != ST_RUNNING and fit and jf[PREEMPTED_NOW, j] != now:
             return start_priority(S, j, now)
-    if rule == O_MIGRATE and tick:
+    if mig[MG_ON] != 0 and tick:
         j = migrate_pick(S, cand, nv, mig, now)
         if j >= 0:
             jf[STOPPED_AT, j] = now
@@ -873,7 +875,7 @@ def run_episode(S, rng, orng, prng, thresholds, limits, weights, feat, tenant, t
     """One episode from the state right after the simulator's construction (``env.reset``);
     ``weights`` to ``tfold`` are read by the weighted orderer only (empty arrays otherwise); ``pw``,
     when not empty, are the residual placer's weights on top of the placer; ``mig`` (5,) the
-    migration rule's parameters and state (``MG_*``; read by ``O_MIGRATE`` only)."""
+    migration rule's parameters and state (``MG_*``; read by the priority orderers when ``MG_ON``)."""
     S = stash(S)            # one pointer to uncounted arrays for every call below (engine.ref)
     ic, pi = S[11], S[13]
     orderer = pi[ORDERER]

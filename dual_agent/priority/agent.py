@@ -22,10 +22,18 @@ places on the allowed machine with the highest ``v . psi(machine) + PLACER_BONUS
 picks it]``, ``psi`` the :data:`PLACER_FEATURES`; with ``v = 0`` it is the heuristic, machine for
 machine, and a learned ``v`` must outweigh the bonus to deviate.
 
+With the ``migrate`` field (a threshold > 1; None, the default, and files without the field: no
+migration) the orderer is :class:`MigratingLearnedOrderer`: the learned key decides which jobs run,
+and ``las-migrate``'s rule (:class:`baselines.migrate.MigratingLAS`) moves a running one-machine
+job to a free machine at least ``migrate`` times faster when the agent would advance at a tick.
+With zero weights and ``migrate=1.5`` the agent **is** ``las-migrate``, decision for decision
+(tested against the compiled ``las-migrate`` baseline), so a trained agent starts there.
+
 The agent is a plain numpy policy (no torch at run time): :class:`PriorityAgentPolicy` composes
 the orderer with a placer (a heuristic placer by name, the ``placer`` field, under the residual
 scorer), carries its
-environment needs (``preemption=True``, ``observation="extended"``) and is saved as one JSON file
+environment needs (``preemption=True``, ``observation="extended"``, ``"extended-v2"`` with
+``migrate``, whose placement columns the rule reads) and is saved as one JSON file
 (:func:`save_priority_agent`, :func:`load_priority_agent`; names ending in ``.priority.json`` load
 in the harness and ``cluster-bench run``). Training: :mod:`dual_agent.priority.es`.
 """
@@ -40,6 +48,7 @@ from typing import Any, Optional
 import numpy as np
 
 from baselines.learned_key import PLACER_BONUS, PLACER_FEATURES, PRIORITY_FEATURES
+from baselines.migrate import MIGRATE_OBSERVATION, MigratingLAS
 from baselines.obs import M as _M
 from baselines.orderers import PreemptivePriority, visible_candidates
 from baselines.placers import allowed_machines, speed_and_fit
@@ -53,6 +62,7 @@ SUFFIX = ".priority.json"
 
 _JF = {n: i for i, n in enumerate(job_features("extended"))}
 _GF = {n: i for i, n in enumerate(global_features("extended"))}
+_N_EXTENDED_V2 = len(job_features(MIGRATE_OBSERVATION))
 
 
 class PriorityCheckpointError(ValueError):
@@ -132,9 +142,11 @@ def priority_features(obs: dict, rows: np.ndarray) -> np.ndarray:
     """(len(rows), F) :data:`PRIORITY_FEATURES` of the candidate ``rows`` of an extended observation."""
     jobs = obs["jobs"]
     g = obs["global"]
-    if jobs.shape[1] != len(_JF):
-        raise ValueError(f"the priority agent reads the extended observation ({len(_JF)} job columns), "
-                         f"got {jobs.shape[1]}: create the environment with observation='extended'")
+    # extended-v2 (the migrating agent's) appends columns to extended's: the same leading columns.
+    if jobs.shape[1] not in (len(_JF), _N_EXTENDED_V2):
+        raise ValueError(f"the priority agent reads the extended observation ({len(_JF)} job columns, or "
+                         f"{_N_EXTENDED_V2} with {MIGRATE_OBSERVATION}), got {jobs.shape[1]}: create the "
+                         f"environment with observation='extended'")
     x = jobs[rows].astype(np.float64)
     fm, fr = float(g[_GF["finished_mean_log"]]), float(g[_GF["finished_recent_log"]])
     tm, tr = x[:, _JF["tenant_mean_log"]], x[:, _JF["tenant_recent_log"]]
@@ -168,16 +180,44 @@ class LearnedPriorityOrderer(PreemptivePriority):
         self.model = model
 
     def keys(self, obs: dict, info: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        rows, ids = visible_candidates(obs, info)
-        attained = obs["jobs"][rows, _JF["attained_all_log"]].astype(np.float64)
-        if not len(rows):
-            return rows, attained, ids
-        with np.errstate(over="ignore", invalid="ignore"):
-            keys = attained + self.model.score(priority_features(obs, rows))
-        if not np.all(np.isfinite(keys)):
-            raise ValueError("priority agent: a priority key is not finite (inf or NaN); its weights are too "
-                             f"large for its inputs (load_priority_agent bounds them by +-{MAX_WEIGHT:g})")
-        return rows, keys, ids
+        return learned_keys(self.model, obs, info)
+
+
+def learned_keys(model: PriorityModel, obs: dict, info: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, key, job id) of every visible candidate, key ``log1p(attained) + model.score(phi)``
+    (lower runs first): the ``keys`` of both learned orderers."""
+    rows, ids = visible_candidates(obs, info)
+    attained = obs["jobs"][rows, _JF["attained_all_log"]].astype(np.float64)
+    if not len(rows):
+        return rows, attained, ids
+    with np.errstate(over="ignore", invalid="ignore"):
+        keys = attained + model.score(priority_features(obs, rows))
+    if not np.all(np.isfinite(keys)):
+        raise ValueError("priority agent: a priority key is not finite (inf or NaN); its weights are too "
+                         f"large for its inputs (load_priority_agent bounds them by +-{MAX_WEIGHT:g})")
+    return rows, keys, ids
+
+
+class MigratingLearnedOrderer(MigratingLAS):
+    """:class:`LearnedPriorityOrderer`'s key under ``las-migrate``'s rule: the learned key orders
+    (and so decides which jobs run and which are preempted), and when the agent would advance at a
+    tick, :class:`~baselines.migrate.MigratingLAS`'s rule preempts the running one-machine job
+    that a free machine runs at least ``threshold`` times faster and restarts it at once (the
+    placer then moves it). :meth:`PriorityModel.zeros` gives ``las-migrate<threshold>`` exactly.
+
+    Args:
+        model: the score.
+        threshold: the speed-up a move needs (> 1; ``las-migrate``'s default 1.5).
+        preempt_at: ``"tick"`` (default) or ``"event"``, as for :class:`baselines.orderers.LAS`.
+    """
+
+    def __init__(self, model: PriorityModel, threshold: float, preempt_at: str = "tick") -> None:
+        super().__init__(threshold, preempt_at=preempt_at)
+        self.model = model
+        self.name = f"learned-priority-migrate{self.threshold:g}"
+
+    def keys(self, obs: dict, info: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return learned_keys(self.model, obs, info)
 
 
 def placer_features(obs: dict, ok: np.ndarray) -> np.ndarray:
@@ -230,6 +270,8 @@ class PriorityAgentSpec:
     placer: str = "fastest"
     preempt_at: str = "tick"
     training: dict = field(default_factory=dict)    # command, seed, wall time, iterations, figures
+    # las-migrate's threshold (> 1): the migration rule on top of the learned key; None: no migration.
+    migrate: Optional[float] = None
 
 
 class PriorityAgentPolicy(ComposedPolicy):
@@ -244,9 +286,11 @@ class PriorityAgentPolicy(ComposedPolicy):
     def __init__(self, model: PriorityModel, spec: PriorityAgentSpec, name: Optional[str] = None) -> None:
         if spec.placer not in PLACERS:
             raise ValueError(f"placer must be one of {sorted(PLACERS)}, got {spec.placer!r}")
+        check_migrate(spec.migrate)
         self.model, self.spec = model, spec
-        super().__init__(LearnedPriorityOrderer(model, spec.preempt_at), ResidualPlacer(PLACERS[spec.placer](),
-                                                                                        model.placer),
+        orderer = (LearnedPriorityOrderer(model, spec.preempt_at) if spec.migrate is None
+                   else MigratingLearnedOrderer(model, spec.migrate, spec.preempt_at))
+        super().__init__(orderer, ResidualPlacer(PLACERS[spec.placer](), model.placer),
                          name=name or f"dual-priority({spec.placer})")
 
     @property
@@ -275,7 +319,17 @@ class PriorityAgentPolicy(ComposedPolicy):
             raise Unsupported("event-time preemption of a priority agent runs through the API")
         return run_weighted_las_episode(self.model.linear, self.spec.placer, scenario, split, seed, env_kwargs,
                                         name=self.name, allow_env_mismatch=allow_env_mismatch,
-                                        placer_weights=self.model.placer)
+                                        placer_weights=self.model.placer, migrate=self.spec.migrate)
+
+
+def check_migrate(value: Any) -> Optional[float]:
+    """``value`` if it is a valid ``migrate`` setting (None, or a finite threshold > 1, not a
+    bool); a ``ValueError`` naming the field otherwise."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 1):
+        raise ValueError(f"migrate must be null (no migration) or a speed-up threshold > 1, got {value!r}")
+    return value
 
 
 # ---------------------------------------------------------------- files
@@ -283,8 +337,11 @@ def save_priority_agent(policy: PriorityAgentPolicy, path: "str | Path") -> Path
     """Write ``policy`` as JSON (``FORMAT``, ``VERSION``, features, spec, weights); returns the path."""
     path = Path(path)
     m = policy.model
+    spec = asdict(policy.spec)
+    if spec["migrate"] is None:        # files of agents without migration stay as they were
+        del spec["migrate"]
     doc = {"format": FORMAT, "version": VERSION, "features": list(PRIORITY_FEATURES),
-           "placer_features": list(PLACER_FEATURES), **asdict(policy.spec),
+           "placer_features": list(PLACER_FEATURES), **spec,
            "weights": {"linear": m.linear.tolist(), "hidden_w": m.hidden_w.tolist(),
                        "hidden_b": m.hidden_b.tolist(), "out": m.out.tolist(), "placer": m.placer.tolist()}}
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -389,8 +446,13 @@ def load_priority_agent(path: "str | Path", scenario: Optional[str] = None,
     training = doc.get("training", {})
     if not isinstance(training, dict):
         raise PriorityCheckpointError(f"{path}: field training must be an object, got {training!r}")
+    try:
+        migrate = check_migrate(doc.get("migrate"))
+    except ValueError as exc:
+        raise PriorityCheckpointError(f"{path}: field {exc}") from None
     spec = PriorityAgentSpec(scenario=_text(doc, "scenario", path), placer=_text(doc, "placer", path, "fastest"),
-                             preempt_at=_text(doc, "preempt_at", path, "tick"), training=dict(training))
+                             preempt_at=_text(doc, "preempt_at", path, "tick"), training=dict(training),
+                             migrate=None if migrate is None else float(migrate))
     if scenario is not None and spec.scenario != scenario:
         raise PriorityCheckpointError(f"{path}: trained for scenario {spec.scenario!r}, not {scenario!r}")
     try:

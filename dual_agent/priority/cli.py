@@ -60,6 +60,11 @@ def register_command(subparsers: "argparse._SubParsersAction") -> None:
     p.add_argument("--test-windows", type=int, default=None,
                    help="test windows the best weights are scored on at the end, paired with LAS + the placer "
                         "(default 100; 0: none)")
+    p.add_argument("--migrate", type=_threshold, default=None, metavar="THRESHOLD",
+                   help="add las-migrate's rule (move a running one-machine job to a free machine at least "
+                        "THRESHOLD times faster when the agent would advance at a tick; 1.5 is las-migrate's): "
+                        "the untrained agent is then las-migrate (default: no migration, the untrained agent "
+                        "is LAS)")
     p.add_argument("--seed", type=int, default=None, help="random seed of the run (default 0)")
     p.add_argument("--out", default=None, help="run folder (default runs/priority-<scenario>)")
     p.add_argument("--smoke", action="store_true", help="a tiny run for CI (seconds)")
@@ -88,6 +93,17 @@ def _positive_minutes(text: str) -> float:
     return value
 
 
+def _threshold(text: str) -> float:
+    """``--migrate``: a finite speed-up > 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 1):
+        raise argparse.ArgumentTypeError(f"must be a speed-up threshold > 1 (e.g. 1.5), got {text!r}")
+    return value
+
+
 def cmd_train_priority(args: argparse.Namespace) -> int:
     from dual_agent.priority.es import ESConfig, train_priority
     from dual_agent.priority.agent import SUFFIX
@@ -96,7 +112,7 @@ def cmd_train_priority(args: argparse.Namespace) -> int:
     kw = dict(SMOKE) if args.smoke else {}
     for key in ("placer", "hidden", "sigma", "lr", "pairs", "windows", "iterations", "max_minutes", "eval_every",
                 "eval_seeds", "workers", "seed", "engine", "tenant_features", "pairing", "learn", "train_load",
-                "validation", "test_windows"):
+                "validation", "test_windows", "migrate"):
         value = getattr(args, key)
         if value is not None:
             kw[key] = value

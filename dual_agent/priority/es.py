@@ -33,7 +33,10 @@ compiled loop (:func:`baselines.engine.run_weighted_las_episode`: about 0.13 s o
 1,000-job Philly window against 2-45 s through the PettingZoo API, with the same records on the windows
 tested, tenant statistics included), so an iteration can afford tens of windows.
 ``engine="api"`` plays hidden layers too. ``tenant_features=False`` keeps the three tenant weights
-at zero (the ablation without the tenants' finished-duration statistics).
+at zero (the ablation without the tenants' finished-duration statistics). ``migrate`` (a threshold
+> 1) trains the agent under ``las-migrate``'s migration rule (:class:`dual_agent.priority.agent.MigratingLearnedOrderer`):
+the untrained agent is then ``las-migrate`` itself, the reference every pair, validation and the
+test report compare with.
 """
 from __future__ import annotations
 
@@ -52,7 +55,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from baselines.learned_key import TENANT_FEATURES
-from dual_agent.priority.agent import (PriorityAgentPolicy, PriorityAgentSpec, PriorityModel, SUFFIX,
+from dual_agent.priority.agent import (PriorityAgentPolicy, PriorityAgentSpec, PriorityModel, SUFFIX, check_migrate,
                                        load_priority_agent, save_priority_agent)
 from dual_agent.validation import VALIDATION_MODES, ValidationSet, validation_set
 
@@ -107,6 +110,9 @@ class ESConfig:
     # Test windows (seeds 0 .. test_windows - 1) the finished run's best weights are scored on,
     # paired with the untrained agent; 0: none.
     test_windows: int = 100
+    # las-migrate's threshold (> 1): the migration rule on top of the learned key, so the untrained
+    # agent is las-migrate; None (default): no migration, the untrained agent is LAS.
+    migrate: Optional[float] = None
 
     def __post_init__(self) -> None:
         for name in ("pairs", "windows", "iterations", "eval_every", "eval_seeds", "workers"):
@@ -142,8 +148,18 @@ class ESConfig:
             raise ValueError(f"tenant_features must be True or False, got {self.tenant_features!r}")
         if self.engine == "compiled" and self.hidden:
             raise ValueError("engine='compiled' runs a linear score only (hidden=0); use engine='api'")
+        check_migrate(self.migrate)
         if not self.out:
             self.out = f"runs/priority-{self.scenario}"
+
+    def untrained_name(self) -> str:
+        """The baseline the untrained agent is: ``las+<placer>``, or with ``migrate``
+        ``las-migrate<x>+<placer>`` (``las-migrate`` for x = 1.5 and the fastest placer)."""
+        if self.migrate is None:
+            return f"las+{self.placer}"
+        from baselines.migrate import MigratingLAS
+
+        return f"{MigratingLAS(self.migrate).name}+{self.placer}"
 
     def resolved_engine(self) -> str:
         """The engine the episodes run in ("compiled" or "api")."""
@@ -202,19 +218,20 @@ def antithetic_gradient(log_cost_plus: np.ndarray, log_cost_minus: np.ndarray, e
 
 # ---------------------------------------------------------------- episodes (worker side)
 def _episode_cost(task: tuple) -> float:
-    """avg JCT of one episode: (flat weights, hidden, spec fields, split, seed, env_kwargs, engine)."""
-    theta, hidden, scenario, placer, split, seed, env_kwargs, engine = task
+    """avg JCT of one episode: (flat weights, hidden, spec fields, split, seed, env_kwargs, engine,
+    migrate)."""
+    theta, hidden, scenario, placer, split, seed, env_kwargs, engine, migrate = task
     if engine == "compiled":
         from baselines.engine import run_weighted_las_episode
 
         model = PriorityModel.zeros().with_flat(theta)
         record = run_weighted_las_episode(model.linear, placer, scenario, split, int(seed), env_kwargs,
-                                          placer_weights=model.placer).record
+                                          placer_weights=model.placer, migrate=migrate).record
     else:
         from baselines.harness.episode import run_episode
 
         model = PriorityModel.zeros(hidden).with_flat(theta)
-        policy = PriorityAgentPolicy(model, PriorityAgentSpec(scenario, placer))
+        policy = PriorityAgentPolicy(model, PriorityAgentSpec(scenario, placer, migrate=migrate))
         record = run_episode(policy, scenario, split, int(seed), env_kwargs=env_kwargs).record
     cost = float(record["avg_jct"])
     if not (math.isfinite(cost) and cost > 0):
@@ -318,11 +335,12 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
 
     def spec(extra: dict) -> PriorityAgentSpec:
         return PriorityAgentSpec(config.scenario, config.placer, training={
-            "algorithm": "es", "command": command, "config": asdict(config), "engine": engine, **extra})
+            "algorithm": "es", "command": command, "config": asdict(config), "engine": engine, **extra},
+            migrate=config.migrate)
 
     def validation(th: np.ndarray) -> np.ndarray:
-        return runner.costs([(th, hidden, config.scenario, config.placer, split, s, eval_kw, engine)
-                             for split, s in eval_windows])
+        return runner.costs([(th, hidden, config.scenario, config.placer, split, s, eval_kw, engine,
+                              config.migrate) for split, s in eval_windows])
 
     log_path = run_dir / "log.csv"
     fields = ["iteration", "episodes", "wall_s", "grad_norm", "step_norm", "train_log_cost", "pair_spread",
@@ -363,7 +381,7 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
             las_val = validation(theta)
             best_theta, best_ratio, best_iter = theta.copy(), 1.0, 0
             episodes = len(eval_windows)
-            log(f"iteration 0: untrained agent (LAS+{config.placer}) validation mean avg JCT {las_val.mean():,.0f} s "
+            log(f"iteration 0: untrained agent ({config.untrained_name()}) validation mean avg JCT {las_val.mean():,.0f} s "
                 f"on {len(eval_windows)} windows; episodes in the {engine} engine")
             fh = open(log_path, "w", newline="")
             writer = csv.DictWriter(fh, fieldnames=fields)
@@ -400,7 +418,7 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
                                        (config.pairs, 2, config.windows))
                 eps = directions()
                 tasks = [(theta + sign * config.sigma * e, hidden, config.scenario, config.placer, "train",
-                          int(windows[i] if shared else windows[p, k, i]), train_kw, engine)
+                          int(windows[i] if shared else windows[p, k, i]), train_kw, engine, config.migrate)
                          for p, e in enumerate(eps) for k, sign in enumerate((1.0, -1.0))
                          for i in range(config.windows)]
                 costs = np.log(runner.costs(tasks)).reshape(config.pairs, 2, config.windows)
@@ -476,7 +494,7 @@ def validation_record(vset: ValidationSet) -> dict:
 
 def test_report(theta: np.ndarray, theta0: np.ndarray, config: ESConfig, hidden: int, engine: str,
                 log: Callable[[str], None] = print) -> dict:
-    """``theta`` against the untrained agent (LAS + the placer) on test windows ``0 ..
+    """``theta`` against the untrained agent (:meth:`ESConfig.untrained_name`) on test windows ``0 ..
     config.test_windows - 1``: the geometric mean of the per-window ratio of average JCT, its 95%
     bootstrap interval and the win rate (the figures a claim quotes, over that many windows)."""
     from baselines.harness.stats import geo_mean_ci
@@ -485,16 +503,16 @@ def test_report(theta: np.ndarray, theta0: np.ndarray, config: ESConfig, hidden:
     seeds = range(config.test_windows)
     runner = _Runner(config.workers)
     try:
-        costs = runner.costs([(th, hidden, config.scenario, config.placer, "test", s, kw, engine)
+        costs = runner.costs([(th, hidden, config.scenario, config.placer, "test", s, kw, engine, config.migrate)
                               for th in (theta, theta0) for s in seeds]).reshape(2, -1)
     finally:
         runner.close()
     ratios = costs[0] / costs[1]
     g, lo, hi = geo_mean_ci(ratios)
-    out = {"windows": config.test_windows, "reference": f"las+{config.placer}", "ratio": g, "ci_low": lo,
+    out = {"windows": config.test_windows, "reference": config.untrained_name(), "ratio": g, "ci_low": lo,
            "ci_high": hi, "win_rate": float(np.mean(costs[0] < costs[1]))}
     note = "" if config.test_windows >= 100 else " (fewer than 100 windows: not enough to carry a claim)"
-    log(f"test windows 0-{config.test_windows - 1}: best / las+{config.placer} = {g:.3f} [{lo:.3f}, {hi:.3f}] "
+    log(f"test windows 0-{config.test_windows - 1}: best / {config.untrained_name()} = {g:.3f} [{lo:.3f}, {hi:.3f}] "
         f"(95% bootstrap interval of the geometric mean), win rate {out['win_rate']:.2f}, over "
         f"{config.test_windows} windows{note}")
     return out
