@@ -14,10 +14,11 @@ printed. ``--references agnostic`` scores every info-agnostic heuristic (``fifo`
 ``fifo-strict``, ``tiresias``, ``las``, each with each of the placers ``first-fit``,
 ``consolidate``, ``spread``, ``fastest``) and compares the agent with the best of them on these
 windows (lowest mean average JCT; chosen on the test windows themselves, which favours the
-heuristic). ``--out`` writes the records and summaries as JSON.
+heuristic); ``agnostic,las-migrate`` adds ``las-migrate`` (the yardstick on heterogeneous clusters)
+to them. ``--out`` writes the records and summaries as JSON.
 
     python benchmarks/eval_dual_paired.py runs/mine/best.pt [--scenario philly-v1] [--seeds 0-99]
-        [--references las,tiresias|agnostic] [--oracle] [--out paired.json]
+        [--references las,tiresias|agnostic|agnostic,las-migrate] [--oracle] [--out paired.json]
 """
 from __future__ import annotations
 
@@ -80,6 +81,17 @@ def evaluate_paired(checkpoint: str, scenario: str, split: str, seeds: list[int]
     return out
 
 
+def expand_references(text: str) -> list[str]:
+    """``--references``: comma-separated policy names, where ``agnostic`` stands for the 16
+    :data:`AGNOSTIC` heuristics (``agnostic,las-migrate`` adds the migration rule to them)."""
+    refs: list[str] = []
+    for name in (r for r in text.split(",") if r):
+        for ref in (AGNOSTIC if name == "agnostic" else (name,)):
+            if ref not in refs:
+                refs.append(ref)
+    return refs
+
+
 def few_windows_note(windows: int) -> str:
     """The line that flags a comparison over fewer than :data:`CLAIM_WINDOWS` distinct windows
     (empty when there are enough)."""
@@ -105,7 +117,7 @@ def main() -> None:
                    help="score the agent on another scenario than it was trained for, with other numbers of "
                         "machines or rows too (generalisation)")
     args = p.parse_args()
-    refs = list(AGNOSTIC) if args.references == "agnostic" else [r for r in args.references.split(",") if r]
+    refs = expand_references(args.references)
     res = evaluate_paired(args.checkpoint, args.scenario, args.split, parse_seeds(args.seeds), refs, args.oracle,
                           args.workers, {"jobs_per_episode": args.jobs_per_episode} if args.jobs_per_episode else None,
                           args.allow_transfer)

@@ -109,7 +109,7 @@ def test_es_plays_the_migrating_agent_and_names_its_reference(monkeypatch, tmp_p
                       validation="split", test_windows=2, migrate=1.5, out=str(tmp_path / "run"))
     result = train_priority(config, log=lambda msg: None)
     assert seen == {1.5}
-    assert result.test["reference"] == "las-migrate+fastest"
+    assert result.test["reference"] == "las-migrate"          # the registered name of las-migrate + fastest
     assert load_priority_agent(tmp_path / "run" / "best.priority.json").spec.migrate == 1.5
     assert ESConfig(placer="consolidate", migrate=2.0).untrained_name() == "las-migrate2+consolidate"
     assert ESConfig().untrained_name() == "las+fastest"
@@ -131,3 +131,16 @@ def test_the_name_of_a_migrating_learned_orderer():
     assert baselines.make_policy("las-migrate").orderer.threshold == orderer.threshold
     with pytest.raises(ValueError, match="threshold"):
         MigratingLearnedOrderer(PriorityModel.zeros(), 1.0)
+
+
+def test_paired_evaluation_adds_las_migrate_to_the_agnostic_references():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "eval_dual_paired.py"
+    spec = importlib.util.spec_from_file_location("eval_dual_paired", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    refs = mod.expand_references("agnostic,las-migrate,las+fastest")
+    assert refs == [*mod.AGNOSTIC, "las-migrate"]                 # las+fastest once, in the agnostic block
+    assert mod.expand_references("las+fastest,las-migrate") == ["las+fastest", "las-migrate"]

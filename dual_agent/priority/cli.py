@@ -136,8 +136,9 @@ def cmd_train_priority(args: argparse.Namespace) -> int:
                       "best_validation_ratio_to_untrained": round(result.best_ratio, 5), "best": str(best),
                       "log": str(result.run_dir / "log.csv"), **({"test": result.test} if result.test else {})},
                      indent=2))
+    refs = "agnostic" if config.migrate is None else f"las+{config.placer},{config.untrained_name()}"
     print(f"\nscore it (100 test windows, paired): python benchmarks/eval_dual_paired.py {best} "
-          f"--scenario {config.scenario} --references agnostic")
+          f"--scenario {config.scenario} --references {refs}")
     return 0
 
 

@@ -159,7 +159,8 @@ class ESConfig:
             return f"las+{self.placer}"
         from baselines.migrate import MigratingLAS
 
-        return f"{MigratingLAS(self.migrate).name}+{self.placer}"
+        name = MigratingLAS(self.migrate).name
+        return name if (name, self.placer) == ("las-migrate", "fastest") else f"{name}+{self.placer}"
 
     def resolved_engine(self) -> str:
         """The engine the episodes run in ("compiled" or "api")."""
