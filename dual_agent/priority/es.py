@@ -34,9 +34,9 @@ compiled loop (:func:`baselines.engine.run_weighted_las_episode`: about 0.13 s o
 tested, tenant statistics included), so an iteration can afford tens of windows.
 ``engine="api"`` plays hidden layers too. ``tenant_features=False`` keeps the three tenant weights
 at zero (the ablation without the tenants' finished-duration statistics). ``migrate`` (a threshold
-> 1) trains the agent under ``las-migrate``'s migration rule (:class:`dual_agent.priority.agent.MigratingLearnedOrderer`):
-the untrained agent is then ``las-migrate`` itself, the reference every pair, validation and the
-test report compare with.
+> 1) trains the agent under ``las-migrate``'s migration rule
+(:class:`dual_agent.priority.agent.MigratingLearnedOrderer`): the untrained agent is then
+``las-migrate`` itself, the reference every validation and the test report compare with.
 """
 from __future__ import annotations
 
@@ -382,7 +382,8 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
             las_val = validation(theta)
             best_theta, best_ratio, best_iter = theta.copy(), 1.0, 0
             episodes = len(eval_windows)
-            log(f"iteration 0: untrained agent ({config.untrained_name()}) validation mean avg JCT {las_val.mean():,.0f} s "
+            log(f"iteration 0: untrained agent ({config.untrained_name()}) validation mean avg JCT "
+                f"{las_val.mean():,.0f} s "
                 f"on {len(eval_windows)} windows; episodes in the {engine} engine")
             fh = open(log_path, "w", newline="")
             writer = csv.DictWriter(fh, fieldnames=fields)
