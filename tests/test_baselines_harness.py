@@ -205,8 +205,8 @@ def test_cluster_bench_scenarios_lists_every_scenario(capsys):
     assert "152 GPUs" in text and "1213 machines" in text
 
 
-# openb-full-v1's episodes hold 30,000 pods (5-7 s each): its file keeps three policies and seeds.
-_SMALL_SCORES = {"openb-full-v1": ({"fifo", "sjf", "fifo+fastest"}, [0, 1, 2])}
+# openb-full-v1's episodes hold 30,000 pods (4-7 s each compiled): its file keeps a few policies and three seeds.
+_SMALL_SCORES = {"openb-full-v1": ({"fifo", "sjf", "fifo+fastest", "gittins"}, [0, 1, 2])}
 
 
 @pytest.mark.parametrize("scenario", ["toy-v0", "philly-v0", "openb-v0", "openb-full-v0",
