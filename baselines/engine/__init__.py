@@ -380,7 +380,8 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
                 "jobs_unfinished": int(sim.num_jobs) - int(metrics["jobs_finished"]),
                 "offered_load": float(load), "pending_window": int(env.sched.pending_window),
                 "return": float(sc[L.RETURN]), "steps": int(ic[L.STEPS]), "wall_s": wall})
-    return EpisodeResult(record=row, engine="compiled")
+    done = ~np.isnan(jf[L.FINISH])
+    return EpisodeResult(record=row, engine="compiled", jct=(jf[L.FINISH] - sim.submit)[done])
 
 
 __all__ = ["ENGINE_ENV_VAR", "Unsupported", "available", "check_request", "engine_mode", "policy_codes",
