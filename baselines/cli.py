@@ -110,7 +110,8 @@ def parse_env_overrides(items: Sequence[str]) -> dict:
 
 
 def default_policies(scenario: str) -> list[str]:
-    """The named baselines (``las-migrate`` too on a cluster of several GPU types), plus the
+    """The named baselines (``las-migrate`` too where the GPU types differ in speed by its threshold:
+    ``baselines.registry.default_baselines``), plus the
     policies installed packages offer for ``scenario`` (entry points ``cluster_bench.policies``
     whose ``default_for(scenario)`` is true: the dual agent where a checkpoint ships)."""
     import cluster_env
@@ -118,7 +119,8 @@ def default_policies(scenario: str) -> list[str]:
 
     names = list(BASELINE_NAMES)
     try:
-        names = list(default_baselines(len(cluster_env.get_scenario(scenario).cluster().gpu_type_names)))
+        chosen = cluster_env.get_scenario(scenario)
+        names = list(default_baselines(chosen.cluster().gpu_type_names, chosen.world.reference_gpu))
     except (KeyError, ValueError):      # not a registered scenario name: the plain baselines
         pass
     for name, ep in plugin_policies().items():
@@ -171,7 +173,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     args.resources.enter_context(reserve_folder(out, names=RUN_FILES, need_bytes=estimate_bytes(
         len(policies) * len(args.seeds), plots)))
     tasks = make_tasks(policies, [args.scenario], args.split, args.seeds, env_kwargs,
-                       record_seeds=args.seeds if not args.no_plots else (), allow_env_mismatch=allow, labels=labels)
+                       record_seeds=args.seeds[:1] if not args.no_plots else (), allow_env_mismatch=allow, labels=labels)
     print(f"cluster-bench run: {len(policies)} policies x {len(args.seeds)} seeds on {args.scenario}/{args.split}"
           f" ({args.backend} backend)", flush=True)
     arrivals = arrivals_note(args.scenario, env_kwargs)

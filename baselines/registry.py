@@ -46,10 +46,12 @@ from __future__ import annotations
 
 import re
 import warnings
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
 
 from baselines.gittins import Gittins
-from baselines.migrate import LAS_MIGRATE_FAMILY, MigratingLAS, las_migrate_threshold
+from baselines.migrate import DEFAULT_MIGRATE_THRESHOLD, LAS_MIGRATE_FAMILY, MigratingLAS, las_migrate_threshold
 from baselines.orderers import FIFO, LAS, SJF, OracleSRPT, RandomOrderer, Tiresias
 from baselines.placers import BestFit, FastestFirst, FirstFit, OraclePlacer, RandomPlacer, Spread
 from baselines.policy import ComposedPolicy, Orderer, Placer
@@ -95,14 +97,30 @@ DEPRECATED_PLACERS = {"oracle": "clairvoyant"}
 #: The named baselines every scenario's default run holds, in table order (``las-migrate`` only
 #: on heterogeneous clusters: :func:`default_baselines`).
 BASELINE_NAMES = tuple(name for name in NAMED if name != "las-migrate")
-#: Named baselines a default run adds on a heterogeneous cluster (more than one GPU type): the
-#: migration yardstick (its scores are checked in for the v1 scenarios).
+#: Named baselines a default run adds on a heterogeneous cluster whose GPU types differ in speed by
+#: at least the migration threshold: the migration yardstick (its scores are checked in for the v1
+#: scenarios).
 HETEROGENEOUS_BASELINES = ("las-migrate",)
 
 
-def default_baselines(gpu_types: int) -> tuple[str, ...]:
-    """The named baselines a default run scores on a cluster with ``gpu_types`` GPU types."""
-    return BASELINE_NAMES + (HETEROGENEOUS_BASELINES if gpu_types > 1 else ())
+def speed_spread(gpu_types: Sequence[str], reference_gpu: str = "V100") -> float:
+    """How much faster the cluster's fastest GPU type is than its slowest: the ratio of their
+    median relative speeds over the job types (1-GPU figures, ``cluster_env.world``'s table);
+    1.0 for one type. philly-v1 (P100, P40) 1.29; philly-hetero-v1 4.1; openb-v1 5.5; modern-v1 6.7."""
+    from cluster_env.world import relative_speed_table
+
+    if len(gpu_types) < 2:
+        return 1.0
+    medians = np.median(relative_speed_table(list(gpu_types), reference_gpu)[:, :, 0], axis=0)
+    return float(medians.max() / medians.min())
+
+
+def default_baselines(gpu_types: Sequence[str], reference_gpu: str = "V100") -> tuple[str, ...]:
+    """The named baselines a default run scores on a cluster of the ``gpu_types`` GPU types:
+    ``las-migrate`` too where the types' :func:`speed_spread` reaches its threshold (elsewhere
+    the rule can rarely fire, and its API episodes are the slowest of a recorded run)."""
+    migrate = speed_spread(gpu_types, reference_gpu) >= DEFAULT_MIGRATE_THRESHOLD
+    return BASELINE_NAMES + (HETEROGENEOUS_BASELINES if migrate else ())
 
 
 #: The orderer family ``las-q<minutes>``: LAS with ``min_quantum`` = minutes x 60 (minutes > 0).

@@ -8,9 +8,9 @@ windows 0-99, durations hidden: a claim rests on 100 test windows, DESIGN sectio
 said in the output) once, then prints, per reference, the harness's paired summary
 (``baselines.harness.stats.paired_summary``, what ``cluster-bench compare`` prints): the geometric
 mean of the per-window ratio of average JCT, its 95% bootstrap interval and the win rate. With
-``--oracle`` the clairvoyant ``oracle`` is scored too (a clairvoyant reference that reads durations; not an upper bound),
-and the share of the headroom between the best reference and the oracle that the agent takes is
-printed. ``--references agnostic`` scores every info-agnostic heuristic (``fifo``,
+``--clairvoyant`` the clairvoyant reference ``srpt-clairvoyant`` is scored too (it reads durations;
+not an upper bound; ``--oracle`` is a deprecated alias of the flag, the policy's old name), and the
+share of the headroom between the best reference and it that the agent takes is printed. ``--references agnostic`` scores every info-agnostic heuristic (``fifo``,
 ``fifo-strict``, ``tiresias``, ``las``, each with each of the placers ``first-fit``,
 ``consolidate``, ``spread``, ``fastest``) and compares the agent with the best of them on these
 windows (lowest mean average JCT; chosen on the test windows themselves, which favours the
@@ -18,13 +18,14 @@ heuristic); ``agnostic,las-migrate`` adds ``las-migrate`` (the yardstick on hete
 to them. ``--out`` writes the records and summaries as JSON.
 
     python benchmarks/eval_dual_paired.py runs/mine/best.pt [--scenario philly-v1] [--seeds 0-99]
-        [--references las,tiresias|agnostic|agnostic,las-migrate] [--oracle] [--out paired.json]
+        [--references las,tiresias|agnostic|agnostic,las-migrate] [--clairvoyant] [--out paired.json]
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import sys
 import time
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -35,6 +36,9 @@ from baselines.harness.stats import paired_summary  # noqa: E402
 
 #: Test windows a claim rests on (DESIGN section 9): per-window log-ratio spreads of 0.04-0.35.
 CLAIM_WINDOWS = 100
+
+#: The clairvoyant reference ``--clairvoyant`` scores (formerly ``oracle``: docs/baselines.md).
+CLAIRVOYANT = "srpt-clairvoyant"
 
 #: The info-agnostic heuristics of issue 14's yardstick (``--references agnostic``).
 AGNOSTIC = tuple(f"{o}+{p}" for o in ("fifo", "fifo-strict", "tiresias", "las")
@@ -47,7 +51,7 @@ def _row(s) -> dict:
 
 
 def evaluate_paired(checkpoint: str, scenario: str, split: str, seeds: list[int], references: list[str],
-                    oracle: bool = False, workers: int = 1, env_kwargs: "dict | None" = None,
+                    clairvoyant: bool = False, workers: int = 1, env_kwargs: "dict | None" = None,
                     allow_transfer: bool = False) -> dict:
     """Records of the agent and references on the same windows, and the paired summaries."""
     if checkpoint.endswith(".priority.json"):     # the priority-mode agent: numpy, no torch
@@ -62,7 +66,7 @@ def evaluate_paired(checkpoint: str, scenario: str, split: str, seeds: list[int]
         torch.set_num_threads(1)
         policy = DualAgentPolicy.load(checkpoint, name="dual", allow_transfer=allow_transfer)
     records, walls = [], {}
-    for who in [policy, *references, *(["oracle"] if oracle else [])]:
+    for who in [policy, *references, *([CLAIRVOYANT] if clairvoyant else [])]:
         t0 = time.perf_counter()
         # --allow-transfer scores an agent trained on another scenario: the harness's env-mismatch check allows it.
         records += baselines.evaluate(who, scenario, split=split, seeds=seeds, workers=workers, env_kwargs=env_kwargs,
@@ -71,13 +75,13 @@ def evaluate_paired(checkpoint: str, scenario: str, split: str, seeds: list[int]
     out = {"scenario": scenario, "split": split, "seeds": seeds, "wall_s": walls, "summaries": {}, "records": records}
     means = {ref: sum(r["avg_jct"] for r in records if r["policy"] == ref) / len(seeds) for ref in references}
     out["best_reference"] = min(references, key=means.__getitem__)
-    for ref in [*references, *(["oracle"] if oracle else [])]:
+    for ref in [*references, *([CLAIRVOYANT] if clairvoyant else [])]:
         s = paired_summary(records, "dual", ref)
         out["summaries"][ref] = _row(s)
-    if oracle:
+    if clairvoyant:
         for ref in references:
-            s = paired_summary(records, "oracle", ref)
-            out["summaries"][f"oracle_vs_{ref}"] = _row(s)
+            s = paired_summary(records, CLAIRVOYANT, ref)
+            out["summaries"][f"clairvoyant_vs_{ref}"] = _row(s)
     return out
 
 
@@ -109,7 +113,9 @@ def main() -> None:
     p.add_argument("--seeds", default=f"0-{CLAIM_WINDOWS - 1}",
                    help=f"test windows (default 0-{CLAIM_WINDOWS - 1}; fewer are flagged as not carrying a claim)")
     p.add_argument("--references", default="las,tiresias")
-    p.add_argument("--oracle", action="store_true", help="also score the clairvoyant oracle (clairvoyant reference)")
+    p.add_argument("--clairvoyant", action="store_true",
+                   help=f"also score the clairvoyant reference {CLAIRVOYANT} (reads durations; not an upper bound)")
+    p.add_argument("--oracle", action="store_true", help="deprecated alias of --clairvoyant")
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--out", default=None)
     p.add_argument("--jobs-per-episode", type=int, default=None, help="shorter windows (smoke runs only)")
@@ -117,8 +123,12 @@ def main() -> None:
                    help="score the agent on another scenario than it was trained for, with other numbers of "
                         "machines or rows too (generalisation)")
     args = p.parse_args()
+    if args.oracle:
+        print("eval_dual_paired.py: --oracle is deprecated, use --clairvoyant (it scores srpt-clairvoyant, "
+              "formerly oracle)", file=sys.stderr)
+        args.clairvoyant = True
     refs = expand_references(args.references)
-    res = evaluate_paired(args.checkpoint, args.scenario, args.split, parse_seeds(args.seeds), refs, args.oracle,
+    res = evaluate_paired(args.checkpoint, args.scenario, args.split, parse_seeds(args.seeds), refs, args.clairvoyant,
                           args.workers, {"jobs_per_episode": args.jobs_per_episode} if args.jobs_per_episode else None,
                           args.allow_transfer)
     print(f"{args.checkpoint} on {args.scenario}/{args.split}, windows {args.seeds}; ratio of average JCT "
@@ -129,19 +139,20 @@ def main() -> None:
     for name, s in res["summaries"].items():
         print(f"  dual vs {name:18s} ratio {s['ratio']:.3f} [{s['lo']:.3f}, {s['hi']:.3f}]  win rate "
               f"{s['win_rate']:.2f}  mean JCT {s['mean']:,.0f} s vs {s['ref_mean']:,.0f} s (n={s['n']})"
-              if not name.startswith("oracle_vs_") else
-              f"  oracle vs {name[10:]:16s} ratio {s['ratio']:.3f} [{s['lo']:.3f}, {s['hi']:.3f}]  win rate "
+              if not name.startswith("clairvoyant_vs_") else
+              f"  {CLAIRVOYANT} vs {name[15:]:16s} ratio {s['ratio']:.3f} [{s['lo']:.3f}, {s['hi']:.3f}]  win rate "
               f"{s['win_rate']:.2f}")
     best = res["best_reference"]
     s = res["summaries"][best]
     print(f"  best info-agnostic reference on these windows: {best}; dual/{best} ratio {s['ratio']:.3f} "
           f"[{s['lo']:.3f}, {s['hi']:.3f}], win rate {s['win_rate']:.2f}")
-    if args.oracle:
-        a, o = res["summaries"][best]["ratio"], res["summaries"][f"oracle_vs_{best}"]["ratio"]
+    if args.clairvoyant:
+        a, o = res["summaries"][best]["ratio"], res["summaries"][f"clairvoyant_vs_{best}"]["ratio"]
         if o < 1:
-            print(f"  headroom taken: {(1 - a) / (1 - o):.0%} of the way from {best} to the oracle (geometric ratios)")
+            print(f"  headroom taken: {(1 - a) / (1 - o):.0%} of the way from {best} to {CLAIRVOYANT} "
+                  "(geometric ratios)")
         else:
-            print(f"  headroom: none; the oracle is not better than {best} on these windows (ratio {o:.3f})")
+            print(f"  headroom: none; {CLAIRVOYANT} is not better than {best} on these windows (ratio {o:.3f})")
     print("  wall seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in res["wall_s"].items()))
     if args.out:
         with open(args.out, "w") as fh:

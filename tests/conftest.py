@@ -14,6 +14,7 @@ import pytest
 #: Tests left out of the quick tier: ``file.py`` (the whole file) or ``file.py::test_name`` (every
 #: parametrisation), relative to tests/.
 HEAVY = frozenset({
+    "test_priority_resume.py::test_ray_backend_trains_the_same_weights_as_one_process",
     "test_base_install.py",
     "test_baselines_harness.py::test_checked_in_baseline_scores_have_not_moved",
     "test_baselines_harness.py::test_cluster_bench_run_writes_table_files_and_plots",

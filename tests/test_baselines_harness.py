@@ -205,8 +205,8 @@ def test_cluster_bench_scenarios_lists_every_scenario(capsys):
     assert "152 GPUs" in text and "1213 machines" in text
 
 
-# openb-full-v1's episodes hold 30,000 pods (5-7 s each): its file keeps three policies and seeds.
-_SMALL_SCORES = {"openb-full-v1": ({"fifo", "sjf", "fifo+fastest"}, [0, 1, 2])}
+# openb-full-v1's episodes hold 30,000 pods (4-7 s each compiled): its file keeps a few policies and three seeds.
+_SMALL_SCORES = {"openb-full-v1": ({"fifo", "sjf", "fifo+fastest", "gittins"}, [0, 1, 2])}
 
 
 @pytest.mark.parametrize("scenario", ["toy-v0", "philly-v0", "openb-v0", "openb-full-v0",
@@ -253,3 +253,37 @@ def test_scores_file_errors_name_the_file(tmp_path):
         check_scores(tmp_path / "missing.json")
     path = update_scores(tmp_path / "u.json", ["toy-v0"], ["fifo"], [0])
     assert json.loads(path.read_text())["scores"]["toy-v0"]["fifo"]["0"]["avg_jct"] == pytest.approx(440 / 6)
+
+
+def test_run_records_only_the_first_seed_and_every_episode_brings_its_jcts(tmp_path, monkeypatch):
+    # A recorded episode runs through the API (the compiled engine keeps no allocation log), so
+    # cluster-bench run records only the seed its timelines and utilisation plot show; the JCT
+    # CDF pools every seed from the completion times every episode returns, compiled ones too.
+    from baselines.harness import sweep
+
+    seen = []
+    real = sweep.run_tasks
+
+    def spy(tasks, *args, **kwargs):
+        results = real(tasks, *args, **kwargs)
+        seen.extend((t.seed, t.record, r.engine, r.jct) for t, r in zip(tasks, results))
+        return results
+
+    monkeypatch.setattr(sweep, "run_tasks", spy)
+    assert cluster_bench(["run", "--scenario", "philly-hetero-v1", "--policies", "las", "--seeds", "0-2",
+                          "--out", str(tmp_path / "res"), "--env", "jobs_per_episode=60",
+                          "--backend", "serial", "--quiet"]) == 0
+    assert [(seed, record) for seed, record, _, _ in seen] == [(0, True), (1, False), (2, False)]
+    assert all(jct is not None and len(jct) == 60 for *_, jct in seen)
+    assert seen[1][2] == "compiled"
+
+
+def test_compiled_episode_returns_the_api_completion_times():
+    from baselines.engine import run_compiled_episode
+    from baselines.harness.episode import run_episode
+
+    kw = {"jobs_per_episode": 80}
+    compiled = run_compiled_episode("las+fastest", "philly-hetero-v1", "test", 3, kw)
+    api = run_episode(baselines.make_policy("las+fastest"), "philly-hetero-v1", "test", 3, kw, record=False)
+    assert compiled.engine == "compiled" and len(compiled.jct) == 80
+    np.testing.assert_array_equal(compiled.jct, api.jct)

@@ -13,16 +13,17 @@ import pytest
 from baselines import engine
 from baselines.harness.episode import run_episode
 from baselines.harness.scores import check_score_files, packaged_scores_file
-from baselines.harness.sweep import Task, make_tasks, run_tasks
+from baselines.harness.sweep import Task, make_tasks, resolve_policy, run_tasks
 from baselines.registry import make_policy
 
 pytestmark = pytest.mark.skipif(not engine.available(), reason="the compiled engine needs numba kernels")
 
-NAMED = ("fifo", "fifo-strict", "sjf", "las", "tiresias", "srpt-clairvoyant", "random")
+NAMED = ("fifo", "fifo-strict", "sjf", "las", "tiresias", "gittins", "srpt-clairvoyant", "random")
 OTHER_PLACERS = ("fifo+fastest", "fifo+spread", "sjf+first-fit", "las+fastest", "las+spread",
                  "tiresias+fastest", "tiresias+first-fit", "fifo-strict+best-fit", "sjf+spread", "fifo+random",
                  "tiresias+random", "random+fastest", "random+best-fit", "las+clairvoyant", "fifo+clairvoyant",
-                 "tiresias+clairvoyant", "srpt+fastest", "srpt+best-fit", "srpt+random", "oracle")
+                 "tiresias+clairvoyant", "srpt+fastest", "srpt+best-fit", "srpt+random", "oracle", "gittins+fastest",
+                 "gittins+first-fit")
 SCENARIOS = ("toy-v0", "philly-v0", "openb-v0", "openb-full-v0", "philly-v1", "openb-v1", "openb-full-v1",
              "philly-hetero-v1", "philly-hetero-v2", "modern-v1")
 
@@ -42,7 +43,8 @@ def _same(a: dict, b: dict) -> dict:
 
 
 def _compare(policy: str, scenario: str, seed: int, env_kwargs: dict) -> dict:
-    api = run_episode(make_policy(policy), scenario, "test", seed, env_kwargs).record
+    # resolve_policy: as the harness builds it (gittins takes the scenario's training split).
+    api = run_episode(resolve_policy(policy, scenario), scenario, "test", seed, env_kwargs).record
     compiled = engine.run_compiled_episode(policy, scenario, "test", seed, env_kwargs)
     assert compiled.engine == "compiled"
     diff = _same(api, compiled.record)
@@ -70,6 +72,25 @@ def test_preemption_effects_exercised_and_identical():
     for policy in ("las", "tiresias", "tiresias+fastest", "srpt-clairvoyant"):
         record = _compare(policy, "philly-v0", 0, {"jobs_per_episode": 200})
         assert record["preemptions"] > 0
+
+
+@pytest.mark.parametrize("scenario", ("philly-v1", "openb-v1", "philly-hetero-v1"))
+def test_gittins_identical_on_a_few_windows(scenario):
+    """2D-Gittins (its GPU-service table from the scenario's training split): the compiled
+    records are the API's on seeds 0-2 of 150-job windows."""
+    for seed in (0, 1, 2):
+        _compare("gittins", scenario, seed, {"jobs_per_episode": 150})
+
+
+def test_gittins_identical_through_preemptions_and_promotions():
+    """A full philly-v1 window (seed 0): 2D-Gittins preempts over a thousand times and promotes
+    starving jobs (counted by the API orderer; shorter windows promote none), and the compiled
+    record is the API's."""
+    policy = resolve_policy("gittins", "philly-v1")
+    api = run_episode(policy, "philly-v1", "test", 0).record
+    compiled = engine.run_compiled_episode("gittins", "philly-v1", "test", 0)
+    assert compiled.engine == "compiled" and not _same(api, compiled.record)
+    assert api["preemptions"] > 1000 and policy.orderer.promotions > 0
 
 
 def test_las_minimum_quantum_identical_and_binding():

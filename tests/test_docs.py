@@ -47,3 +47,34 @@ def test_docs_links_resolve():
     for path in DOCS:
         for target in re.findall(r"\]\(([^)#:]+)\)", path.read_text()):
             assert (path.parent / target).exists(), f"{path.name} links to missing {target}"
+
+
+# A renamed policy's old name in a command or code the docs give (issue 25: ``oracle`` is now
+# ``srpt-clairvoyant`` / ``srpt`` / ``clairvoyant``, a deprecated alias that warns; ``dual-priority``
+# is an alias of ``dual``): a whole word, so ``OracleSRPT``, ``oracle_order`` and file names pass.
+STALE_NAME = re.compile(r"(?<![\w.])(oracle|dual-priority)(?![\w.-])")
+FENCED = re.compile(r"```[^\n]*\n(.*?)```", re.S)
+INLINE_COMMAND = re.compile(r"`((?:cluster-bench|python3?|pip) [^`]*)`")
+
+
+def stale_names(text: str) -> list[str]:
+    """The code blocks and inline commands of a Markdown text that use an old policy name."""
+    snippets = FENCED.findall(text) + INLINE_COMMAND.findall(FENCED.sub("", text))
+    return [line.strip() for snippet in snippets for line in snippet.splitlines() if STALE_NAME.search(line)]
+
+
+def test_stale_name_check_catches_old_names_only():
+    assert stale_names("```\ncluster-bench run --policies fifo,oracle\n```") == ["cluster-bench run --policies fifo,oracle"]
+    assert stale_names("run `cluster-bench compare dual-priority las` now") == ["cluster-bench compare dual-priority las"]
+    assert stale_names("```\npython benchmarks/eval_dual_paired.py a.pt --oracle\n```")
+    assert stale_names("```python\nmake_policy('las+oracle')\n```")
+    assert not stale_names("```\nOracleSRPT; oracle_order; tests/test_baselines_las_oracle.py\n```")
+    assert not stale_names("the `oracle` of earlier rounds (now `srpt-clairvoyant`)")
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: p.name)
+def test_docs_commands_use_current_policy_names(path):
+    """No command or code block of the docs uses ``oracle`` or ``dual-priority`` as a policy name
+    (or ``--oracle`` as a flag): each would warn or name an alias. Prose may name the old names
+    where it reports figures measured under them."""
+    assert stale_names(path.read_text()) == [], f"{path.name}: use srpt-clairvoyant/srpt/clairvoyant, dual, --clairvoyant"

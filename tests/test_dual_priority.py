@@ -395,15 +395,21 @@ def test_paired_evaluation_script_reads_a_priority_agent(tmp_path):
     bench = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks", "eval_dual_paired.py")
     out = tmp_path / "paired.json"
     proc = subprocess.run([sys.executable, bench, str(path), "--scenario", "philly-hetero-v1", "--seeds", "0-1",
-                           "--references", "las+fastest", "--jobs-per-episode", "15", "--out", str(out)],
+                           "--references", "las+fastest", "--jobs-per-episode", "15", "--out", str(out), "--oracle"],
                           capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"), timeout=600)
     assert proc.returncode == 0, proc.stderr
     assert "dual vs las+fastest" in proc.stdout
-    assert json.loads(out.read_text())["summaries"]["las+fastest"]["n"] == 2
+    summaries = json.loads(out.read_text())["summaries"]
+    assert summaries["las+fastest"]["n"] == 2
+    # --oracle: the deprecated alias of --clairvoyant says so and scores srpt-clairvoyant, under its
+    # current name (the policy name would warn).
+    assert "--oracle is deprecated, use --clairvoyant" in proc.stderr and "FutureWarning" not in proc.stderr
+    assert summaries["srpt-clairvoyant"]["n"] == 2 and "clairvoyant_vs_las+fastest" in summaries
+    assert "srpt-clairvoyant vs las+fastest" in proc.stdout
     # Claims rest on 100 test windows: the default, and fewer are flagged (issue 26).
     assert "note: 2 distinct windows, fewer than the 100 a claim rests on" in proc.stdout
     usage = subprocess.run([sys.executable, bench, "--help"], capture_output=True, text=True, timeout=120).stdout
-    assert "default 0-99" in usage
+    assert "default 0-99" in usage and "--clairvoyant" in usage
 
 
 def test_ablation_table_script_pairs_variants_with_the_reference_and_the_first(tmp_path):

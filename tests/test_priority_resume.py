@@ -99,3 +99,22 @@ def test_resume_refuses_other_settings(tmp_path, capsys):
         assert cluster_bench(["train-priority", "--resume", str(tmp_path / "last.priority.json"), *more]) == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 2 and "has already run 1 iterations" in err[0] and "--iterations 11" in err[0]
+
+
+def _no_wall(row: dict) -> dict:
+    return {k: v for k, v in row.items() if k != "wall_s"}
+
+
+def test_ray_backend_trains_the_same_weights_as_one_process(tmp_path):
+    # ESConfig(backend="ray"): the episodes run as Ray tasks (a local instance of 2 CPUs here, a
+    # cluster with ray_address); each episode is a pure function of its task, so the same seed
+    # gives the same weights bit for bit.
+    pytest.importorskip("ray")      # the test extra installs it; a base install has no Ray
+    local = train_priority(ESConfig(**TINY, out=str(tmp_path / "one")), log=lambda _: None)
+    remote = train_priority(ESConfig(**{**TINY, "workers": 2}, backend="ray", out=str(tmp_path / "ray")),
+                            log=lambda _: None)
+    assert local.iterations == remote.iterations == TINY["iterations"]
+    assert _weights(tmp_path / "ray" / "best.priority.json") == _weights(tmp_path / "one" / "best.priority.json")
+    assert [_no_wall(r) for r in _log(tmp_path / "ray")] == [_no_wall(r) for r in _log(tmp_path / "one")]
+    with pytest.raises(ValueError, match="backend must be one of"):
+        ESConfig(**TINY, backend="dask")

@@ -10,10 +10,11 @@ policies it supports and falls back to the API otherwise.
 
 Supported: the orderers ``fifo``, ``fifo-strict``, ``sjf``, ``las`` (and ``las-q<minutes>``, its
 minimum quantum; ``las-migrate`` / ``las-migrate<x>``, its migration rule, which the API path plays on
-the ``extended-v2`` observation it sets itself), ``tiresias`` (``2dlas``),
+the ``extended-v2`` observation it sets itself), ``tiresias`` (``2dlas``), ``gittins`` (its
+GPU-service table from the scenario's training split, :func:`_gittins_table`),
 ``srpt`` (deprecated ``oracle``) and ``random`` (without preemption) with their default settings, each with
 the placers ``first-fit``, ``consolidate`` (``best-fit``), ``spread``, ``fastest``, ``clairvoyant`` (deprecated ``oracle``) and
-``random``: the named baselines ``fifo``, ``fifo-strict``, ``sjf``, ``las``, ``tiresias``,
+``random``: the named baselines ``fifo``, ``fifo-strict``, ``sjf``, ``las``, ``tiresias``, ``gittins``,
 ``srpt-clairvoyant``, ``random`` and any ``ORDERER+PLACER`` composition of those; every scenario and every
 world effect; ``max_steps`` / ``max_time``. Not supported (API path): ``sjf-noisy``, the random
 orderer with ``preemption=True``, policy objects and plugins, a non-default reward, another
@@ -138,12 +139,37 @@ def _cached_env(scenario: str, split: str, settings: tuple):
     return cluster_env.parallel_env(scenario, split=split, **dict(settings))
 
 
+def _make(policy: str, scenario: Any):
+    """The named ``policy`` as the API path builds it (``baselines.harness.sweep.resolve_policy``):
+    a ``gittins`` orderer takes its GPU-service distribution from ``scenario``'s training split."""
+    from baselines.registry import make_policy, policy_parts
+
+    parts = policy_parts(policy)
+    if parts is not None and parts[0] == "gittins":
+        return make_policy(policy, scenario=scenario)
+    return make_policy(policy)
+
+
+def _gittins_table(orderer: Any) -> np.ndarray:
+    """The loop's ``gtab`` for a :class:`baselines.gittins.Gittins` orderer: row 0 its sorted
+    GPU-service samples then their mean, row 1 their prefix sums (``ServiceDistribution``'s own
+    arrays, so the index has the same bits); a one-column placeholder for any other orderer."""
+    dist = getattr(orderer, "distribution", None)
+    if dist is None:
+        return np.zeros((2, 1))
+    n = len(dist.samples)
+    gtab = np.empty((2, n + 1))
+    gtab[0, :n] = dist.samples
+    gtab[0, n] = dist.mean
+    gtab[1] = dist.prefix
+    return gtab
+
+
 def _env_for(policy: Any, scenario: Any, split: str, env_kwargs: Optional[dict], allow_env_mismatch: bool):
     """The environment the API path would build (cached per settings: the engine only reads it)."""
     from baselines.harness.episode import env_settings
-    from baselines.registry import make_policy
 
-    settings = env_settings(make_policy(policy), env_kwargs, allow_env_mismatch, scenario)
+    settings = env_settings(_make(policy, scenario), env_kwargs, allow_env_mismatch, scenario)
     if isinstance(scenario, str) and not any(settings.get(k) for k in ("workload_csv", "cluster_csv")):
         try:
             return _cached_env(scenario, split, tuple(sorted(settings.items())))
@@ -288,7 +314,6 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
 
     from baselines.harness.episode import EpisodeResult, env_label
     from baselines.orderers import TIRESIAS_QUEUE_LIMITS
-    from baselines.registry import make_policy
     from cluster_env.core.metrics import METRIC_KEYS, compute_metrics
     from cluster_env.core.simulator import ClusterSimulator
     from cluster_env.scenarios.load import offered_load
@@ -311,11 +336,13 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     if (codes[0] == L.O_ORACLE or codes[1] == L.P_ORACLE) and not env.sched.clairvoyant:
         raise Unsupported("the oracle reads durations: without clairvoyant=True it runs (and fails) "
                           "through the API")
-    state = _build_state(env, sim, codes, getattr(make_policy(policy).orderer, "min_quantum", 0.0))
+    composed = _make(policy, scenario)
+    state = _build_state(env, sim, codes, getattr(composed.orderer, "min_quantum", 0.0))
     if mig is None:
-        mig = _migration_array(make_policy(policy).orderer)
+        mig = _migration_array(composed.orderer)
     if placer_weights is not None or mig[5] != 0:
         state[13][L.READS_MEASURED] = 1          # the residual placer and the move rule read measured speeds
+    gtab = _gittins_table(composed.orderer)
     # ComposedPolicy.reset(seed): one generator per half (the random halves draw from them).
     order_seq, place_seq = np.random.SeedSequence(seed).spawn(2)
     order_rng, place_rng = np.random.default_rng(order_seq), np.random.default_rng(place_seq)
@@ -341,7 +368,7 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     gc.disable()
     try:
         loop.run_episode(state, rng, order_rng, place_rng, thresholds, limits, w, feat, tenant, tstat, tfold,
-                         np.zeros(0) if placer_weights is None else placer_weights, mig)
+                         np.zeros(0) if placer_weights is None else placer_weights, mig, gtab)
     finally:
         if gc_was_on:
             gc.enable()
@@ -358,14 +385,15 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     name = getattr(scenario, "name", scenario)
     if any((env_kwargs or {}).get(k) for k in ("workload_csv", "cluster_csv")):
         name = getattr(env.scenario, "name", None) or name
-    row: dict[str, Any] = {"policy": name_override or make_policy(policy).name, "scenario": name, "split": split,
+    row: dict[str, Any] = {"policy": name_override or composed.name, "scenario": name, "split": split,
                            "seed": int(seed), "env": env_label(env_kwargs), "window": workload.digest()}
     row.update({k: metrics[k] for k in METRIC_KEYS})
     row.update({"truncated": bool(ic[L.TRUNCATED]),
                 "jobs_unfinished": int(sim.num_jobs) - int(metrics["jobs_finished"]),
                 "offered_load": float(load), "pending_window": int(env.sched.pending_window),
                 "return": float(sc[L.RETURN]), "steps": int(ic[L.STEPS]), "wall_s": wall})
-    return EpisodeResult(record=row, engine="compiled")
+    done = ~np.isnan(jf[L.FINISH])
+    return EpisodeResult(record=row, engine="compiled", jct=(jf[L.FINISH] - sim.submit)[done])
 
 
 __all__ = ["ENGINE_ENV_VAR", "Unsupported", "available", "check_request", "engine_mode", "policy_codes",

@@ -267,6 +267,80 @@ def oracle_order(S, cand, nv):
 
 
 @_jit
+def searchsorted_right(s, n, v):
+    """``np.searchsorted(s[:n], v, side="right")``: the number of the ``n`` sorted values <= ``v``."""
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if s[mid] <= v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@_jit
+def gittins_index(gtab, a, d):
+    """``ServiceDistribution.index`` for one job: attained service ``a``, quantum ``d`` (inf: none),
+    with the same float operations in the same order. ``gtab``: row 0 the ``n`` sorted samples
+    (then their mean), row 1 the ``n + 1`` prefix sums."""
+    s, c = gtab[0], gtab[1]
+    n = len(s) - 1
+    finite = math.isfinite(d)
+    ia = searchsorted_right(s, n, a)
+    ib = searchsorted_right(s, n, a + d) if finite else n
+    done = ib - ia                                           # finish within the quantum
+    spent = (c[ib] - c[ia]) - a * np.float64(done) + (d if finite else 0.0) * np.float64(n - ib)
+    if ia < n and spent > 0:
+        return np.float64(done) / spent
+    return 0.0
+
+
+@_jit
+def gittins_order(S, cand, nv, now, thresholds, limits, gtab):
+    """The ``nv`` candidates' job ids in ``np.lexsort((ids, keys))`` order of ``Gittins.keys``:
+    Tiresias' queue (promotion included), then ``1 / (1 + index x mean)`` of the Gittins index of
+    the service attained since the last promotion with the quantum left to the queue's limit,
+    then job id. The attained service is numpy's expm1 of the float32 ``attained_log`` feature,
+    remembered per job (:func:`expm1_memo`'s rows; the missing ones in one numpy call)."""
+    jf, ji, ic = S[0], S[1], S[11]
+    queue = np.empty(nv, np.int64)
+    for i in range(nv):
+        j = cand[i]
+        queue[i] = tiresias_queue(S, j, ji[STATUS, j] == ST_RUNNING, now, thresholds, limits)
+    x = np.empty(nv)
+    miss = np.empty(nv, np.int64)
+    n_miss = 0
+    for i in range(nv):
+        j = cand[i]
+        a32 = np.float32(math.log1p(jf[ATTAINED, j]))
+        if jf[A_KEY, j] != np.float64(a32):
+            x[n_miss] = a32
+            miss[n_miss] = j
+            n_miss += 1
+    if n_miss > 0:
+        values = x[:n_miss].copy()
+        np_expm1_inplace(values)
+        ic[EXPM1_CALLS] += 1
+        for i in range(n_miss):
+            j = miss[i]
+            jf[A_KEY, j] = x[i]
+            jf[A_VAL, j] = values[i]
+    mean = gtab[0, len(gtab[0]) - 1]
+    key = np.empty(nv)
+    order = np.empty(nv, np.int64)
+    for i in range(nv):
+        j = cand[i]
+        # The offset is the attained service at the last promotion (0 for a job never promoted).
+        since = jf[A_VAL, j] - (jf[ATT0, j] if ji[PROMOTED, j] != 0 else 0.0)
+        q = queue[i]
+        delta = (limits[q] if q < len(limits) else math.inf) - since
+        index = gittins_index(gtab, since, delta)
+        insert_by_key(key, order, i, np.float64(q) + 1.0 / (1.0 + index * mean), j)
+    return order
+
+
+@_jit
 def fold_finished(S, tenant, tstat, tfold):
     """Fold the jobs finished since the last call into the tenants' running statistics of
     ``log1p(executed seconds)``, in (finish time, job id) order: the extended observation's
@@ -435,11 +509,12 @@ def migrate_restart(S, mig, now):
 
 
 @_jit
-def order_priority(S, rule, thresholds, limits, weights, feat, tenant, tstat, tfold, mig):
-    """``PreemptivePriority.order`` with LAS's, Tiresias', the SRPT oracle's or the priority-mode
-    agent's keys (``rule``: the orderer's code; ``weights`` to ``tfold``: :func:`weighted_order`'s);
-    with ``mig[MG_ON]`` (``O_MIGRATE``: LAS; ``O_WEIGHTED``: the priority agent with ``migrate``),
-    plus ``MigratingLAS``'s moves (``mig``: its parameters and marker)."""
+def order_priority(S, rule, thresholds, limits, weights, feat, tenant, tstat, tfold, mig, gtab):
+    """``PreemptivePriority.order`` with LAS's, Tiresias', the SRPT oracle's, 2D-Gittins' or the
+    priority-mode agent's keys (``rule``: the orderer's code; ``weights`` to ``tfold``:
+    :func:`weighted_order`'s; ``gtab``: :func:`gittins_index`'s table); with ``mig[MG_ON]``
+    (``O_MIGRATE``: LAS; ``O_WEIGHTED``: the priority agent with ``migrate``), plus
+    ``MigratingLAS``'s moves (``mig``: its parameters and marker)."""
     jf, ji, sc, ic, pi = S[0], S[1], S[10], S[11], S[13]
     ti, allowed = S[6], S[16]
     cand, keys = S[24], S[25]
@@ -462,6 +537,8 @@ def order_priority(S, rule, thresholds, limits, weights, feat, tenant, tstat, tf
     # Priority order: key, then job id (np.lexsort((ids, keys))).
     if rule == O_ORACLE:
         order = oracle_order(S, cand, nv)
+    elif rule == O_GITTINS:
+        order = gittins_order(S, cand, nv, now, thresholds, limits, gtab)
     elif rule == O_WEIGHTED:
         order = weighted_order(S, cand, nv, weights, feat, tenant, tstat, tfold)
     else:
@@ -871,11 +948,12 @@ def end_step(S):
 
 
 @_jit
-def run_episode(S, rng, orng, prng, thresholds, limits, weights, feat, tenant, tstat, tfold, pw, mig):
+def run_episode(S, rng, orng, prng, thresholds, limits, weights, feat, tenant, tstat, tfold, pw, mig, gtab):
     """One episode from the state right after the simulator's construction (``env.reset``);
     ``weights`` to ``tfold`` are read by the weighted orderer only (empty arrays otherwise); ``pw``,
     when not empty, are the residual placer's weights on top of the placer; ``mig`` (5,) the
-    migration rule's parameters and state (``MG_*``; read by the priority orderers when ``MG_ON``)."""
+    migration rule's parameters and state (``MG_*``; read by the priority orderers when ``MG_ON``);
+    ``gtab`` the 2D-Gittins table (:func:`gittins_index`; read by ``O_GITTINS`` only)."""
     S = stash(S)            # one pointer to uncounted arrays for every call below (engine.ref)
     ic, pi = S[11], S[13]
     orderer = pi[ORDERER]
@@ -895,7 +973,8 @@ def run_episode(S, rng, orng, prng, thresholds, limits, weights, feat, tenant, t
         elif orderer == O_RANDOM:
             kind, job = order_random(S, orng)
         else:
-            kind, job = order_priority(S, orderer, thresholds, limits, weights, feat, tenant, tstat, tfold, mig)
+            kind, job = order_priority(S, orderer, thresholds, limits, weights, feat, tenant, tstat, tfold, mig,
+                                       gtab)
         if ic[ERROR]:
             return
         if kind == START:

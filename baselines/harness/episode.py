@@ -27,8 +27,8 @@ class EpisodeResult:
     environment settings as text: part of the window's identity), ``window`` (the digest of the
     jobs the episode played, :meth:`cluster_env.core.instance.Workload.digest`: seeds that play
     the same jobs count as one window in the confidence intervals), every metric, ``truncated``,
-    ``jobs_unfinished``, ``offered_load``, ``pending_window``, steps, return, wall time). The
-    arrays are present when the episode was recorded.
+    ``jobs_unfinished``, ``offered_load``, ``pending_window``, steps, return, wall time). ``jct``
+    is there for every episode (compiled ones too); the other arrays when it was recorded.
     """
 
     record: dict[str, Any]
@@ -194,9 +194,9 @@ def run_episode(policy: Any, scenario: "str | Scenario", split: str, seed: int, 
                 "pending_window": _pending_window(base),
                 "return": total, "steps": steps, "wall_s": wall})
     result = EpisodeResult(record=row)
+    done = ~np.isnan(sim.jobs.finish)
+    result.jct = (sim.jobs.finish - sim.submit)[done]        # every episode: the JCT CDF pools all seeds
     if record:
-        done = ~np.isnan(sim.jobs.finish)
-        result.jct = (sim.jobs.finish - sim.submit)[done]
         result.series = _series(sim)
         result.allocations = sim.allocation_log
         result.machine_names = tuple(base.cluster.machine_names)

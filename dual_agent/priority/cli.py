@@ -42,6 +42,10 @@ def register_command(subparsers: "argparse._SubParsersAction") -> None:
     p.add_argument("--eval-every", type=int, default=None, help="iterations between validation runs (default 5)")
     p.add_argument("--eval-seeds", type=int, default=None, help="full validation windows (default 100)")
     p.add_argument("--workers", type=int, default=None, help="episode processes (default 2)")
+    p.add_argument("--backend", choices=("process", "ray"), default=None,
+                   help="where episodes run: process (a fork pool of --workers, default) or ray (a local Ray "
+                        "instance of --workers CPUs, or --ray-address); the same seed gives the same weights")
+    p.add_argument("--ray-address", default=None, help="an existing Ray cluster (backend ray)")
     p.add_argument("--engine", choices=("auto", "compiled", "api"), default=None,
                    help="where episodes run: compiled (linear score, ~100x faster), api (--hidden too), auto "
                         "(default: compiled when possible)")
@@ -70,14 +74,15 @@ def register_command(subparsers: "argparse._SubParsersAction") -> None:
     p.add_argument("--smoke", action="store_true", help="a tiny run for CI (seconds)")
     p.add_argument("--resume", default=None, metavar="LAST_PRIORITY_JSON",
                    help="continue the run of this last.priority.json with its own settings (the same weights as "
-                        "a run never stopped); only --iterations, --max-minutes, --workers and --out may change")
+                        "a run never stopped); only --iterations, --max-minutes, --workers, --backend, "
+                        "--ray-address and --out may change")
     p.set_defaults(func=cmd_train_priority)
 
 
 #: Scenario trained on when --scenario is not given.
 DEFAULT_SCENARIO = "philly-hetero-v1"
 #: What ``--resume`` may change: the budget and where episodes run, never what the run learns from.
-RESUMABLE = ("iterations", "max_minutes", "workers")
+RESUMABLE = ("iterations", "max_minutes", "workers", "backend", "ray_address")
 #: Exit code of a run ended by Ctrl-C (the shell's 128 + SIGINT), as for ``cluster-bench run``.
 INTERRUPTED = 130
 
@@ -111,8 +116,8 @@ def cmd_train_priority(args: argparse.Namespace) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     kw = dict(SMOKE) if args.smoke else {}
     for key in ("placer", "hidden", "sigma", "lr", "pairs", "windows", "iterations", "max_minutes", "eval_every",
-                "eval_seeds", "workers", "seed", "engine", "tenant_features", "pairing", "learn", "train_load",
-                "validation", "test_windows", "migrate"):
+                "eval_seeds", "workers", "backend", "ray_address", "seed", "engine", "tenant_features", "pairing",
+                "learn", "train_load", "validation", "test_windows", "migrate"):
         value = getattr(args, key)
         if value is not None:
             kw[key] = value
@@ -154,7 +159,7 @@ def _resumed_config(args: argparse.Namespace, kw: dict):
     if given:
         flags = ", ".join(f"--{k.replace('_', '-')}" for k in given)
         raise ValueError(f"--resume continues the run with its own settings; {flags} cannot change "
-                         "(only --iterations, --max-minutes, --workers and --out)")
+                         "(only --iterations, --max-minutes, --workers, --backend, --ray-address and --out)")
     config, state = load_es_state(args.resume)
     done, target = int(state["iteration"]), int(kw.get("iterations", config.iterations))
     if target <= done:        # nothing would train, yet the run would end as if it had

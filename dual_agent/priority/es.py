@@ -89,6 +89,11 @@ class ESConfig:
     # Validation always runs at the scenario's own load.
     train_load: Optional[float] = None
     workers: int = 2
+    # Where the episodes run: "process" (a fork pool of ``workers`` on this machine) or "ray" (Ray
+    # tasks: a local instance of ``workers`` CPUs, or the cluster at ``ray_address``). Every episode
+    # is a pure function of its task, so the weights are the same on any backend and worker count.
+    backend: str = "process"
+    ray_address: Optional[str] = None
     seed: int = 0
     out: str = ""                     # run folder (default runs/priority-<scenario>)
     # "compiled": episodes in the compiled engine (linear score); "api": through the PettingZoo
@@ -127,6 +132,8 @@ class ESConfig:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name} must be an integer >= 1 or None, got {value!r}")
+        if self.backend not in ES_BACKENDS:
+            raise ValueError(f"backend must be one of {ES_BACKENDS}, got {self.backend!r}")
         if self.engine not in ("auto", "compiled", "api"):
             raise ValueError(f"engine must be 'auto', 'compiled' or 'api', got {self.engine!r}")
         if self.train_load is not None and not (isinstance(self.train_load, (int, float))
@@ -240,17 +247,42 @@ def _episode_cost(task: tuple) -> float:
     return cost
 
 
-class _Runner:
-    """Maps episode tasks to costs, in a fork pool of ``workers`` processes (in-process for 1)."""
+#: Values of ``ESConfig.backend``.
+ES_BACKENDS = ("process", "ray")
 
-    def __init__(self, workers: int) -> None:
+
+class _Runner:
+    """Maps episode tasks to costs, in order: in-process for 1 worker, else a fork pool of
+    ``workers`` processes, or Ray tasks (``backend="ray"``; ``address``: an existing cluster)."""
+
+    def __init__(self, workers: int, backend: str = "process", address: Optional[str] = None) -> None:
         self.pool = None
-        if workers > 1:
+        self.ray = None
+        self._own_ray = False
+        if backend == "ray":
+            self._start_ray(workers, address)
+        elif workers > 1:
             os.environ.setdefault("OMP_NUM_THREADS", "1")
             self.pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("fork"),
                                             initializer=_ignore_sigint)
 
+    def _start_ray(self, workers: int, address: Optional[str]) -> None:
+        try:
+            import ray
+        except ImportError:
+            raise ImportError("backend='ray' needs Ray: pip install 'ray>=2.50,<2.61'") from None
+        if not ray.is_initialized():
+            if address:
+                ray.init(address=address, log_to_driver=False)
+            else:
+                ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+            self._own_ray = True
+        self.ray = ray
+        self._remote = ray.remote(num_cpus=1)(_episode_cost)
+
     def costs(self, tasks: Sequence[tuple]) -> np.ndarray:
+        if self.ray is not None:
+            return np.array(self.ray.get([self._remote.remote(t) for t in tasks]))
         if self.pool is None:
             return np.array([_episode_cost(t) for t in tasks])
         return np.array(list(self.pool.map(_episode_cost, tasks, chunksize=1)))
@@ -258,6 +290,8 @@ class _Runner:
     def close(self) -> None:
         if self.pool is not None:
             self.pool.shutdown(cancel_futures=True)     # after Ctrl-C: no new episode starts
+        if self._own_ray:
+            self.ray.shutdown()
 
 
 def _ignore_sigint() -> None:
@@ -325,7 +359,7 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
         if config.learn != "orderer":
             eps[:, placer_block] = rng.standard_normal((config.pairs, placer_block.stop - n_orderer))
         return eps * free
-    runner = _Runner(config.workers)
+    runner = _Runner(config.workers, config.backend, config.ray_address)
     command = command or " ".join(sys.argv)
     if state is not None and isinstance(state.get("validation"), dict):   # the run's own windows, as chosen
         val_record = dict(state["validation"])

@@ -65,6 +65,11 @@ O_WEIGHTED = 7
 #: run reach the loop in a small array, baselines.engine._run_codes).
 O_MIGRATE = 8
 ORDERER_CODES["las-migrate"] = O_MIGRATE
+#: ``gittins`` (baselines.gittins): Tiresias' queues and promotion, the 2D-Gittins index within a queue
+#: (its GPU-service table, from the scenario's training split, reaches the loop as an array:
+#: baselines.engine._gittins_table).
+O_GITTINS = 9
+ORDERER_CODES["gittins"] = O_GITTINS
 P_FIRST, P_BEST, P_SPREAD, P_FASTEST, P_RANDOM, P_ORACLE = range(6)
 
 # Error codes (ic[ERROR]); the front raises with a message.
