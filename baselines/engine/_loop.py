@@ -221,6 +221,19 @@ def np_expm1_inplace(a):
 
 
 @_jit
+def fill_expm1_memo(jf, ic, x, miss, n_miss):
+    """The memo of the jobs ``miss[:n_miss]``: key ``x[i]`` (a float32 log1p) and its expm1, taken
+    in one numpy call (the oracle's and Gittins' keys)."""
+    values = x[:n_miss].copy()
+    np_expm1_inplace(values)
+    ic[EXPM1_CALLS] += 1
+    for i in range(n_miss):
+        j = miss[i]
+        jf[A_KEY, j] = x[i]
+        jf[A_VAL, j] = values[i]
+
+
+@_jit
 def insert_by_key(keys, order, n, key, j):
     """Insert job ``j`` with ``key`` into the first ``n`` entries of ``keys`` / ``order``, sorted by
     (key, job id): ``np.lexsort((ids, keys))``'s order, one insertion-sort step."""
@@ -251,13 +264,7 @@ def oracle_order(S, cand, nv):
             miss[n_miss] = j
             n_miss += 1
     if n_miss > 0:
-        values = x[:n_miss].copy()
-        np_expm1_inplace(values)
-        ic[EXPM1_CALLS] += 1
-        for i in range(n_miss):
-            j = miss[i]
-            jf[A_KEY, j] = x[i]
-            jf[A_VAL, j] = values[i]
+        fill_expm1_memo(jf, ic, x, miss, n_miss)
     rem = np.empty(nv)
     order = np.empty(nv, np.int64)
     for i in range(nv):
@@ -319,13 +326,7 @@ def gittins_order(S, cand, nv, now, thresholds, limits, gtab):
             miss[n_miss] = j
             n_miss += 1
     if n_miss > 0:
-        values = x[:n_miss].copy()
-        np_expm1_inplace(values)
-        ic[EXPM1_CALLS] += 1
-        for i in range(n_miss):
-            j = miss[i]
-            jf[A_KEY, j] = x[i]
-            jf[A_VAL, j] = values[i]
+        fill_expm1_memo(jf, ic, x, miss, n_miss)
     mean = gtab[0, len(gtab[0]) - 1]
     key = np.empty(nv)
     order = np.empty(nv, np.int64)
