@@ -1,7 +1,7 @@
 """Where the room is (issue 26): the shipped references, paired against the yardstick.
 
-Runs ``las``, ``las+fastest``, ``las-migrate``, the clairvoyant ``srpt-clairvoyant`` (formerly ``oracle``), ``tiresias`` and the
-shipped agent ``dual-priority`` (when it loads for the scenario) on the same test windows, then
+Runs ``las``, ``las+fastest``, ``las-migrate``, the clairvoyant ``srpt-clairvoyant``, ``tiresias`` and the
+shipped agent ``dual`` (when it loads for the scenario) on the same test windows, then
 prints per policy the paired summary against the reference (``las+fastest`` by default, ``las``
 on philly-v1): the geometric mean of the per-window ratio of average JCT, its 95% bootstrap
 interval, the win rate and the number of distinct windows (``baselines.harness.stats``, what
@@ -25,7 +25,7 @@ import baselines  # noqa: E402
 from baselines.harness.stats import paired_summary  # noqa: E402
 
 #: The policies of the headroom table, in its order.
-POLICIES = ("las", "las+fastest", "las-migrate", "srpt-clairvoyant", "tiresias", "dual-priority")
+POLICIES = ("las", "las+fastest", "las-migrate", "srpt-clairvoyant", "tiresias", "dual")
 
 
 def default_reference(scenario: str) -> str:
