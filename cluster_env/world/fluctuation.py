@@ -25,7 +25,7 @@ large_job_targets` and ``docs/world_model.md`` section 3, "Stragglers at width".
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -176,14 +176,11 @@ DEFAULT_FLUCTUATION = FluctuationParams(
 #:   on dedicated HPC clusters differ by a similar amount (Sinha et al., SC'22: 8 % average
 #:   variation, up to 22 %, outliers 1.5x slower than the median); an assumption for 8-GPU
 #:   machines; ``WorldConfig(static_factors=False)`` switches it off.
-DEDICATED_FLUCTUATION = FluctuationParams(
-    static_sigma=0.072,
+DEDICATED_FLUCTUATION = replace(
+    DEFAULT_FLUCTUATION,
     sigma=0.006,
-    theta=1.0 / 80.0,
-    interval=300.0,
     straggler_rate=4.5e-7,
     straggler_mean_duration=4320.0,
-    straggler_slowdown=0.2,
 )
 
 #: Everything off: equal machines, constant speed (handy for ablations and tests).

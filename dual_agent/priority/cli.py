@@ -87,26 +87,25 @@ RESUMABLE = ("iterations", "max_minutes", "workers", "backend", "ray_address")
 INTERRUPTED = 130
 
 
-def _positive_minutes(text: str) -> float:
-    """``--max-minutes``: a positive, finite number (0 or less would save the untrained agent as best)."""
+def _number_above(text: str, low: float, what: str) -> float:
+    """A finite number > ``low``, or an argparse error saying it must be ``what``."""
     try:
         value = float(text)
     except ValueError:
         value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a positive number of minutes, got {text!r}")
+    if not (math.isfinite(value) and value > low):
+        raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}")
     return value
+
+
+def _positive_minutes(text: str) -> float:
+    """``--max-minutes``: a positive, finite number (0 or less would save the untrained agent as best)."""
+    return _number_above(text, 0.0, "a positive number of minutes")
 
 
 def _threshold(text: str) -> float:
     """``--migrate``: a finite speed-up > 1."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 1):
-        raise argparse.ArgumentTypeError(f"must be a speed-up threshold > 1 (e.g. 1.5), got {text!r}")
-    return value
+    return _number_above(text, 1.0, "a speed-up threshold > 1 (e.g. 1.5)")
 
 
 def cmd_train_priority(args: argparse.Namespace) -> int:
