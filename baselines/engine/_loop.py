@@ -221,9 +221,21 @@ def np_expm1_inplace(a):
 
 
 @_jit
-def fill_expm1_memo(jf, ic, x, miss, n_miss):
-    """The memo of the jobs ``miss[:n_miss]``: key ``x[i]`` (a float32 log1p) and its expm1, taken
-    in one numpy call (the oracle's and Gittins' keys)."""
+def update_expm1_memo(jf, ic, cand, nv, keys):
+    """Bring the memo of the candidates ``cand[:nv]`` up to their float32 keys ``keys`` (a log1p):
+    the jobs whose key changed get it and its expm1, taken in one numpy call (the oracle's and
+    Gittins' keys)."""
+    x = np.empty(nv)
+    miss = np.empty(nv, np.int64)
+    n_miss = 0
+    for i in range(nv):
+        j = cand[i]
+        if jf[A_KEY, j] != np.float64(keys[i]):
+            x[n_miss] = keys[i]
+            miss[n_miss] = j
+            n_miss += 1
+    if n_miss == 0:
+        return
     values = x[:n_miss].copy()
     np_expm1_inplace(values)
     ic[EXPM1_CALLS] += 1
@@ -253,18 +265,11 @@ def oracle_order(S, cand, nv):
     then job id. The expm1 values are remembered per job (a pending job's stay put); the others
     are computed in one numpy call. Then an insertion sort (a window is tens of jobs)."""
     jf, ji, ic = S[0], S[1], S[11]
-    x = np.empty(nv)
-    miss = np.empty(nv, np.int64)
-    n_miss = 0
+    keys = np.empty(nv, np.float32)
     for i in range(nv):
         j = cand[i]
-        x32 = np.float32(math.log1p((jf[DURATION, j] - jf[PROGRESS, j]) / jf[BEST_SPEED, j]))
-        if jf[A_KEY, j] != np.float64(x32):
-            x[n_miss] = x32
-            miss[n_miss] = j
-            n_miss += 1
-    if n_miss > 0:
-        fill_expm1_memo(jf, ic, x, miss, n_miss)
+        keys[i] = np.float32(math.log1p((jf[DURATION, j] - jf[PROGRESS, j]) / jf[BEST_SPEED, j]))
+    update_expm1_memo(jf, ic, cand, nv, keys)
     rem = np.empty(nv)
     order = np.empty(nv, np.int64)
     for i in range(nv):
@@ -315,18 +320,10 @@ def gittins_order(S, cand, nv, now, thresholds, limits, gtab):
     for i in range(nv):
         j = cand[i]
         queue[i] = tiresias_queue(S, j, ji[STATUS, j] == ST_RUNNING, now, thresholds, limits)
-    x = np.empty(nv)
-    miss = np.empty(nv, np.int64)
-    n_miss = 0
+    keys = np.empty(nv, np.float32)
     for i in range(nv):
-        j = cand[i]
-        a32 = np.float32(math.log1p(jf[ATTAINED, j]))
-        if jf[A_KEY, j] != np.float64(a32):
-            x[n_miss] = a32
-            miss[n_miss] = j
-            n_miss += 1
-    if n_miss > 0:
-        fill_expm1_memo(jf, ic, x, miss, n_miss)
+        keys[i] = np.float32(math.log1p(jf[ATTAINED, cand[i]]))
+    update_expm1_memo(jf, ic, cand, nv, keys)
     mean = gtab[0, len(gtab[0]) - 1]
     key = np.empty(nv)
     order = np.empty(nv, np.int64)
