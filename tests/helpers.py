@@ -79,3 +79,45 @@ def run_python(code: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """Run ``python -c code`` from the repository root with one thread; the completed process."""
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=ONE_THREAD_ENV,
                           cwd=ROOT, timeout=timeout)
+
+
+def place_phase_obs(free: list, speed: list, need: int, duration: float = 3600.0, *, gpus: "int | None" = None,
+                    comm: float = 0.0, used: int = 0, capacity: "int | None" = None) -> dict:
+    """A hand-built PLACE-phase observation (clairvoyant): free GPUs and the job's speed on each
+    machine (measured speed 1), the job's remaining need and duration; optionally its GPU count,
+    comm intensity, machines already held and the machines' capacity (columns left 0 otherwise)."""
+    from baselines.obs import G, J, M, P
+
+    machines = np.zeros((len(free), len(M)), dtype=np.float32)
+    if capacity is not None:
+        machines[:, M["gpus"]] = capacity / 8.0
+    machines[:, M["free_gpus"]] = np.array(free) / 8.0
+    machines[:, M["job_speed"]] = speed
+    machines[:, M["measured_speed"]] = 1.0
+    placing = np.zeros(len(P), dtype=np.float32)
+    if gpus is not None:
+        placing[P["gpus_log2"]] = np.log2(gpus)
+    placing[P["need_log2"]] = np.log2(1 + need)
+    placing[P["comm_intensity"]] = comm
+    placing[P["machines_used"]] = used
+    placing[P["duration_log"]] = np.log1p(duration)
+    g = np.zeros(len(G), dtype=np.float32)
+    g[G["phase"]] = g[G["clairvoyant"]] = 1
+    mask = np.array([f > 0 for f in free] + [0], dtype=np.int8)
+    return {"jobs": np.zeros((1, len(J)), np.float32), "machines": machines, "global": g,
+            "placing": placing, "action_mask": mask}
+
+
+def policy_steps(scenario: str, observation: str, seed: int, policy: str, split: str = "test", **env_kwargs):
+    """Yield (env, obs, infos) at every step of one episode of ``scenario`` played by the named
+    ``policy`` under the ``observation`` layout (``env_kwargs``: the environment's overrides)."""
+    import cluster_env
+    import baselines
+
+    env = cluster_env.parallel_env(scenario, split=split, observation=observation, **env_kwargs)
+    pol = baselines.make_policy(policy)
+    obs, infos = env.reset(seed=seed)
+    pol.reset(seed)
+    while env.agents:
+        yield env, obs, infos
+        obs, _, _, _, infos = env.step(pol.act(obs, infos))

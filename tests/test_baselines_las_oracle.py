@@ -18,6 +18,7 @@ from cluster_env.core.config import SchedulingConfig, WorldConfig
 from cluster_env.core.instance import Cluster, LoadReport, Workload
 from cluster_env.scenarios.base import Scenario
 from tests.test_baselines_policies import K, build_obs
+from tests.helpers import place_phase_obs
 
 # (submit s, duration s) of 1-GPU jobs on one machine with one V100, every effect off, a
 # scheduling tick of 100 s, so every arrival falls on a tick (preempting at ticks loses nothing).
@@ -236,20 +237,7 @@ def test_composes_with_every_placer(orderer):
 
 def placer_obs(free: list[int], speed: list[float], need: int, duration: float) -> dict:
     """A PLACE-phase observation: free GPUs and the job's speed per machine, its need and duration."""
-    from baselines.obs import G, M, P
-
-    machines = np.zeros((len(free), len(M)), dtype=np.float32)
-    machines[:, M["free_gpus"]] = np.array(free) / 8.0
-    machines[:, M["job_speed"]] = speed
-    machines[:, M["measured_speed"]] = 1.0
-    placing = np.zeros(len(P), dtype=np.float32)
-    placing[P["need_log2"]] = np.log2(1 + need)
-    placing[P["duration_log"]] = np.log1p(duration)
-    g = np.zeros(len(G), dtype=np.float32)
-    g[G["phase"]] = g[G["clairvoyant"]] = 1
-    mask = np.array([f > 0 for f in free] + [0], dtype=np.int8)
-    return {"jobs": np.zeros((1, len(J)), np.float32), "machines": machines, "global": g,
-            "placing": placing, "action_mask": mask}
+    return place_phase_obs(free, speed, need, duration)
 
 
 def test_oracle_placer_gives_fast_machines_to_long_jobs_and_tight_slow_ones_to_short_jobs():

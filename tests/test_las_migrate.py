@@ -20,6 +20,7 @@ from cluster_env.envs.observation_ext import EXTRA_JOB_FEATURES, job_features
 from cluster_env.envs.observation_place import PLACEMENT_JOB_FEATURES
 from cluster_env.scenarios.base import Scenario
 from cluster_env.world.throughputs import JOB_TYPES, relative_speed_table
+from tests.helpers import policy_steps
 
 TRANSFORMER = JOB_TYPES.index("Transformer (batch size 16)")
 #: The job type's nominal speed on a K80 relative to a V100 (Gavel's table): about 0.494.
@@ -174,14 +175,7 @@ COL = {name: N_EXT + i for i, name in enumerate(PLACEMENT_JOB_FEATURES)}
 
 
 def _steps(observation: str, seed: int = 1, policy: str = "las+fastest"):
-    env = cluster_env.parallel_env("philly-hetero-v1", split="test", observation=observation, jobs_per_episode=150,
-                                   preemption=True)
-    pol = baselines.make_policy(policy)
-    obs, infos = env.reset(seed=seed)
-    pol.reset(seed)
-    while env.agents:
-        yield env, obs, infos
-        obs, _, _, _, infos = env.step(pol.act(obs, infos))
+    return policy_steps("philly-hetero-v1", observation, seed, policy, jobs_per_episode=150, preemption=True)
 
 
 def test_extended_v2_only_appends_columns_and_stays_in_its_spaces():

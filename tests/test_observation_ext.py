@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from pettingzoo.test import parallel_api_test
 
-import baselines
 import cluster_env
 from cluster_env.envs.observation import GLOBAL_FEATURES, JOB_FEATURES
 from cluster_env.envs.observation_ext import (EXTRA_GLOBAL_FEATURES, EXTRA_JOB_FEATURES, RECENT_WEIGHT,
                                               TENANT_SLOTS)
+from tests.helpers import policy_steps
 
 N_JOB, N_GLOB = len(JOB_FEATURES), len(GLOBAL_FEATURES)
 COL = {name: N_JOB + i for i, name in enumerate(EXTRA_JOB_FEATURES)}
@@ -21,14 +21,8 @@ GCOL = {name: N_GLOB + i for i, name in enumerate(EXTRA_GLOBAL_FEATURES)}
 
 def _episode(observation: str, seed: int = 3, policy: str = "las", **kw):
     """Yield (env, obs, infos) at every step of one short philly-v1 episode played by ``policy``."""
-    env = cluster_env.parallel_env("philly-v1", split="train", observation=observation, jobs_per_episode=120,
-                                   preemption=True, **kw)
-    pol = baselines.make_policy(policy)
-    obs, infos = env.reset(seed=seed)
-    pol.reset(seed)
-    while env.agents:
-        yield env, obs, infos
-        obs, _, _, _, infos = env.step(pol.act(obs, infos))
+    return policy_steps("philly-v1", observation, seed, policy, split="train", jobs_per_episode=120,
+                        preemption=True, **kw)
 
 
 def test_default_layout_is_unchanged_and_extended_only_appends_columns():

@@ -24,10 +24,11 @@ import pytest
 import baselines
 from baselines import engine
 from baselines.harness.episode import run_episode
-from baselines.obs import G, J, M, P
+from baselines.obs import M, P
 from baselines.placers import SPREAD_MARGIN, FastestFirst, OraclePlacer, split_choice, speed_and_fit
 from cluster_env.core.config import SchedulingConfig, WorldConfig
 from cluster_env.core.instance import Cluster, LoadReport, Workload
+from tests.helpers import place_phase_obs
 from cluster_env.scenarios.base import Scenario
 from cluster_env.world import JOB_TYPES
 
@@ -110,22 +111,7 @@ def place_obs(free: list, speed: list, need: int, gpus: int, comm: float, capaci
               duration: float = 3600.0) -> dict:
     """A PLACE-phase observation: free GPUs and the job's speed per machine (measured speed 1),
     machines of ``capacity`` GPUs; the job's GPUs, remaining need, comm intensity, machines held."""
-    machines = np.zeros((len(free), len(M)), dtype=np.float32)
-    machines[:, M["gpus"]] = capacity / 8.0
-    machines[:, M["free_gpus"]] = np.array(free) / 8.0
-    machines[:, M["job_speed"]] = speed
-    machines[:, M["measured_speed"]] = 1.0
-    placing = np.zeros(len(P), dtype=np.float32)
-    placing[P["gpus_log2"]] = np.log2(gpus)
-    placing[P["need_log2"]] = np.log2(1 + need)
-    placing[P["comm_intensity"]] = comm
-    placing[P["machines_used"]] = used
-    placing[P["duration_log"]] = np.log1p(duration)
-    g = np.zeros(len(G), dtype=np.float32)
-    g[G["phase"]] = g[G["clairvoyant"]] = 1
-    mask = np.array([f > 0 for f in free] + [0], dtype=np.int8)
-    return {"jobs": np.zeros((1, len(J)), np.float32), "machines": machines, "global": g,
-            "placing": placing, "action_mask": mask}
+    return place_phase_obs(free, speed, need, duration, gpus=gpus, comm=comm, used=used, capacity=capacity)
 
 
 def test_fastest_still_prefers_a_faster_gpu_type_when_the_job_fits_whole():
