@@ -134,7 +134,7 @@ def write_sweep(sweep: LoadSweep, out: "str | Path", plot: bool = True) -> list[
 
         paths.append(plot_load_sweep(sweep.rows, out / "load_sweep.png",
                                      title=f"{sweep.scenario}/{sweep.split}: {len(sweep.seeds)} windows per point, "
-                                           "mean and 95% CI"))
+                                           "mean and 95% CI", reference=sweep.reference))
     return paths
 
 

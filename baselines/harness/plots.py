@@ -68,11 +68,54 @@ def plot_jct_cdf(episodes: Sequence[EpisodeResult], path: "str | Path", title: s
     return save_figure(fig, path)
 
 
+#: When the busy part of an episode (until the last job starts) is shorter than this share of the
+#: whole (a few long jobs finishing alone), the time axis is linear to one hour and logarithmic
+#: after, so that both the busy part and the tail are readable.
+LONG_TAIL_SHARE = 0.4
+TIME_LABEL = "hours since the first arrival"
+
+
+def busy_until(episode: EpisodeResult) -> float:
+    """Seconds from the episode's first arrival until its last job start (or, unrecorded, until
+    its queue last held a job): after that only running jobs finish."""
+    s = episode.series
+    if s is None or not len(s):
+        return 0.0
+    origin = float(s[0, 0])
+    last = origin
+    waiting = np.flatnonzero(s[:, 2] > 0)
+    if len(waiting):
+        last = float(s[min(waiting[-1] + 1, len(s) - 1), 0])       # the sample where the queue emptied
+    if episode.allocations:
+        last = max(last, max((t for t, _, alloc in episode.allocations if alloc is not None), default=origin))
+    return last - origin
+
+
+def set_time_axis(ax, end_hours: float, busy_hours: float) -> None:
+    """The x axis of a plot over an episode: 0 to ``end_hours`` (the data's whole range), in
+    hours since the first arrival; linear to 1 h and logarithmic after when the busy part
+    (``busy_hours``) is under :data:`LONG_TAIL_SHARE` of the whole."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    end = max(float(end_hours), 1e-6)
+    if end > 2.0 and busy_hours < LONG_TAIL_SHARE * end:
+        ax.set_xscale("symlog", linthresh=1.0, linscale=0.5)
+        ticks = [t for t in (0, 0.5, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000) if t <= end]
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+        ax.set_xlabel(f"{TIME_LABEL} (linear to 1, then log scale)")
+    else:
+        ax.set_xlabel(TIME_LABEL)
+    ax.set_xlim(0, end * 1.01)
+
+
 def plot_utilization(episodes: Sequence[EpisodeResult], path: "str | Path", title: str = "") -> Path:
     """GPU utilisation and pending-queue length over time, one line per policy (one seed each)."""
     plt = _pyplot()
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
     seen, used = set(), []
+    end, busy = 0.0, 0.0
     for ep in episodes:
         policy = ep.record["policy"]
         if ep.series is None or policy in seen:
@@ -81,16 +124,19 @@ def plot_utilization(episodes: Sequence[EpisodeResult], path: "str | Path", titl
         used.append(ep)
         s = ep.series
         hours = (s[:, 0] - s[0, 0]) / 3600.0
+        end, busy = max(end, float(hours[-1]) if len(hours) else 0.0), max(busy, busy_until(ep) / 3600.0)
         top.step(hours, s[:, 1] / max(ep.total_gpus, 1), where="post", label=policy, lw=1)
         bottom.step(hours, s[:, 2], where="post", label=policy, lw=1)
-    top.set_ylabel("GPU utilisation")
+    top.set_ylabel("GPU utilisation (fraction of GPUs)")
     top.set_ylim(0, 1.05)
     bottom.set_ylabel("pending jobs")
-    bottom.set_xlabel("hours since the first arrival")
+    set_time_axis(bottom, end, busy)                  # shared with the top panel
     _title(top, title or "utilisation and queue", describe(used))
     for ax in (top, bottom):
         ax.grid(alpha=0.3)
-    top.legend(title="policy", fontsize=8)
+    if used:                                          # beside the panels: it hides no line
+        fig.legend(*top.get_legend_handles_labels(), title="policy", fontsize=8, loc="center left",
+                   bbox_to_anchor=(1.0, 0.5))
     return save_figure(fig, path)
 
 
@@ -139,9 +185,18 @@ def _lanes(stints: Sequence[tuple[float, float, int, bool]]) -> list[int]:
     return lanes
 
 
+#: Height of one lane of the timeline (one job on a machine at a time), in inches: readable
+#: between these bounds; the figure grows with the lanes up to :data:`TIMELINE_MAX_INCHES`.
+TIMELINE_LANE_INCHES = (0.06, 0.2)
+TIMELINE_MAX_INCHES = 16.0
+_ROW_GAP = 0.4                      # lanes of space between two machines' rows
+
+
 def plot_timeline(episode: EpisodeResult, path: "str | Path", title: str = "", max_machines: int = 64) -> Path:
     """Which job held which machine when: one row per machine (grouped by GPU type, in natural
-    order), one bar per stint of a job, labelled with the job id where it is long enough."""
+    order), as tall as the most jobs it ran at once (one lane each, so an 8-GPU machine shared by
+    8 jobs stays readable), one bar per stint of a job, labelled with the job id where it is long
+    enough. The time axis covers the whole episode (:func:`set_time_axis`)."""
     if episode.allocations is None:
         raise ValueError("the episode was not recorded (run it with record=True)")
     from matplotlib.collections import PolyCollection
@@ -155,41 +210,48 @@ def plot_timeline(episode: EpisodeResult, path: "str | Path", title: str = "", m
     order = sorted(range(n_all), key=lambda m: (types[m], natural_key(names[m])))[:max_machines]
     n = len(order)
     span = max((s + d - origin for rows in bars.values() for s, d, _, _ in rows), default=1.0) / 3600.0 or 1.0
-    fig, ax = plt.subplots(figsize=(11, max(3.5, 0.26 * n + 2.0)))
-    cmap = plt.get_cmap("tab20")
-    # Every bar in one collection, in the order (and with the corners) that a broken_barh call per
-    # stint drew them: the same pixels, but thousands of artists cost seconds per plot.
-    corners, faces, edges, widths = [], [], [], []
-    for row, machine in enumerate(order):
+    rows = []                                     # per machine: its stints, their lanes, its first lane
+    y = 0.0
+    for machine in order:
         stints = sorted(bars.get(machine, []))
         lanes = _lanes(stints)                    # jobs sharing the machine at once: one lane each
-        height = 0.8 / max(max(lanes, default=0) + 1, 1)
+        rows.append((machine, stints, lanes, y))
+        y += max(max(lanes, default=0) + 1, 1) + _ROW_GAP
+    total = max(y - _ROW_GAP, 1.0)
+    low, high = TIMELINE_LANE_INCHES
+    lane_inches = min(high, max(low, (TIMELINE_MAX_INCHES - 2.0) / total))
+    fig, ax = plt.subplots(figsize=(11, max(3.5, lane_inches * total + 2.0)))
+    cmap = plt.get_cmap("tab20")
+    # Every bar in one collection: thousands of artists would cost seconds per plot.
+    corners, faces, edges, widths = [], [], [], []
+    centres = []
+    for machine, stints, lanes, y0 in rows:
+        centres.append(y0 + (max(max(lanes, default=0) + 1, 1)) / 2)
         for (s, d, job, preempted), lane in zip(stints, lanes):
             x, w = (s - origin) / 3600.0, d / 3600.0
-            y = row - 0.4 + lane * height
-            top = y + ((y + height) - y)          # broken_barh's y0 + (converted height)
-            corners.append([(x, y), (x, top), (x + w, top), (x + w, y)])
+            bottom, top = y0 + lane + 0.05, y0 + lane + 0.95
+            corners.append([(x, bottom), (x, top), (x + w, top), (x + w, bottom)])
             faces.append(cmap(job % 20))
             edges.append("red" if preempted else "white")
             widths.append(1.2 if preempted else 0.3)
-            if w > 0.04 * span and n <= 40 and height >= 0.26:       # room for the job id
-                ax.text(x + w / 2, y + height / 2, str(job), ha="center", va="center", fontsize=6, clip_on=True)
+            if w > 0.04 * span and lane_inches >= 0.11:        # room for the job id
+                ax.text(x + w / 2, (bottom + top) / 2, str(job), ha="center", va="center", fontsize=6, clip_on=True)
     if corners:
         ax.add_collection(PolyCollection(np.array(corners), facecolors=faces, edgecolors=edges, linewidths=widths))
-    ax.set_yticks(range(n))
+    ax.set_yticks(centres)
     ax.set_yticklabels([names[m] for m in order], fontsize=7 if n <= 40 else 5)
-    ax.set_ylim(n - 0.5, -0.5)
+    ax.set_ylim(total + _ROW_GAP / 2, -_ROW_GAP / 2)
+    ax.set_ylabel("machine (grouped by GPU type; a lane per job it runs at once)")
     # GPU type groups: a separator and the type's name at the group's first row.
     prev = None
-    for row, machine in enumerate(order):
+    for i, (machine, _, _, y0) in enumerate(rows):
         if types[machine] != prev:
-            if row:
-                ax.axhline(row - 0.5, color="0.3", lw=0.8)
-            ax.text(1.005, row - 0.4, types[machine], transform=ax.get_yaxis_transform(), va="top",
+            if i:
+                ax.axhline(y0 - _ROW_GAP / 2, color="0.3", lw=0.8)
+            ax.text(1.005, y0, types[machine], transform=ax.get_yaxis_transform(), va="top",
                     ha="left", fontsize=8, fontweight="bold")
             prev = types[machine]
-    ax.set_xlim(0, span * 1.01)
-    ax.set_xlabel("hours since the first arrival")
+    set_time_axis(ax, span, busy_until(episode) / 3600.0)
     ax.grid(axis="x", alpha=0.3)
     shown = "" if n == n_all else f" (first {n} of {n_all} machines)"
     context = (f"{episode.record['scenario']} / {episode.record['split']}, policy {episode.record['policy']}, "
@@ -197,7 +259,7 @@ def plot_timeline(episode: EpisodeResult, path: "str | Path", title: str = "", m
     _title(ax, title or "cluster timeline: which job held which machine", context)
     ax.legend(handles=[Patch(facecolor=cmap(3), edgecolor="white", label="a job's stint (label: job id)"),
                        Patch(facecolor=cmap(3), edgecolor="red", linewidth=1.2, label="stint ended by preemption")],
-              loc="upper right", fontsize=7, framealpha=0.9)
+              loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=1, fontsize=7, frameon=False)
     return save_figure(fig, path)
 
 
@@ -208,7 +270,7 @@ def save_figure(fig, path: "str | Path") -> Path:
     path = Path(path)
     fig.tight_layout()
     try:           # atomically, so that a plot joins the other files of a written_together block
-        atomic_write(path, lambda fh: fig.savefig(fh, dpi=110, format=path.suffix.lstrip(".") or "png"),
+        atomic_write(path, lambda fh: fig.savefig(fh, dpi=110, bbox_inches="tight", format=path.suffix.lstrip(".") or "png"),
                      binary=True)
     finally:
         import matplotlib.pyplot as plt

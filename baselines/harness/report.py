@@ -17,6 +17,7 @@ import numpy as np
 
 from cluster_env.core.metrics import METRIC_KEYS
 
+from baselines.harness.metric_labels import table_header
 from baselines.harness.stats import (DEFAULT_METRIC, DEFAULT_REFERENCE, PairingError, fmt_interval, fmt_ratio,
                                      lower_is_better, paired_summary, truncation)
 
@@ -127,14 +128,15 @@ def table_caption(records: Sequence[dict[str, Any]], reference: Optional[str] = 
 def format_table(records: Sequence[dict[str, Any]], metrics: Sequence[str] = TABLE_METRICS,
                  markdown: bool = False, reference: Optional[str] = DEFAULT_REFERENCE,
                  paired_metric: str = DEFAULT_METRIC) -> str:
-    """A table with one line per scenario and policy: ``mean ± std`` per metric, and for
+    """A table with one line per scenario and policy: ``mean ± std`` per metric (each head names
+    its unit, :func:`baselines.harness.metric_labels.table_header`), and for
     ``paired_metric`` the paired ratio to ``reference`` with its interval and the win rate, under
     a caption naming the pending window and the reference. Rows with truncated episodes are
     flagged ``TRUNCATED k/n`` (those windows are left out of the ratios)."""
     rows = summarize(records, metrics, reference, paired_metrics=(paired_metric,))
     ratio_head = f"{paired_metric} vs {reference}"
-    header = ["scenario", "policy", "seeds", metrics[0] if metrics else paired_metric, ratio_head, "wins",
-              *metrics[1:], "flags"]
+    header = ["scenario", "policy", "seeds", table_header(metrics[0] if metrics else paired_metric), ratio_head,
+              "wins", *map(table_header, metrics[1:]), "flags"]
     cells = []
     notes = []
     repeats: list[str] = []
