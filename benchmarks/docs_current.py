@@ -1,0 +1,369 @@
+"""The numbers and defaults that README.md and docs/ quote, generated from the code and from measured
+figures, so that the docs cannot drift from what the package does.
+
+A generated part of a page sits between two HTML comments (invisible on GitHub)::
+
+    <!-- generated: NAME -->...<!-- end: NAME -->
+
+and this script rewrites it from its source: the CLI parser's defaults, the scenario registry, the
+shipped agents, the checked-in score files, or ``docs/figures.json`` (figures measured by
+``--measure``: the README's headline comparison over 100 test windows and the load sweep of
+docs/baselines.md). ``tests/test_docs_current.py`` fails when a page differs from this script's
+output, or when ``docs/figures.json`` differs from a fresh measurement (a slow test).
+
+    python benchmarks/docs_current.py --check      # exit 1 and name every stale part
+    python benchmarks/docs_current.py --write      # rewrite the generated parts
+    python benchmarks/docs_current.py --measure    # rerun the measured figures into docs/figures.json (~1 min)
+    python benchmarks/docs_current.py --images     # redraw docs/img/*.png with today's plots
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+ROOT = Path(__file__).resolve().parent.parent
+FIGURES = ROOT / "docs" / "figures.json"
+MARKER = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->)(?P<body>.*?)(<!-- end: (?P=name) -->)", re.S)
+
+#: The README's headline: the shipped agent against the strongest rule on its scenario (DESIGN 9:
+#: paired, 100 test windows, 95% bootstrap interval, win rate).
+HEADLINE = {"agent": "dual", "reference": "las-migrate", "scenario": "philly-hetero-v2", "split": "test",
+            "seeds": "0-99", "metric": "avg_jct"}
+#: The load sweep of docs/baselines.md ("Load sweeps").
+LOAD_SWEEP = {"scenario": "philly-v1", "split": "test", "loads": [0.5, 1, 1.5, 2, 3],
+              "policies": ["fifo", "sjf", "tiresias", "tiresias+fastest"], "seeds": "0-9", "reference": "fifo"}
+
+
+# ----------------------------------------------------------------------------- sources
+def cli_parser() -> argparse.ArgumentParser:
+    from baselines.cli import build_parser
+
+    return build_parser()
+
+
+def subparser(name: str) -> argparse.ArgumentParser:
+    """The ``cluster-bench NAME`` parser (plugin commands included)."""
+    parser = cli_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices[name]
+
+
+def seeds_text(seeds: Any) -> str:
+    """``[0, 1, ..., 19]`` -> ``"0-19"`` (a contiguous list), else the list joined by commas."""
+    seeds = list(seeds)
+    if len(seeds) > 1 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"{seeds[0]}-{seeds[-1]}"
+    return ",".join(map(str, seeds))
+
+
+def option_default(command: str, option: str) -> Any:
+    """The default of ``cluster-bench COMMAND OPTION`` as the parser holds it."""
+    for action in subparser(command)._actions:
+        if option in action.option_strings:
+            return action.default
+    raise KeyError(f"cluster-bench {command} has no option {option}")
+
+
+def _usage_item(action: argparse.Action) -> str:
+    flag = action.option_strings[-1] if action.option_strings else action.dest.upper()
+    if not action.option_strings:
+        return flag
+    if action.nargs == 0:
+        return f"[{flag}]"
+    if action.choices:
+        value = "|".join(map(str, action.choices))
+    elif action.default not in (None, [], "") and not isinstance(action.default, bool):
+        value = seeds_text(action.default) if isinstance(action.default, list) else str(action.default)
+    else:
+        value = action.metavar or action.dest.upper()
+    if action.default not in (None, [], "") and action.choices:
+        value = f"{value} (default {action.default})"
+    text = f"{flag} {value}"
+    if action.dest == "env":
+        text += " ..."
+    return text if action.required else f"[{text}]"
+
+
+def cli_usage(commands: tuple[str, ...] = ("run", "compare", "sweep", "scenarios", "policies", "replay",
+                                           "scores")) -> str:
+    """Each command's options with their defaults (the parser's, so they cannot go stale)."""
+    lines = []
+    for name in commands:
+        items = [_usage_item(a) for a in subparser(name)._actions
+                 if not isinstance(a, argparse._HelpAction) and a.dest not in ("quiet",)]
+        head, line, out = f"cluster-bench {name}", "", []
+        line = head
+        for item in items:
+            if len(line) + 1 + len(item) > 100:
+                out.append(line)
+                line = " " * 18 + item
+            else:
+                line += " " + item
+        out.append(line)
+        lines += out
+    return "```\n" + "\n".join(lines) + "\n```"
+
+
+def scenario_table() -> str:
+    """One row per registered scenario: its cluster, episodes, default load and data."""
+    import cluster_env
+
+    rows = ["| name | cluster | episodes | description |", "|---|---|---|---|"]
+    for name in cluster_env.list_scenarios():
+        s = cluster_env.get_scenario(name)
+        c = s.cluster()
+        mix = ", ".join(f"{n} {k}" for k, n in c.gpus_of_type().items())
+        episode = f"windows of {s.jobs_per_episode:,} jobs" if s.jobs_per_episode else "each split one episode"
+        if s.repeat > 1:
+            episode += f" tiled {s.repeat} times"
+        if s.load is not None:
+            episode += f", offered load {s.load:g}"
+        elif s.time_scale != 1.0:
+            episode += f", arrivals compressed {1 / s.time_scale:g}x"
+        else:
+            episode += ", the trace's own arrival times"
+        shown = f"`{name}`" if name.endswith("-v0") else f"**`{name}`**"
+        rows.append(f"| {shown} | {c.num_machines:,} machines, {c.total_gpus:,} GPUs ({mix}) | {episode} | "
+                    f"{s.description} |")
+    return "\n".join(rows)
+
+
+def shipped_agents() -> dict[str, list[str]]:
+    """The scenarios that ship an agent, by family: ``{"paper": [...], "priority": [...]}``."""
+    pretrained = ROOT / "dual_agent" / "pretrained"
+    return {"paper": sorted(p.stem for p in pretrained.glob("*.pt")),
+            "priority": sorted(p.name[:-len(".priority.json")] for p in pretrained.glob("*.priority.json"))}
+
+
+def _names(items: list[str]) -> str:
+    quoted = [f"`{x}`" for x in items]
+    return quoted[0] if len(quoted) == 1 else ", ".join(quoted[:-1]) + " and " + quoted[-1]
+
+
+def headline(figures: dict) -> str:
+    """The README's sentence on the shipped agents and the headline comparison."""
+    h = figures["headline"]
+    agents = shipped_agents()
+    return (f"pretrained checkpoints for {_names(agents['paper'])} that `cluster-bench run` scores next to the "
+            "baselines; and its ordering agent in *priority mode* (a learned index on least-attained "
+            "service, numpy, trained with evolution strategies in the compiled engine, with an optional "
+            f"learned residual placer), shipped for {_names(agents['priority'])}. On `{h['scenario']}` "
+            f"`{h['agent']}` is {h['geo_mean']:.3f} [{h['ci_low']:.3f}, {h['ci_high']:.3f}] of `{h['reference']}`'s "
+            f"average JCT, the strongest rule there, over {h['split']} windows {h['seeds']} (paired, 95% bootstrap "
+            f"interval; better on {h['wins']} of {h['windows']} windows)")
+
+
+def scores_check_line() -> str:
+    """What ``cluster-bench scores --check`` prints at the end when nothing moved (wall time aside)."""
+    from baselines.harness.scores import load_scores, packaged_scenarios, packaged_scores_file
+
+    files = packaged_scenarios()
+    values, tols = 0, set()
+    for scenario in files:
+        data = load_scores(packaged_scores_file(scenario))
+        tols.add(float(data.get("rel_tol", 1e-6)))
+        for policies in data["scores"].values():
+            for per_seed in policies.values():
+                values += sum(len(per_seed[str(seed)]) for seed in data["seeds"] if str(seed) in per_seed)
+    tol = f"{tols.pop():g}" if len(tols) == 1 else "each file's tolerance"
+    return f"```\nscores check: {len(files)} file(s), {values} values, all within {tol} (<wall time> s)\n```"
+
+
+def score_files_count() -> str:
+    from baselines.harness.scores import packaged_scenarios
+
+    return str(len(packaged_scenarios()))
+
+
+def scenario_defaults() -> str:
+    """Which scenario each example and command starts from when none is given."""
+    import cluster_env
+
+    by_default: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "examples").glob("[0-9][0-9]_*.py")):
+        text = path.read_text()
+        found = re.search(r'add_argument\("--(?:base-)?scenario", default=([^,)]+)', text)
+        if not found:
+            continue
+        value = found.group(1).strip()
+        default = cluster_env.DEFAULT_SCENARIO if value == "DEFAULT_SCENARIO" else value.strip("\"'")
+        by_default.setdefault(default, []).append(path.name[:2])
+    commands = {"run": "--scenario", "compare": "--scenario", "replay": "--scenario", "train": "--scenario",
+                "train-priority": "--scenario"}
+    for command, option in commands.items():
+        try:
+            default = option_default(command, option)
+        except KeyError:                             # a plugin command that is not installed
+            continue
+        if default is None and command == "train-priority":
+            from dual_agent.priority.cli import DEFAULT_SCENARIO as default   # resolved when the run starts
+        by_default.setdefault(default, []).append(f"`cluster-bench {command}`")
+    parts = []
+    for scenario, users in sorted(by_default.items(), key=lambda kv: kv[0] != cluster_env.DEFAULT_SCENARIO):
+        examples = [u for u in users if not u.startswith("`")]
+        cmds = [u for u in users if u.startswith("`")]
+        who = ([f"examples {', '.join(examples)}" if len(examples) > 1 else f"example {examples[0]}"] if examples
+               else []) + cmds
+        parts.append(f"`{scenario}`: {', '.join(who)}")
+    return "; ".join(parts)
+
+
+def load_sweep_table(figures: dict) -> str:
+    sweep = figures["load_sweep"]
+    policies, ref = sweep["policies"], sweep["reference"]
+    rows = ["| load | " + " | ".join(policies) + " |", "|---:|" + "---:|" * len(policies)]
+    for load in sweep["loads"]:
+        cells = []
+        for p in policies:
+            r = sweep["rows"][p][format(load, "g")]
+            cell = f"{r['avg_jct']:,.0f} s"
+            if p != ref:
+                cell += f" ({r['ratio_avg_jct']:.2f})"
+            cells.append(cell)
+        rows.append(f"| {load:g} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def load_figures() -> dict:
+    return json.loads(FIGURES.read_text())
+
+
+#: Every generated part: name -> (page, generator). Pages may hold each name once.
+SECTIONS: dict[str, tuple[str, Callable[[], str]]] = {
+    "headline": ("README.md", lambda: headline(load_figures())),
+    "scenarios": ("README.md", scenario_table),
+    "scenario-defaults": ("README.md", scenario_defaults),
+    "score-files": ("README.md", score_files_count),
+    "cli-usage": ("docs/baselines.md", cli_usage),
+    "scores-check-line": ("docs/baselines.md", scores_check_line),
+    "load-sweep-table": ("docs/baselines.md", lambda: load_sweep_table(load_figures())),
+}
+
+
+# ----------------------------------------------------------------------------- pages
+def generated_parts(text: str) -> dict[str, str]:
+    """The generated parts of a page: name -> what is between its markers."""
+    return {m.group("name"): m.group("body") for m in MARKER.finditer(text)}
+
+
+def _wrap(body: str, block: bool) -> str:
+    return f"\n{body}\n" if block else body
+
+
+def is_block(generated: str) -> bool:
+    return generated.startswith(("```", "|"))
+
+
+def render(page: str, text: str) -> str:
+    """``text`` with every generated part of ``page`` replaced by its generator's output."""
+    def replace(m: re.Match) -> str:
+        name = m.group("name")
+        if name not in SECTIONS or SECTIONS[name][0] != page:
+            raise KeyError(f"{page}: unknown generated part {name!r}")
+        body = SECTIONS[name][1]()
+        return f"{m.group(1)}{_wrap(body, is_block(body))}{m.group(4)}"
+
+    return MARKER.sub(replace, text)
+
+
+def stale_pages() -> dict[str, str]:
+    """Pages whose generated parts differ from the generators: page -> the text they should have."""
+    out = {}
+    for page in sorted({p for p, _ in SECTIONS.values()}):
+        text = (ROOT / page).read_text()
+        missing = [n for n, (p, _) in SECTIONS.items() if p == page and n not in generated_parts(text)]
+        if missing:
+            raise KeyError(f"{page} lacks the generated part(s) {missing}")
+        new = render(page, text)
+        if new != text:
+            out[page] = new
+    return out
+
+
+# ----------------------------------------------------------------------------- measurements
+def measure_headline(backend: str = "auto") -> dict:
+    from baselines.harness.stats import paired_summary
+    from baselines.harness.sweep import make_tasks, run_tasks
+
+    h = HEADLINE
+    from baselines.cli import parse_seeds
+
+    seeds = parse_seeds(h["seeds"])
+    tasks = make_tasks([h["agent"], h["reference"]], [h["scenario"]], h["split"], seeds, {})
+    records = [r.record for r in run_tasks(tasks, backend=backend)]
+    s = paired_summary(records, h["agent"], h["reference"], h["metric"])
+    return {**h, "geo_mean": round(s.geo_mean, 6), "ci_low": round(s.ci_low, 6), "ci_high": round(s.ci_high, 6),
+            "wins": int(s.wins), "windows": int(s.distinct), "mean": round(s.mean, 3),
+            "reference_mean": round(s.reference_mean, 3)}
+
+
+def measure_load_sweep(backend: str = "auto", out: Optional[Path] = None) -> dict:
+    from baselines.cli import parse_seeds
+    from baselines.harness.load_sweep import run_load_sweep, write_sweep
+
+    cfg = LOAD_SWEEP
+    sweep = run_load_sweep(cfg["scenario"], cfg["loads"], cfg["policies"], parse_seeds(cfg["seeds"]), cfg["split"],
+                           reference=cfg["reference"], backend=backend)
+    if out is not None:
+        write_sweep(sweep, out)
+    rows: dict[str, dict[str, dict]] = {}
+    for r in sweep.rows:
+        rows.setdefault(r["policy"], {})[format(r["load"], "g")] = {
+            "avg_jct": round(r["avg_jct"], 3), "ratio_avg_jct": round(r["ratio_avg_jct"], 6)}
+    return {**cfg, "rows": rows}
+
+
+def measure() -> dict:
+    return {"headline": measure_headline(), "load_sweep": measure_load_sweep(),
+            "made_by": "python benchmarks/docs_current.py --measure"}
+
+
+def draw_images() -> list[Path]:
+    """docs/img: the load sweep of docs/baselines.md and the paired plot of the default run."""
+    import tempfile
+
+    from baselines.cli import main as cluster_bench
+
+    img = ROOT / "docs" / "img"
+    with tempfile.TemporaryDirectory() as tmp:
+        measure_load_sweep(out=Path(tmp) / "sweep")
+        (img / "load_sweep_philly_v1.png").write_bytes((Path(tmp) / "sweep" / "load_sweep.png").read_bytes())
+        assert cluster_bench(["run", "--out", str(Path(tmp) / "run"), "--quiet"]) == 0
+        (img / "paired_philly_v1.png").write_bytes((Path(tmp) / "run" / "paired_avg_jct.png").read_bytes())
+    return [img / "load_sweep_philly_v1.png", img / "paired_philly_v1.png"]
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--check", action="store_true", help="exit 1 if a generated part is stale")
+    p.add_argument("--write", action="store_true", help="rewrite the generated parts")
+    p.add_argument("--measure", action="store_true", help="rerun the measured figures into docs/figures.json")
+    p.add_argument("--images", action="store_true", help="redraw docs/img/*.png")
+    args = p.parse_args(argv)
+    if args.measure:
+        figures = measure()
+        FIGURES.write_text(json.dumps(figures, indent=2) + "\n")
+        print(f"wrote {FIGURES.relative_to(ROOT)}: headline {figures['headline']['geo_mean']:.3f} "
+              f"[{figures['headline']['ci_low']:.3f}, {figures['headline']['ci_high']:.3f}]")
+    if args.images:
+        for path in draw_images():
+            print(f"wrote {path.relative_to(ROOT)}")
+    stale = stale_pages()
+    if args.write:
+        for page, text in stale.items():
+            (ROOT / page).write_text(text)
+            print(f"rewrote the generated parts of {page}")
+        return 0
+    if stale:
+        print("stale generated parts in: " + ", ".join(stale) + " (python benchmarks/docs_current.py --write)")
+        return 1 if args.check else 0
+    print("the generated parts of the docs are current")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
