@@ -285,13 +285,14 @@ def stale_pages() -> dict[str, str]:
 
 
 # ----------------------------------------------------------------------------- measurements
-def measure_headline(backend: str = "auto") -> dict:
+def measure_headline(backend: str = "auto", seeds: Optional[str] = None) -> dict:
+    """:data:`HEADLINE` measured: the paired ratio of the agent to the reference (``seeds``: fewer
+    windows, for a smoke test)."""
+    from baselines.cli import parse_seeds
     from baselines.harness.stats import paired_summary
     from baselines.harness.sweep import make_tasks, run_tasks
 
-    h = HEADLINE
-    from baselines.cli import parse_seeds
-
+    h = dict(HEADLINE, seeds=seeds or HEADLINE["seeds"])
     seeds = parse_seeds(h["seeds"])
     tasks = make_tasks([h["agent"], h["reference"]], [h["scenario"]], h["split"], seeds, {})
     records = [r.record for r in run_tasks(tasks, backend=backend)]
@@ -301,11 +302,13 @@ def measure_headline(backend: str = "auto") -> dict:
             "reference_mean": round(s.reference_mean, 3)}
 
 
-def measure_load_sweep(backend: str = "auto", out: Optional[Path] = None) -> dict:
+def measure_load_sweep(backend: str = "auto", out: Optional[Path] = None, **smaller: Any) -> dict:
+    """:data:`LOAD_SWEEP` measured (``smaller`` replaces its settings, for a smoke test); with
+    ``out``, the sweep's files and picture are written there too."""
     from baselines.cli import parse_seeds
     from baselines.harness.load_sweep import run_load_sweep, write_sweep
 
-    cfg = LOAD_SWEEP
+    cfg = {**LOAD_SWEEP, **smaller}
     sweep = run_load_sweep(cfg["scenario"], cfg["loads"], cfg["policies"], parse_seeds(cfg["seeds"]), cfg["split"],
                            reference=cfg["reference"], backend=backend)
     if out is not None:

@@ -1,0 +1,168 @@
+"""The numbers and defaults that README.md and docs/ quote are the code's: the generated parts equal
+their generator's output (``benchmarks/docs_current.py``), the measured figures they quote equal a
+fresh measurement (slow), and the claims written by hand name only what the code has."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import cluster_env
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("docs_current", ROOT / "benchmarks" / "docs_current.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+docs_current = _generator()
+README = (ROOT / "README.md").read_text()
+
+
+def test_generated_parts_of_the_docs_are_current():
+    stale = docs_current.stale_pages()
+    assert not stale, (f"stale generated parts in {sorted(stale)}: run python benchmarks/docs_current.py --write "
+                       "(and --measure where a measured figure moved)")
+
+
+def test_a_stale_generated_part_is_caught_and_rewritten():
+    text = README.replace("| **`philly-hetero-v2`** |", "| **`philly-hetero-v9`** |")
+    assert text != README
+    assert docs_current.render("README.md", text) == README
+    edited = re.sub(r"(<!-- generated: score-files -->)\d+", r"\g<1>4", README)
+    assert edited != README and docs_current.render("README.md", edited) == README
+
+
+def test_scenario_table_lists_every_registered_scenario_once():
+    part = docs_current.generated_parts(README)["scenarios"]
+    names = re.findall(r"^\| \**`([\w-]+)`", part, re.M)
+    assert names == cluster_env.list_scenarios()
+
+
+def test_cli_usage_shows_the_parser_defaults():
+    usage = docs_current.generated_parts((ROOT / "docs" / "baselines.md").read_text())["cli-usage"]
+    seeds = docs_current.seeds_text(docs_current.option_default("run", "--seeds"))
+    reference = docs_current.option_default("run", "--reference")
+    assert f"[--scenario {cluster_env.DEFAULT_SCENARIO}]" in usage and f"[--seeds {seeds}]" in usage
+    assert f"[--reference {reference}]" in usage
+    assert "[--seeds 0-4]" not in usage.split("cluster-bench scores")[0]       # the old default of run/compare
+
+
+def test_readme_headline_is_the_checked_in_measurement_over_100_windows():
+    figures = docs_current.load_figures()
+    h = figures["headline"]
+    assert h["windows"] == 100 and h["seeds"] == "0-99" and h["split"] == "test"      # DESIGN 9
+    sentence = docs_current.generated_parts(README)["headline"]
+    assert f"{h['geo_mean']:.3f} [{h['ci_low']:.3f}, {h['ci_high']:.3f}]" in sentence
+    assert "0.953 [0.899, 0.999]" not in README
+    shipped = docs_current.shipped_agents()
+    assert h["scenario"] in shipped["priority"] + shipped["paper"]            # the agent it quotes ships
+
+
+def test_default_reference_is_the_one_the_readme_names():
+    reference = docs_current.option_default("run", "--reference")
+    paragraph = README[README.index("`run` prints, per policy"):][:300]
+    assert f"paired ratio to `{reference}`" in paragraph, (
+        f"the README says what `run`'s ratios are taken against; the parser's default is {reference!r}")
+
+
+def test_every_named_baseline_in_the_readme_list_and_no_other():
+    from baselines.registry import NAMED
+
+    listed = README[README.index("The named baselines ("):README.index("and their orderers")]
+    names = set(re.findall(r"`([\w-]+)`", listed)) - {"las-q"}
+    assert names == set(NAMED), f"README lists {sorted(names)}, the registry has {sorted(NAMED)}"
+
+
+# A policy name in a command of the docs: each must resolve today.
+_POLICIES = re.compile(r"--polic(?:ies|y)[ =]([^\s`]+)")
+_COMPARE = re.compile(r"cluster-bench compare ([^\s`]+) ([^\s`]+)")
+
+
+def _quoted_policy_names() -> set[str]:
+    names = set()
+    for path in DOCS:
+        text = path.read_text()
+        for group in _POLICIES.findall(text):
+            names.update(group.split(","))
+        for a, b in _COMPARE.findall(text):
+            names.update((a, b))
+    # paths, plug-ins of the reader's own package, placeholders and shell variables are not names
+    return {n.strip("\\.;:)") for n in names
+            if n and not re.search(r"[/:<>${}\[\]]|\.(zip|pt|json)$|^(A|B|P|NAMES|POLICIES|\.\.\.)$", n)}
+
+
+def test_policy_names_in_the_docs_commands_exist():
+    from baselines.harness.sweep import plugin_policy_names, resolve_policy
+
+    plugins = set(plugin_policy_names())
+    names = _quoted_policy_names()
+    assert {"fifo", "las-migrate", "tiresias+fastest"} <= names          # the scan finds commands
+    unknown = []
+    for name in sorted(names):
+        if name in plugins:
+            continue
+        try:
+            resolve_policy(name, cluster_env.DEFAULT_SCENARIO)            # as cluster-bench resolves it
+        except Exception:  # noqa: BLE001 - any failure means the docs quote a name that does not work
+            unknown.append(name)
+    assert not unknown, f"the docs' commands use policy names that do not resolve: {unknown}"
+
+
+def test_pending_window_and_splits_as_the_readme_says():
+    for name in cluster_env.list_scenarios():
+        s = cluster_env.get_scenario(name)
+        expected = 8 if name == "toy-v0" else 32 if name.endswith("-v0") else 256
+        assert s.scheduling.pending_window == expected, name
+        if name != "toy-v0":
+            assert s.splits == {"train": (0.0, 0.7), "validation": (0.7, 0.8), "test": (0.8, 1.0)}, name
+    assert "32 on `philly-v0`,\n`openb-v0` and `openb-full-v0`" in README
+
+
+def test_ci_checks_every_score_file():
+    """The README says CI checks every scenario's score file: the regression test covers them all."""
+    import test_baselines_harness as harness_tests
+    from baselines.harness.scores import packaged_scenarios
+
+    marks = harness_tests.test_checked_in_baseline_scores_have_not_moved.pytestmark
+    covered = next(m.args[1] for m in marks if m.name == "parametrize")
+    assert sorted(covered) == packaged_scenarios()
+
+
+def test_default_scenario_where_the_docs_name_it():
+    said = set()
+    for path in DOCS:
+        said.update(re.findall(r"default scenario,? `([\w-]+)`", path.read_text()))
+    assert said <= {cluster_env.DEFAULT_SCENARIO}, said
+
+
+def test_figures_file_says_how_it_was_made():
+    figures = json.loads((ROOT / "docs" / "figures.json").read_text())
+    assert figures["made_by"] == "python benchmarks/docs_current.py --measure"
+    assert set(figures) == {"headline", "load_sweep", "made_by"}
+
+
+def test_measurement_smoke(tmp_path):
+    """The measuring code runs (two windows; the full measurement is the slow test below)."""
+    h = docs_current.measure_headline(seeds="0-1", backend="serial")
+    assert h["windows"] == 2 and 0 < h["geo_mean"] < 10 and h["agent"] == "dual"
+    sweep = docs_current.measure_load_sweep(backend="serial", seeds="0-1", loads=[1.0], policies=["fifo", "sjf"])
+    assert sweep["rows"]["fifo"]["1"]["ratio_avg_jct"] == 1.0 and sweep["rows"]["sjf"]["1"]["avg_jct"] > 0
+
+
+@pytest.mark.slow
+def test_checked_in_figures_equal_a_fresh_measurement():
+    """docs/figures.json (the README's headline and docs/baselines.md's load sweep) as measured now
+    (about a minute on two cores)."""
+    stored = docs_current.load_figures()
+    fresh = docs_current.measure()
+    for part in ("headline", "load_sweep"):
+        assert json.dumps(fresh[part], sort_keys=True) == json.dumps(stored[part], sort_keys=True), part
