@@ -166,3 +166,10 @@ def test_checked_in_figures_equal_a_fresh_measurement():
     fresh = docs_current.measure()
     for part in ("headline", "load_sweep"):
         assert json.dumps(fresh[part], sort_keys=True) == json.dumps(stored[part], sort_keys=True), part
+
+
+def test_changelog_speaks_in_user_terms():
+    """Entries say what a user gets, not which issue or section of the tracker asked for it."""
+    text = (ROOT / "CHANGELOG.md").read_text()
+    refs = re.findall(r".*\b(?:issues? \d+|sections? \d+|the issue's)\b.*", text, re.I)
+    assert not refs, "CHANGELOG entries name tracker items instead of what changed for users:\n" + "\n".join(refs)
