@@ -67,11 +67,24 @@ def test_readme_headline_is_the_checked_in_measurement_over_100_windows():
     assert h["scenario"] in shipped["priority"] + shipped["paper"]            # the agent it quotes ships
 
 
-def test_default_reference_is_the_one_the_readme_names():
+def test_default_reference_is_the_one_the_docs_name():
     reference = docs_current.option_default("run", "--reference")
     paragraph = README[README.index("`run` prints, per policy"):][:300]
     assert f"paired ratio to `{reference}`" in paragraph, (
         f"the README says what `run`'s ratios are taken against; the parser's default is {reference!r}")
+    said = re.findall(r"reference policy \(default `([\w+-]+)`", (ROOT / "docs" / "baselines.md").read_text())
+    assert said == [reference]
+
+
+def test_scheduling_defaults_quoted_in_the_reference():
+    from cluster_env.core.config import SchedulingConfig
+
+    text = (ROOT / "docs" / "reference.md").read_text()
+    c = SchedulingConfig()
+    assert f"`K = pending_window` (default {c.pending_window}), `R = running_window` ({c.running_window} with " \
+           "preemption, else 0)" in text.replace("\n", " ")
+    baselines_md = (ROOT / "docs" / "baselines.md").read_text()
+    assert f"every `scheduling_tick` = {c.scheduling_tick:g} s by default" in baselines_md.replace("\n", " ")
 
 
 def test_every_named_baseline_in_the_readme_list_and_no_other():
@@ -173,3 +186,11 @@ def test_changelog_speaks_in_user_terms():
     text = (ROOT / "CHANGELOG.md").read_text()
     refs = re.findall(r".*\b(?:issues? \d+|sections? \d+|the issue's)\b.*", text, re.I)
     assert not refs, "CHANGELOG entries name tracker items instead of what changed for users:\n" + "\n".join(refs)
+
+
+def test_dual_agent_page_lists_the_shipped_agents():
+    text = (ROOT / "docs" / "dual_agent.md").read_text().replace("\n", " ")
+    shipped = docs_current.shipped_agents()
+    paper = re.search(r"`dual_agent/pretrained/<scenario>\.pt`: ([^)]*)\)", text).group(1)
+    priority = re.search(r"`<scenario>\.priority\.json`: ([^)]*)\)", text).group(1)
+    assert sorted(paper.split(", ")) == shipped["paper"] and sorted(priority.split(", ")) == shipped["priority"]
