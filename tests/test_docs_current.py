@@ -194,3 +194,13 @@ def test_dual_agent_page_lists_the_shipped_agents():
     paper = re.search(r"`dual_agent/pretrained/<scenario>\.pt`: ([^)]*)\)", text).group(1)
     priority = re.search(r"`<scenario>\.priority\.json`: ([^)]*)\)", text).group(1)
     assert sorted(paper.split(", ")) == shipped["paper"] and sorted(priority.split(", ")) == shipped["priority"]
+
+
+_REPO_PATH = re.compile(r"(?<![\w/.-])((?:cluster_env|baselines|dual_agent|benchmarks|examples|tests|docs)/"
+                        r"[\w./-]+\.(?:py|md|json|csv|pt|png|txt))")
+
+
+def test_files_the_docs_name_exist():
+    missing = [f"{path.name}: {found}" for path in DOCS for found in sorted(set(_REPO_PATH.findall(path.read_text())))
+               if not (ROOT / found).exists()]
+    assert not missing, missing
