@@ -40,7 +40,10 @@ def describe(episodes: Sequence[EpisodeResult]) -> str:
 
 
 def _title(ax, title: str, context: str) -> None:
-    """The caller's title (if any) over a line saying which scenario, split and seeds."""
+    """The caller's title (if any) over a line saying which scenario, split and seeds (the parts
+    the title does not say already)."""
+    if title and context:
+        context = ", ".join(part for part in context.split(", ") if part not in title)
     ax.set_title(f"{title}\n{context}" if title and context and context not in title else (title or context),
                  fontsize=10)
 
@@ -75,9 +78,15 @@ LONG_TAIL_SHARE = 0.4
 TIME_LABEL = "hours since the first arrival"
 
 
+#: The share of job starts that the busy part of an episode holds (the rest: restarts and late
+#: arrivals into an idle cluster, which do not need a linear axis to be seen).
+BUSY_STARTS = 0.9
+
+
 def busy_until(episode: EpisodeResult) -> float:
-    """Seconds from the episode's first arrival until its last job start (or, unrecorded, until
-    its queue last held a job): after that only running jobs finish."""
+    """Seconds from the episode's first arrival until its queue last held a job or until
+    :data:`BUSY_STARTS` of its job starts were made, whichever is later: after that, a few long
+    jobs finish."""
     s = episode.series
     if s is None or not len(s):
         return 0.0
@@ -86,8 +95,9 @@ def busy_until(episode: EpisodeResult) -> float:
     waiting = np.flatnonzero(s[:, 2] > 0)
     if len(waiting):
         last = float(s[min(waiting[-1] + 1, len(s) - 1), 0])       # the sample where the queue emptied
-    if episode.allocations:
-        last = max(last, max((t for t, _, alloc in episode.allocations if alloc is not None), default=origin))
+    starts = sorted(t for t, _, alloc in episode.allocations or () if alloc is not None)
+    if starts:
+        last = max(last, starts[int(BUSY_STARTS * (len(starts) - 1))])
     return last - origin
 
 
