@@ -206,3 +206,13 @@ def test_files_the_docs_name_exist():
     missing = [f"{path.name}: {found}" for path in DOCS for found in sorted(set(_REPO_PATH.findall(path.read_text())))
                if not (ROOT / found).exists()]
     assert not missing, missing
+
+
+def test_default_loads_in_the_reference_table_are_the_scenarios():
+    text = (ROOT / "docs" / "reference.md").read_text()
+    table = text[text.index("### Default loads, measured"):]
+    bold = re.findall(r"^\| \*\*`([\w-]+)`, ([\d.]+)\*\* \|", table, re.M)
+    assert {name for name, _ in bold} == {n for n in cluster_env.list_scenarios()     # every benchmark scenario
+                                         if cluster_env.get_scenario(n).load is not None}
+    for name, load in bold:
+        assert cluster_env.get_scenario(name).load == float(load), name
