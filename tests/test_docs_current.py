@@ -220,3 +220,14 @@ def test_default_loads_in_the_reference_table_are_the_scenarios():
                                          if cluster_env.get_scenario(n).load is not None}
     for name, load in bold:
         assert cluster_env.get_scenario(name).load == float(load), name
+
+
+def test_view_defaults_quoted_in_the_docs():
+    from cluster_env.wrappers._base import DEFAULT_INVALID_PENALTY, DEFAULT_STEPS_PER_JOB
+
+    quoted = set()
+    for path in DOCS:
+        # the bound, not a measured count (``at most 136 steps per job (`las` on ...)``)
+        quoted.update(int(n) for n in re.findall(r"(\d+) steps per job(?! \(`)", path.read_text()))
+    assert quoted == {DEFAULT_STEPS_PER_JOB}, quoted
+    assert f"`invalid_penalty={DEFAULT_INVALID_PENALTY:g}`" in README
