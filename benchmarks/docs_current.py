@@ -69,6 +69,7 @@ def option_default(command: str, option: str) -> Any:
 
 
 def _usage_item(action: argparse.Action) -> str:
+    """``[--seeds 0-19]``: an option with its default (or its metavar where it has none)."""
     flag = action.option_strings[-1] if action.option_strings else action.dest.upper()
     if not action.option_strings:
         return flag
@@ -95,8 +96,7 @@ def cli_usage(commands: tuple[str, ...] = ("run", "compare", "sweep", "scenarios
     for name in commands:
         items = [_usage_item(a) for a in subparser(name)._actions
                  if not isinstance(a, argparse._HelpAction) and a.dest not in ("quiet",)]
-        head, line, out = f"cluster-bench {name}", "", []
-        line = head
+        line, out = f"cluster-bench {name}", []
         for item in items:
             if len(line) + 1 + len(item) > 100:
                 out.append(line)
