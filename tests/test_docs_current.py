@@ -231,3 +231,15 @@ def test_view_defaults_quoted_in_the_docs():
         quoted.update(int(n) for n in re.findall(r"(\d+) steps per job(?! \(`)", path.read_text()))
     assert quoted == {DEFAULT_STEPS_PER_JOB}, quoted
     assert f"`invalid_penalty={DEFAULT_INVALID_PENALTY:g}`" in README
+
+
+def test_training_defaults_quoted_in_the_dual_agent_page():
+    from dual_agent.paper.config import DualAgentConfig, TrainConfig
+    from dual_agent.priority.es import ESConfig
+
+    text = (ROOT / "docs" / "dual_agent.md").read_text().replace("\n", " ")
+    train, es = TrainConfig(), ESConfig()
+    assert f"`--group-windows` windows (default {train.group_windows})" in text
+    assert f"`--group-size` rollouts (default {train.group_size})" in text
+    assert f"`--prior-bonus`, default {DualAgentConfig().prior_bonus:g};" in text
+    assert f"its default {es.iterations} iterations" in text
