@@ -243,3 +243,8 @@ def test_training_defaults_quoted_in_the_dual_agent_page():
     assert f"`--group-size` rollouts (default {train.group_size})" in text
     assert f"`--prior-bonus`, default {DualAgentConfig().prior_bonus:g};" in text
     assert f"its default {es.iterations} iterations" in text
+
+
+def test_generator_command_line_checks(capsys):
+    assert docs_current.main(["--check"]) == 0
+    assert "current" in capsys.readouterr().out
