@@ -177,7 +177,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"cluster-bench run: {len(policies)} policies x {len(args.seeds)} seeds on {args.scenario}/{args.split}"
           f" ({args.backend} backend)", flush=True)
     arrivals = arrivals_note(args.scenario, env_kwargs)
-    meta = dict(scenario=args.scenario, split=args.split, seeds=args.seeds, policies=policies,
+    # The world every policy plays in (policies may set only interface keys, never the world).
+    world = cluster_env.parallel_env(args.scenario, split=args.split, **env_kwargs).world_summary()
+    print(world.line(), flush=True)
+    meta = dict(scenario=args.scenario, split=args.split, seeds=args.seeds, policies=policies, world=world.as_dict(),
                 labels=dict(zip(policies, labels)), env_kwargs=env_kwargs, arrivals=arrivals,
                 policy_env_kwargs=policy_env, env_mismatch=mismatches, allow_env_mismatch=allow,
                 version=cluster_env.__version__, reference=args.reference)

@@ -191,7 +191,7 @@ def run_episode(policy: Any, scenario: "str | Scenario", split: str, seed: int, 
     row.update({k: metrics[k] for k in METRIC_KEYS})
     row.update({"truncated": truncated, "jobs_unfinished": int(sim.num_jobs) - int(metrics["jobs_finished"]),
                 "offered_load": float(getattr(base, "offered_load", float("nan"))),
-                "pending_window": _pending_window(base),
+                "pending_window": _pending_window(base), "world": world_line(base),
                 "return": total, "steps": steps, "wall_s": wall})
     result = EpisodeResult(record=row)
     done = ~np.isnan(sim.jobs.finish)
@@ -204,6 +204,14 @@ def run_episode(policy: Any, scenario: "str | Scenario", split: str, seed: int, 
         result.machine_types = tuple(base.cluster.gpu_type_names[int(t)] for t in sim.machine_type)
         result.total_gpus = int(sim.total_gpus)
     return result
+
+
+def world_line(env: Any) -> str:
+    """The one-line world summary of ``env`` (a parallel env; ``cluster_env.world.summary``), or
+    ``""`` for an environment that does not give one. Metadata: not part of the window's identity
+    (``baselines.harness.stats.window_key``)."""
+    summary = getattr(env, "world_summary", None)
+    return summary().line() if callable(summary) else ""
 
 
 def bound_steps(env: Any) -> None:

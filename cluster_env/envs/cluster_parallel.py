@@ -104,6 +104,7 @@ from cluster_env.errors import InvalidActionError
 from cluster_env.loaders.csvio import check_column_map
 from cluster_env.scenarios.base import Scenario
 from cluster_env.scenarios.load import check_load, offered_load
+from cluster_env.world.summary import WorldSummary, world_summary
 
 ORDER, PLACE = 0, 1
 AGENTS = ("orderer", "placer")
@@ -132,6 +133,19 @@ def reset_split(options: Optional[dict], default: str) -> str:
         raise TypeError(f"unknown reset option(s) {unknown}; reset(options=...) accepts {list(RESET_OPTIONS)} "
                         "(settings such as load are arguments of cluster_env.parallel_env)")
     return options.get("split", default)
+
+
+def _world_origin(scenario: Scenario, world_kw: dict) -> str:
+    """Where the world comes from, in words: the scenario's, or the hardware rule on a user's
+    cluster (``cluster_env.scenarios.hardware``), with the world fields the user set."""
+    hw = scenario.hardware
+    if hw is None:
+        text = f"the scenario's world ({scenario.name})"
+    else:
+        text = f"world of the cluster's hardware, {hw.describe()}, on base {scenario.name.split('+')[0]}"
+    if world_kw:
+        text += "; set by the user: " + ", ".join(sorted(world_kw))
+    return text
 
 
 _ENV_KEYS = {"reward", "render_mode", "jobs_per_episode", "time_scale", "load", "all_effects_off",
@@ -171,6 +185,8 @@ class ClusterParallelEnv(ParallelEnv):
         check_bool("all_effects_off", other.get("all_effects_off", False))
         world = base.world.all_effects_off() if other.get("all_effects_off") else base.world
         world = replace(world, **world_kw)
+        #: What the world follows: the scenario's own, or the hardware rule on a user's cluster.
+        self._world_origin = _world_origin(base, world_kw)
         sched = replace(base.scheduling, **sched_kw)
         world.validate()
         sched.validate()
@@ -220,6 +236,13 @@ class ClusterParallelEnv(ParallelEnv):
         self.sim: Optional[ClusterSimulator] = None
         #: Offered load of the current episode's workload (cluster_env.scenarios.load), set by reset.
         self.offered_load: float = float("nan")
+
+    def world_summary(self) -> WorldSummary:
+        """The world this environment plays in (:mod:`cluster_env.world.summary`): spread model,
+        straggler preset, interconnect source, effects on, GPU types priced by the spec-sheet
+        fallback, and whether the world is the scenario's or follows a user's hardware;
+        ``.line()`` is what ``cluster-bench run`` prints."""
+        return world_summary(self.world, self.cluster.gpu_type_names, self._world_origin)
 
     # ------------------------------------------------------------------ spaces (cached objects)
     def observation_space(self, agent: str):

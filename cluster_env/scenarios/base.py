@@ -10,12 +10,15 @@ equals it (:mod:`cluster_env.scenarios.load`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import numpy as np
 
 from cluster_env.core.config import SchedulingConfig, WorldConfig
 from cluster_env.core.instance import Cluster, Workload
+
+if TYPE_CHECKING:
+    from cluster_env.scenarios.hardware import HardwareWorld
 
 SPLITS = ("train", "validation", "test")
 
@@ -41,6 +44,10 @@ class Scenario:
     repeat: int = 1                                # the window tiled this many times in time, with
                                                    # fresh job ids (a trace too small to queue a
                                                    # large cluster); 1: as is
+    hardware: Optional["HardwareWorld"] = None     # a user's cluster: the world of its GPU
+                                                   # generation applied to ``world``
+                                                   # (cluster_env.scenarios.hardware); None: the
+                                                   # scenario's own world
 
     def split_range(self, split: str, num_jobs: int) -> tuple[int, int]:
         if split not in self.splits:
