@@ -70,7 +70,7 @@ def _effective(key: str, settings: dict, scenario: Any) -> Any:
         for part in (scenario.world, scenario.scheduling):
             if key in getattr(type(part), "__dataclass_fields__", {}):
                 return getattr(part, key)
-        if key in ("jobs_per_episode", "time_scale", "load") and hasattr(scenario, key):
+        if key in ("jobs_per_episode", "time_scale", "load", "load_measure") and hasattr(scenario, key):
             return getattr(scenario, key)
     return _ENV_DEFAULTS.get(key, _UNSET)
 

@@ -64,7 +64,9 @@ scheduling options of :class:`cluster_env.core.config.SchedulingConfig` (``preem
 ``max_steps``, ``max_time``); ``reward`` (``"jct"``, ``"cost"`` or a callable on
 :class:`cluster_env.core.rewards.StepStats`); ``jobs_per_episode``, ``time_scale``,
 ``load`` (the offered load each episode's arrivals are rescaled to, see
-:mod:`cluster_env.scenarios.load`; default: the scenario's);
+:mod:`cluster_env.scenarios.load`; default: the scenario's); ``load_measure`` (how that load is
+measured: ``"total"``, the default of every scenario, or ``"concurrent"``, the GPUs demanded at once
+during the arrivals, which makes comparable queues on heavy-tailed traces);
 ``workload_csv`` / ``cluster_csv`` (and ``workload_columns`` / ``cluster_columns``) for a user's
 own trace and cluster; ``render_mode``; ``observation`` (``"default"``, the layout above, or
 ``"extended"``: five more ``jobs`` columns, a stable tenant encoding, the tenant's finished run
@@ -103,7 +105,7 @@ from cluster_env.envs.observation_place import PlacementObservationBuilder
 from cluster_env.errors import InvalidActionError
 from cluster_env.loaders.csvio import check_column_map
 from cluster_env.scenarios.base import Scenario
-from cluster_env.scenarios.load import check_load, offered_load
+from cluster_env.scenarios.load import check_load, check_load_measure, offered_load
 from cluster_env.world.summary import WorldSummary, world_summary
 
 ORDER, PLACE = 0, 1
@@ -148,7 +150,7 @@ def _world_origin(scenario: Scenario, world_kw: dict) -> str:
     return text
 
 
-_ENV_KEYS = {"reward", "render_mode", "jobs_per_episode", "time_scale", "load", "all_effects_off",
+_ENV_KEYS = {"reward", "render_mode", "jobs_per_episode", "time_scale", "load", "load_measure", "all_effects_off",
              "workload_csv", "cluster_csv", "workload_columns", "cluster_columns", "observation"}
 
 
@@ -195,6 +197,8 @@ class ClusterParallelEnv(ParallelEnv):
             base = replace(base, time_scale=float(other["time_scale"]))
         if other.get("load") is not None:
             base = replace(base, load=check_load(other["load"]))
+        if "load_measure" in other:
+            base = replace(base, load_measure=check_load_measure(other["load_measure"]))
         self.scenario = base
         self.split = split
         base.split_range(split, 1)  # validates the split name early
@@ -258,7 +262,7 @@ class ClusterParallelEnv(ParallelEnv):
             self._np_random, _ = seeding.np_random(seed)
         rng = self._np_random
         workload = self.scenario.sample(split, rng, self.jobs_per_episode)
-        self.offered_load = offered_load(workload, self.cluster.total_gpus)
+        self.offered_load = offered_load(workload, self.cluster.total_gpus, self.scenario.load_measure)
         self.sim = ClusterSimulator(self.cluster, workload, self.world, rng,
                                     preemption=self.sched.preemption,
                                     scheduling_tick=self.sched.scheduling_tick, time_limit=self.sched.max_time)

@@ -5,7 +5,7 @@ A scenario builds one episode's instance with :meth:`Scenario.sample`: the split
 workload (a contiguous window of ``jobs_per_episode`` jobs at a seeded offset, or the whole
 split), its submit times scaled by ``time_scale`` and rebased to start at 0, then, when the scenario
 has a default ``load`` or the caller gives one, scaled again so that the window's offered load
-equals it (:mod:`cluster_env.scenarios.load`).
+(measured as ``load_measure`` says) equals it (:mod:`cluster_env.scenarios.load`).
 """
 from __future__ import annotations
 
@@ -44,6 +44,9 @@ class Scenario:
     repeat: int = 1                                # the window tiled this many times in time, with
                                                    # fresh job ids (a trace too small to queue a
                                                    # large cluster); 1: as is
+    load_measure: str = "total"                    # how ``load`` is measured: "total" (every
+                                                   # named scenario) or "concurrent"
+                                                   # (cluster_env.scenarios.load)
     hardware: Optional["HardwareWorld"] = None     # a user's cluster: the world of its GPU
                                                    # generation applied to ``world``
                                                    # (cluster_env.scenarios.hardware); None: the
@@ -82,7 +85,7 @@ class Scenario:
         if target is not None:
             from cluster_env.scenarios.load import scale_to_load
 
-            episode = scale_to_load(episode, self.cluster().total_gpus, target)
+            episode = scale_to_load(episode, self.cluster().total_gpus, target, self.load_measure)
         return episode
 
 
