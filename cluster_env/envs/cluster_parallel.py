@@ -56,6 +56,14 @@ per-job state.
 **Metrics** (``infos[agent]["metrics"]`` on the final step and ``env.unwrapped.metrics()``):
 ``cluster_env.core.metrics.METRIC_KEYS``.
 
+**World**: ``env.unwrapped.world_summary()`` (:mod:`cluster_env.world.summary`) says which world the
+environment plays in: spread model, straggler preset, interconnect source, the effects that are on,
+the GPU types priced by the spec-sheet fallback rule, and whether the world is the scenario's or
+follows a user's cluster (``.line()``, the line ``cluster-bench run`` prints; ``.as_dict()``). A
+cluster given by the user (``cluster_csv``, or ``custom_scenario(base, cluster=...)``) takes the
+spread model and straggler preset of its GPU generation whatever the base
+(:mod:`cluster_env.scenarios.hardware`); world arguments given here win.
+
 **Arguments** (``overrides``): world model switches and parameters of
 :class:`cluster_env.core.config.WorldConfig` (``static_factors``, ``fluctuation``,
 ``contention``, ``spread_penalty``, ``restart_overhead``, ...), ``all_effects_off=True``;
