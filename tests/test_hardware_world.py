@@ -174,3 +174,15 @@ def test_record_world_is_outside_the_window_identity():
 
     assert window_key(rec) == window_key({**rec, "world": "another world"})
     assert np.isfinite(rec["avg_jct"])
+
+
+def test_a_policy_made_for_the_hardware_world_fits_a_run_on_that_cluster(tmp_path):
+    from types import SimpleNamespace
+
+    from baselines.harness.episode import env_mismatch
+
+    cluster, jobs = _files(tmp_path, 2, 8)
+    made_for_modern = SimpleNamespace(name="p", env_overrides={"spread_model": "allreduce"})
+    assert env_mismatch(made_for_modern, {"cluster_csv": cluster}, "philly-v1") == {}
+    assert env_mismatch(made_for_modern, {}, "philly-v1") == {
+        "spread_model": {"policy": "allreduce", "run": "gavel"}}

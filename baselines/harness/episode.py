@@ -67,6 +67,12 @@ def _effective(key: str, settings: dict, scenario: Any) -> Any:
     if scenario is not None:
         if isinstance(scenario, str):
             scenario = cluster_env.get_scenario(scenario)
+        if settings.get("workload_csv") or settings.get("cluster_csv"):
+            # A user's cluster brings its own world (cluster_env.scenarios.hardware).
+            from cluster_env.scenarios import custom_scenario
+
+            scenario = custom_scenario(scenario, **{k: settings.get(k) for k in (
+                "workload_csv", "cluster_csv", "workload_columns", "cluster_columns")})
         for part in (scenario.world, scenario.scheduling):
             if key in getattr(type(part), "__dataclass_fields__", {}):
                 return getattr(part, key)
