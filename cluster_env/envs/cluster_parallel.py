@@ -59,7 +59,8 @@ per-job state.
 **World**: ``env.unwrapped.world_summary()`` (:mod:`cluster_env.world.summary`) says which world the
 environment plays in: spread model, straggler preset, interconnect source, the effects that are on,
 the GPU types priced by the spec-sheet fallback rule, and whether the world is the scenario's or
-follows a user's cluster (``.line()``, the line ``cluster-bench run`` prints; ``.as_dict()``). A
+follows a user's cluster (``.line()``, the line ``cluster-bench run`` prints; ``.as_dict()``; the
+single-agent views' ``unwrapped.world_summary()`` is the same). A
 cluster given by the user (``cluster_csv``, or ``custom_scenario(base, cluster=...)``) takes the
 spread model and straggler preset of its GPU generation whatever the base
 (:mod:`cluster_env.scenarios.hardware`); world arguments given here win.

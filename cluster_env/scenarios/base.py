@@ -124,5 +124,7 @@ def scenario_summary(scenario: Scenario) -> str:
         episode += f" tiled {scenario.repeat} times"
     if scenario.load is not None:
         episode += f" at offered load {scenario.load:g}"
+        if scenario.load_measure != "total":
+            episode += f" ({scenario.load_measure})"
     return (f"{scenario.name:<14} {c.num_machines:>5} machines {c.total_gpus:>6} GPUs ({mix}); {episode}\n"
             f"{'':<14} {scenario.description}; data: {scenario.data_summary}")
