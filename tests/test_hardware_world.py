@@ -193,3 +193,17 @@ def test_single_agent_views_say_their_world_too():
 
     view = gymnasium.make("cluster_env/HeteroClusterFlat-v0", scenario="modern-v1", jobs_per_episode=20)
     assert view.unwrapped.world_summary() == cluster_env.parallel_env("modern-v1").world_summary()
+
+
+def test_compare_and_sweep_print_the_world_and_compare_records_it(tmp_path, capsys):
+    from baselines.cli import main as cluster_bench
+
+    out = tmp_path / "cmp.json"
+    assert cluster_bench(["compare", "sjf", "fifo", "--scenario", "toy-v0", "--seeds", "0", "--backend", "serial",
+                          "--quiet", "--out", str(out)]) == 0
+    line = cluster_env.parallel_env("toy-v0", split="test").world_summary().line()
+    assert f"  {line}" in capsys.readouterr().out.splitlines()
+    assert json.loads(out.read_text())["meta"]["world"]["line"] == line
+    assert cluster_bench(["sweep", "--scenario", "toy-v0", "--loads", "1", "--policies", "fifo", "--seeds", "0",
+                          "--backend", "serial", "--quiet", "--no-plots", "--out", str(tmp_path / "sw")]) == 0
+    assert line in capsys.readouterr().out.splitlines()
