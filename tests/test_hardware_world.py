@@ -207,3 +207,14 @@ def test_compare_and_sweep_print_the_world_and_compare_records_it(tmp_path, caps
     assert cluster_bench(["sweep", "--scenario", "toy-v0", "--loads", "1", "--policies", "fifo", "--seeds", "0",
                           "--backend", "serial", "--quiet", "--no-plots", "--out", str(tmp_path / "sw")]) == 0
     assert line in capsys.readouterr().out.splitlines()
+
+
+def test_a_legacy_cluster_gets_the_philly_gavel_world_even_on_modern_v1(tmp_path):
+    nodes = tmp_path / "p100.csv"
+    nodes.write_text("machine,gpu_type,num_gpus,count\np,P100,8,20\n")
+    env = cluster_env.parallel_env("modern-v1", cluster_csv=str(nodes))
+    assert (env.world.spread_model, env.world.fluctuation_params) == ("gavel", DEFAULT_FLUCTUATION)
+    assert env.world.reference_gpu == get_scenario("modern-v1").world.reference_gpu
+    summary = env.world_summary()
+    assert summary.origin == "world of the cluster's hardware, legacy (P100), on base modern-v1"
+    assert summary.speed_fallback == () and summary.interconnect == "not used"
