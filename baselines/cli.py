@@ -177,7 +177,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"cluster-bench run: {len(policies)} policies x {len(args.seeds)} seeds on {args.scenario}/{args.split}"
           f" ({args.backend} backend)", flush=True)
     arrivals = arrivals_note(args.scenario, env_kwargs)
-    meta = dict(scenario=args.scenario, split=args.split, seeds=args.seeds, policies=policies,
+    # The world every policy plays in (policies may set only interface keys, never the world).
+    world = cluster_env.parallel_env(args.scenario, split=args.split, **env_kwargs).world_summary()
+    print(world.line(), flush=True)
+    meta = dict(scenario=args.scenario, split=args.split, seeds=args.seeds, policies=policies, world=world.as_dict(),
                 labels=dict(zip(policies, labels)), env_kwargs=env_kwargs, arrivals=arrivals,
                 policy_env_kwargs=policy_env, env_mismatch=mismatches, allow_env_mismatch=allow,
                 version=cluster_env.__version__, reference=args.reference)
@@ -272,6 +275,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         verdict = (f"{s.distinct} window{'s' * (s.distinct != 1)} to pair: no interval, no difference shown (an "
                    "interval needs at least two distinct windows; give more seeds, e.g. --seeds 0-19)")
     print(f"  {verdict}")
+    world = cluster_env.parallel_env(args.scenario, split=args.split, **env_kwargs).world_summary()
+    print(f"  {world.line()}")
     for name in (a, b):
         bad, total, unfinished = truncation(records, name)
         if bad:
@@ -283,7 +288,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         from baselines.harness.files import atomic_write, written_together
 
         payload = {"meta": {"a": a, "b": b, "scenario": args.scenario, "split": args.split, "seeds": args.seeds,
-                            "env_kwargs": env_kwargs, "metric": args.metric, "version": cluster_env.__version__},
+                            "env_kwargs": env_kwargs, "metric": args.metric, "version": cluster_env.__version__,
+                            "world": world.as_dict()},
                    "comparison": s.to_dict(), "episodes": records}
         text = json.dumps(payload, indent=2, allow_nan=True)
         with written_together("the comparison"):
@@ -329,6 +335,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     env_kwargs = parse_env_overrides(args.env)
     print(f"cluster-bench sweep: {len(policies)} policies x {len(args.seeds)} seeds x {len(args.loads)} loads "
           f"on {args.scenario}/{args.split} ({args.backend} backend)", flush=True)
+    print(cluster_env.parallel_env(args.scenario, split=args.split, **env_kwargs).world_summary().line(), flush=True)
     t0 = time.perf_counter()
     sweep = run_load_sweep(args.scenario, args.loads, policies, args.seeds, args.split, env_kwargs, reference,
                            backend=args.backend, workers=args.workers, progress=not args.quiet,

@@ -58,10 +58,10 @@ def arrivals_note(scenario: str, env_kwargs: dict) -> str:
 
     env = cluster_env.parallel_env(scenario, **env_kwargs)
     built = getattr(env, "unwrapped", env).scenario
-    load, scale = built.load, built.time_scale
+    load, scale, measure = built.load, built.time_scale, built.load_measure
     env.close()
     if load is None:
         own = "the trace's own arrival times" if scale == 1 else f"the trace's arrival times x time_scale {scale:g}"
         return f"{own} (no rescaling to a load; --env load=X rescales each window to offered load X)"
     why = "--env load" if env_kwargs.get("load") is not None else f"{scenario}'s default"
-    return f"each window rescaled to offered load {load:g} ({why})"
+    return f"each window rescaled to offered load {load:g} ({why}), load_measure {measure!r}"

@@ -15,7 +15,9 @@ Usage::
     python benchmarks/calibrate_load.py --scenario philly-v1 --loads 0.7,1.0,1.3 --seeds 0-19 \\
         --policies fifo,sjf,tiresias,random [--workers 2] [--env pending_window=32]
 
-This is how the v1 scenarios' default loads and windows were chosen (docs/reference.md).
+This is how the v1 scenarios' default loads and windows were chosen (docs/reference.md). The loads
+are in the default "total" measure; ``--env load_measure=concurrent`` reads them in the opt-in
+measure (docs/world_model.md, section 6).
 """
 from __future__ import annotations
 

@@ -9,7 +9,11 @@ For a scenario and a policy, over the same windows (seeds), the script runs:
   (``spread_reference="one_machine"``: any job on more than one machine pays the penalty,
   even one that can never fit on one machine);
 * with ``--spread-models gavel,allreduce``, the spread penalty alone and every effect on under
-  each spread model (``WorldConfig.spread_model``; docs/world_model.md, "Interconnect").
+  each spread model (``WorldConfig.spread_model``; docs/world_model.md, "Interconnect");
+* with ``--sensitivity``, every effect on with one assumption moved at a time
+  (:data:`SENSITIVITIES`: Gavel's testbed bandwidth 25 Gb/s instead of 10, the contention alpha at
+  half and twice its default, no static machine factors): the sensitivity column of
+  docs/world_model.md's effects table.
 
 It prints, per scenario, the mean average JCT of each configuration and its geometric-mean ratio
 to the all-off run on the same windows (the factor by which the effect multiplies FIFO's average
@@ -19,6 +23,8 @@ JCT). Usage::
     python benchmarks/effects_decomposition.py --scenario philly-hetero-v1,modern-v1 --seeds 0-19 \
         --spread-models gavel,allreduce
     python benchmarks/effects_decomposition.py --cluster-csv my_nodes.csv --scenario philly-v1 --legacy-spread
+    nice -n 10 python benchmarks/effects_decomposition.py --scenario modern-v1,philly-hetero-v2 --seeds 0-19 \
+        --sensitivity
 """
 from __future__ import annotations
 
@@ -31,9 +37,21 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 EFFECTS = ("static_factors", "fluctuation", "contention", "spread_penalty", "restart_overhead")
+#: One assumption moved at a time, every effect on: (label, environment arguments). The defaults
+#: and their labels ("measured (source)" or "assumption") are in docs/world_model.md.
+SENSITIVITIES = (
+    # The testbed bandwidth is also the NIC of the K80/P100/V100 servers (INTERCONNECT_DEFAULTS):
+    # both move together, or a Gavel-server cluster would pay 2.5x its own measured ratio.
+    ("testbed 25 Gb/s (default 10)", {"gavel_testbed_gbps": 25.0, "interconnect": tuple(
+        (t, "nic_per_machine", 25.0) for t in ("K80", "P100", "V100"))}),
+    ("contention alpha 0.05 (default 0.1)", {"contention_alpha": 0.05}),
+    ("contention alpha 0.2 (default 0.1)", {"contention_alpha": 0.2}),
+    ("no static factors (default sigma 0.072)", {"static_factors": False}),
+)
 
 
-def configurations(legacy_spread: bool, spread_models: "tuple[str, ...]" = ()) -> list[tuple[str, dict]]:
+def configurations(legacy_spread: bool, spread_models: "tuple[str, ...]" = (),
+                   sensitivity: bool = False) -> list[tuple[str, dict]]:
     """(label, environment arguments) of every configuration, all-off first."""
     out = [("all effects off", {"all_effects_off": True})]
     for effect in EFFECTS:
@@ -46,6 +64,8 @@ def configurations(legacy_spread: bool, spread_models: "tuple[str, ...]" = ()) -
         out.append((f"only spread_penalty, {model}",
                     {"all_effects_off": True, "spread_penalty": True, "spread_model": model}))
         out.append((f"all on, spread {model}", {"spread_model": model}))
+    if sensitivity:
+        out.extend((f"all on, {label}", kwargs) for label, kwargs in SENSITIVITIES)
     return out
 
 
@@ -59,24 +79,32 @@ def main(argv: "list[str] | None" = None) -> int:
     p.add_argument("--policy", default="fifo")
     p.add_argument("--seeds", default="0-4")
     p.add_argument("--cluster-csv", default=None, help="a cluster CSV to use instead of the scenario's")
+    p.add_argument("--load", type=float, default=None, help="offered load of every window (default: the scenario's)")
     p.add_argument("--legacy-spread", action="store_true", help="also run the v0 spread rule")
+    p.add_argument("--sensitivity", action="store_true",
+                   help="also every effect on with one assumption moved at a time (SENSITIVITIES)")
     p.add_argument("--spread-models", default="",
                    help="comma-separated spread models to run too (gavel, allreduce)")
     args = p.parse_args(argv)
     seeds = parse_seeds(args.seeds)
     models = tuple(m for m in args.spread_models.split(",") if m)
     common = {"cluster_csv": args.cluster_csv} if args.cluster_csv else {}
+    if args.load is not None:
+        common["load"] = args.load
     for scenario in args.scenario.split(","):
         base = None
         print(f"{args.policy} on {scenario}/{args.split}, windows {seeds}")
-        for label, kwargs in configurations(args.legacy_spread, models):
+        import cluster_env
+
+        print("  " + cluster_env.parallel_env(scenario, split=args.split, **common).world_summary().line())
+        for label, kwargs in configurations(args.legacy_spread, models, args.sensitivity):
             recs = baselines.evaluate(args.policy, scenario, split=args.split, seeds=seeds,
                                       env_kwargs={**common, **kwargs}, backend="serial")
             jct = np.array([r["avg_jct"] for r in recs])
             if base is None:
                 base = jct
             ratio = float(np.exp(np.mean(np.log(jct / base))))
-            print(f"  {label:<34} avg JCT {jct.mean():>12,.0f} s   x{ratio:.3f} of all-off")
+            print(f"  {label:<50} avg JCT {jct.mean():>12,.0f} s   x{ratio:.3f} of all-off")
     return 0
 
 

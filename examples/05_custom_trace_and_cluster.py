@@ -48,7 +48,8 @@ def main(argv=None) -> list[dict]:
 
     env_kwargs = {"workload_csv": args.workload_csv, "cluster_csv": args.cluster_csv}
     env = cluster_env.parallel_env(args.base_scenario, split="test", **env_kwargs)
-    print(f"scenario: {env.scenario.name}\n")
+    print(f"scenario: {env.scenario.name}")
+    print(env.world_summary().line() + "\n")          # the world of your hardware (docs/world_model.md)
     records = []
     for name in args.policies:
         records += baselines.evaluate(name, args.base_scenario, seeds=args.seeds, env_kwargs=env_kwargs,

@@ -312,7 +312,7 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     array (:func:`_migration_array`), None for ``policy``'s orderer's."""
     from gymnasium.utils import seeding
 
-    from baselines.harness.episode import EpisodeResult, env_label
+    from baselines.harness.episode import EpisodeResult, env_label, world_line
     from baselines.orderers import TIRESIAS_QUEUE_LIMITS
     from cluster_env.core.metrics import METRIC_KEYS, compute_metrics
     from cluster_env.core.simulator import ClusterSimulator
@@ -327,7 +327,7 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     # env.reset(seed): the same generator, drawn from in the same order.
     rng, _ = seeding.np_random(seed)
     workload = env.scenario.sample(env.split, rng, env.jobs_per_episode)
-    load = offered_load(workload, env.cluster.total_gpus)
+    load = offered_load(workload, env.cluster.total_gpus, env.scenario.load_measure)
     sim = ClusterSimulator(env.cluster, workload, env.world, rng, preemption=env.sched.preemption,
                            scheduling_tick=env.sched.scheduling_tick, time_limit=env.sched.max_time)
     _exact_features(sim)
@@ -391,6 +391,7 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     row.update({"truncated": bool(ic[L.TRUNCATED]),
                 "jobs_unfinished": int(sim.num_jobs) - int(metrics["jobs_finished"]),
                 "offered_load": float(load), "pending_window": int(env.sched.pending_window),
+                "world": world_line(env),
                 "return": float(sc[L.RETURN]), "steps": int(ic[L.STEPS]), "wall_s": wall})
     done = ~np.isnan(jf[L.FINISH])
     return EpisodeResult(record=row, engine="compiled", jct=(jf[L.FINISH] - sim.submit)[done])

@@ -67,10 +67,16 @@ def _effective(key: str, settings: dict, scenario: Any) -> Any:
     if scenario is not None:
         if isinstance(scenario, str):
             scenario = cluster_env.get_scenario(scenario)
+        if settings.get("workload_csv") or settings.get("cluster_csv"):
+            # A user's cluster brings its own world (cluster_env.scenarios.hardware).
+            from cluster_env.scenarios import custom_scenario
+
+            scenario = custom_scenario(scenario, **{k: settings.get(k) for k in (
+                "workload_csv", "cluster_csv", "workload_columns", "cluster_columns")})
         for part in (scenario.world, scenario.scheduling):
             if key in getattr(type(part), "__dataclass_fields__", {}):
                 return getattr(part, key)
-        if key in ("jobs_per_episode", "time_scale", "load") and hasattr(scenario, key):
+        if key in ("jobs_per_episode", "time_scale", "load", "load_measure") and hasattr(scenario, key):
             return getattr(scenario, key)
     return _ENV_DEFAULTS.get(key, _UNSET)
 
@@ -191,7 +197,7 @@ def run_episode(policy: Any, scenario: "str | Scenario", split: str, seed: int, 
     row.update({k: metrics[k] for k in METRIC_KEYS})
     row.update({"truncated": truncated, "jobs_unfinished": int(sim.num_jobs) - int(metrics["jobs_finished"]),
                 "offered_load": float(getattr(base, "offered_load", float("nan"))),
-                "pending_window": _pending_window(base),
+                "pending_window": _pending_window(base), "world": world_line(base),
                 "return": total, "steps": steps, "wall_s": wall})
     result = EpisodeResult(record=row)
     done = ~np.isnan(sim.jobs.finish)
@@ -204,6 +210,14 @@ def run_episode(policy: Any, scenario: "str | Scenario", split: str, seed: int, 
         result.machine_types = tuple(base.cluster.gpu_type_names[int(t)] for t in sim.machine_type)
         result.total_gpus = int(sim.total_gpus)
     return result
+
+
+def world_line(env: Any) -> str:
+    """The one-line world summary of ``env`` (a parallel env; ``cluster_env.world.summary``), or
+    ``""`` for an environment that does not give one. Metadata: not part of the window's identity
+    (``baselines.harness.stats.window_key``)."""
+    summary = getattr(env, "world_summary", None)
+    return summary().line() if callable(summary) else ""
 
 
 def bound_steps(env: Any) -> None:

@@ -56,6 +56,15 @@ per-job state.
 **Metrics** (``infos[agent]["metrics"]`` on the final step and ``env.unwrapped.metrics()``):
 ``cluster_env.core.metrics.METRIC_KEYS``.
 
+**World**: ``env.unwrapped.world_summary()`` (:mod:`cluster_env.world.summary`) says which world the
+environment plays in: spread model, straggler preset, interconnect source, the effects that are on,
+the GPU types priced by the spec-sheet fallback rule, and whether the world is the scenario's or
+follows a user's cluster (``.line()``, the line ``cluster-bench run`` prints; ``.as_dict()``; the
+single-agent views' ``unwrapped.world_summary()`` is the same). A
+cluster given by the user (``cluster_csv``, or ``custom_scenario(base, cluster=...)``) takes the
+spread model and straggler preset of its GPU generation whatever the base
+(:mod:`cluster_env.scenarios.hardware`); world arguments given here win.
+
 **Arguments** (``overrides``): world model switches and parameters of
 :class:`cluster_env.core.config.WorldConfig` (``static_factors``, ``fluctuation``,
 ``contention``, ``spread_penalty``, ``restart_overhead``, ...), ``all_effects_off=True``;
@@ -64,7 +73,9 @@ scheduling options of :class:`cluster_env.core.config.SchedulingConfig` (``preem
 ``max_steps``, ``max_time``); ``reward`` (``"jct"``, ``"cost"`` or a callable on
 :class:`cluster_env.core.rewards.StepStats`); ``jobs_per_episode``, ``time_scale``,
 ``load`` (the offered load each episode's arrivals are rescaled to, see
-:mod:`cluster_env.scenarios.load`; default: the scenario's);
+:mod:`cluster_env.scenarios.load`; default: the scenario's); ``load_measure`` (how that load is
+measured: ``"total"``, the default of every scenario, or ``"concurrent"``, the GPUs demanded at once
+during the arrivals, which makes comparable queues on heavy-tailed traces);
 ``workload_csv`` / ``cluster_csv`` (and ``workload_columns`` / ``cluster_columns``) for a user's
 own trace and cluster; ``render_mode``; ``observation`` (``"default"``, the layout above, or
 ``"extended"``: five more ``jobs`` columns, a stable tenant encoding, the tenant's finished run
@@ -103,7 +114,8 @@ from cluster_env.envs.observation_place import PlacementObservationBuilder
 from cluster_env.errors import InvalidActionError
 from cluster_env.loaders.csvio import check_column_map
 from cluster_env.scenarios.base import Scenario
-from cluster_env.scenarios.load import check_load, offered_load
+from cluster_env.scenarios.load import check_load, check_load_measure, offered_load
+from cluster_env.world.summary import WorldSummary, world_summary
 
 ORDER, PLACE = 0, 1
 AGENTS = ("orderer", "placer")
@@ -134,7 +146,20 @@ def reset_split(options: Optional[dict], default: str) -> str:
     return options.get("split", default)
 
 
-_ENV_KEYS = {"reward", "render_mode", "jobs_per_episode", "time_scale", "load", "all_effects_off",
+def _world_origin(scenario: Scenario, world_kw: dict) -> str:
+    """Where the world comes from, in words: the scenario's, or the hardware rule on a user's
+    cluster (``cluster_env.scenarios.hardware``), with the world fields the user set."""
+    hw = scenario.hardware
+    if hw is None:
+        text = f"the scenario's world ({scenario.name})"
+    else:
+        text = f"world of the cluster's hardware, {hw.describe()}, on base {scenario.name.split('+')[0]}"
+    if world_kw:
+        text += "; set by the user: " + ", ".join(sorted(world_kw))
+    return text
+
+
+_ENV_KEYS = {"reward", "render_mode", "jobs_per_episode", "time_scale", "load", "load_measure", "all_effects_off",
              "workload_csv", "cluster_csv", "workload_columns", "cluster_columns", "observation"}
 
 
@@ -171,6 +196,8 @@ class ClusterParallelEnv(ParallelEnv):
         check_bool("all_effects_off", other.get("all_effects_off", False))
         world = base.world.all_effects_off() if other.get("all_effects_off") else base.world
         world = replace(world, **world_kw)
+        #: What the world follows: the scenario's own, or the hardware rule on a user's cluster.
+        self._world_origin = _world_origin(base, world_kw)
         sched = replace(base.scheduling, **sched_kw)
         world.validate()
         sched.validate()
@@ -179,6 +206,8 @@ class ClusterParallelEnv(ParallelEnv):
             base = replace(base, time_scale=float(other["time_scale"]))
         if other.get("load") is not None:
             base = replace(base, load=check_load(other["load"]))
+        if "load_measure" in other:
+            base = replace(base, load_measure=check_load_measure(other["load_measure"]))
         self.scenario = base
         self.split = split
         base.split_range(split, 1)  # validates the split name early
@@ -221,6 +250,13 @@ class ClusterParallelEnv(ParallelEnv):
         #: Offered load of the current episode's workload (cluster_env.scenarios.load), set by reset.
         self.offered_load: float = float("nan")
 
+    def world_summary(self) -> WorldSummary:
+        """The world this environment plays in (:mod:`cluster_env.world.summary`): spread model,
+        straggler preset, interconnect source, effects on, GPU types priced by the spec-sheet
+        fallback, and whether the world is the scenario's or follows a user's hardware;
+        ``.line()`` is what ``cluster-bench run`` prints."""
+        return world_summary(self.world, self.cluster.gpu_type_names, self._world_origin)
+
     # ------------------------------------------------------------------ spaces (cached objects)
     def observation_space(self, agent: str):
         return self.observation_spaces[agent]
@@ -235,7 +271,7 @@ class ClusterParallelEnv(ParallelEnv):
             self._np_random, _ = seeding.np_random(seed)
         rng = self._np_random
         workload = self.scenario.sample(split, rng, self.jobs_per_episode)
-        self.offered_load = offered_load(workload, self.cluster.total_gpus)
+        self.offered_load = offered_load(workload, self.cluster.total_gpus, self.scenario.load_measure)
         self.sim = ClusterSimulator(self.cluster, workload, self.world, rng,
                                     preemption=self.sched.preemption,
                                     scheduling_tick=self.sched.scheduling_tick, time_limit=self.sched.max_time)

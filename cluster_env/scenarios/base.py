@@ -5,17 +5,20 @@ A scenario builds one episode's instance with :meth:`Scenario.sample`: the split
 workload (a contiguous window of ``jobs_per_episode`` jobs at a seeded offset, or the whole
 split), its submit times scaled by ``time_scale`` and rebased to start at 0, then, when the scenario
 has a default ``load`` or the caller gives one, scaled again so that the window's offered load
-equals it (:mod:`cluster_env.scenarios.load`).
+(measured as ``load_measure`` says) equals it (:mod:`cluster_env.scenarios.load`).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import numpy as np
 
 from cluster_env.core.config import SchedulingConfig, WorldConfig
 from cluster_env.core.instance import Cluster, Workload
+
+if TYPE_CHECKING:
+    from cluster_env.scenarios.hardware import HardwareWorld
 
 SPLITS = ("train", "validation", "test")
 
@@ -41,6 +44,13 @@ class Scenario:
     repeat: int = 1                                # the window tiled this many times in time, with
                                                    # fresh job ids (a trace too small to queue a
                                                    # large cluster); 1: as is
+    load_measure: str = "total"                    # how ``load`` is measured: "total" (every
+                                                   # named scenario) or "concurrent"
+                                                   # (cluster_env.scenarios.load)
+    hardware: Optional["HardwareWorld"] = None     # a user's cluster: the world of its GPU
+                                                   # generation applied to ``world``
+                                                   # (cluster_env.scenarios.hardware); None: the
+                                                   # scenario's own world
 
     def split_range(self, split: str, num_jobs: int) -> tuple[int, int]:
         if split not in self.splits:
@@ -75,7 +85,7 @@ class Scenario:
         if target is not None:
             from cluster_env.scenarios.load import scale_to_load
 
-            episode = scale_to_load(episode, self.cluster().total_gpus, target)
+            episode = scale_to_load(episode, self.cluster().total_gpus, target, self.load_measure)
         return episode
 
 
@@ -114,5 +124,7 @@ def scenario_summary(scenario: Scenario) -> str:
         episode += f" tiled {scenario.repeat} times"
     if scenario.load is not None:
         episode += f" at offered load {scenario.load:g}"
+        if scenario.load_measure != "total":
+            episode += f" ({scenario.load_measure})"
     return (f"{scenario.name:<14} {c.num_machines:>5} machines {c.total_gpus:>6} GPUs ({mix}); {episode}\n"
             f"{'':<14} {scenario.description}; data: {scenario.data_summary}")

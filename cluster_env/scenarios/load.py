@@ -1,6 +1,9 @@
 """Offered load: how hard a workload pushes a cluster, and arrivals rescaled to a target load.
 
-Definition (DESIGN section 9)::
+Two measures (``load_measure``; one default everywhere, ``"total"``, the measure of every named
+scenario and of a user's trace unless the run asks for the other):
+
+``"total"`` (the default; DESIGN section 9)::
 
     offered_load = sum_j(duration_j * gpus_j) / (cluster GPUs * arrival span)
     arrival span = last submit time - first submit time
@@ -8,13 +11,31 @@ Definition (DESIGN section 9)::
 ``duration_j`` is the job's work in seconds on the scenario's reference GPU type (what the trace
 measured), so the numerator is the GPU-seconds the jobs demand on that type. A load of 1.0 means
 that the jobs ask for exactly the cluster's GPU-seconds over the time they arrive in; above 1 the
-queue must grow during the arrivals, below it the cluster can keep up on average. The definition
-ignores how much faster or slower the cluster's GPU types are than the reference, so on a
+queue must grow during the arrivals, below it the cluster can keep up on average. On a heavy-tailed
+trace this counts the work of the few jobs that outlast the arrivals by days as if it were spread
+over the arrivals: a window can be "loaded" while nothing ever waits (openb queues only at a
+nominal load of 5, ``docs/reference.md``).
+
+``"concurrent"`` (opt-in, ``load_measure="concurrent"``)::
+
+    offered_load = sum_j(gpus_j * min(duration_j, last submit - submit_j)) / (cluster GPUs * arrival span)
+
+the mean number of GPUs the jobs would hold at once during the arrival span on a cluster that
+never makes them wait, over the cluster's GPUs: each job counts only the GPU-seconds it demands
+before the last arrival. A job that outlasts the arrivals counts as holding its GPUs until then,
+which is what it does to the jobs that arrive with it; the work it does after the last arrival
+queues nobody and is not counted. Light-tailed traces get almost the same load under both
+measures; on heavy-tailed ones a load of 1.0 makes comparable queues (``docs/world_model.md``,
+"Offered load on heavy-tailed traces", and ``tests/test_load_measure.py``).
+
+Both ignore how much faster or slower the cluster's GPU types are than the reference, so on a
 heterogeneous cluster the same load can queue more or less than on a homogeneous one: the
 scenarios document their default load with what it means in queueing (``docs/reference.md``).
 
 :func:`scale_to_load` multiplies every submit time by one factor (order and relative gaps kept,
-the first arrival stays at 0) so that the offered load equals the target.
+the first arrival stays at 0) so that the offered load under the chosen measure equals the target:
+``"total"`` in closed form, ``"concurrent"`` exactly too (the measure is piecewise ``A / f + B`` in
+the factor ``f``, decreasing).
 """
 from __future__ import annotations
 
@@ -39,16 +60,55 @@ def demanded_gpu_seconds(workload: Workload) -> float:
     return float(np.dot(workload.duration, workload.gpus.astype(np.float64)))
 
 
-def offered_load(workload: Workload, total_gpus: int) -> float:
-    """The offered load of ``workload`` on a cluster of ``total_gpus`` GPUs (see the module doc).
+#: Values of ``load_measure`` (module docstring); the first is the default everywhere.
+LOAD_MEASURES = ("total", "concurrent")
+DEFAULT_LOAD_MEASURE = LOAD_MEASURES[0]
 
-    ``inf`` when every job arrives at the same instant (no arrival span).
+
+def check_load_measure(measure: object) -> str:
+    """``measure`` must be one of :data:`LOAD_MEASURES`; returns it."""
+    if not isinstance(measure, str) or measure not in LOAD_MEASURES:
+        raise ValueError(f"load_measure must be one of {LOAD_MEASURES}, got {measure!r}")
+    return measure
+
+
+def _time_to_last_arrival(workload: Workload) -> np.ndarray:
+    """(N,) seconds from each job's submit time to the last one's."""
+    return float(workload.submit[-1]) - workload.submit.astype(np.float64)
+
+
+def concurrent_gpu_seconds(workload: Workload) -> float:
+    """GPU-seconds the jobs demand before the last arrival, each started at its submit time:
+    sum of gpus x min(duration, last submit - submit)."""
+    reach = np.minimum(workload.duration.astype(np.float64), _time_to_last_arrival(workload))
+    return float(np.dot(reach, workload.gpus.astype(np.float64)))
+
+
+def offered_load(workload: Workload, total_gpus: int, measure: str = DEFAULT_LOAD_MEASURE) -> float:
+    """The offered load of ``workload`` on a cluster of ``total_gpus`` GPUs under ``measure``
+    (``"total"`` or ``"concurrent"``, see the module doc).
+
+    ``inf`` when every job arrives at the same instant (no arrival span) and they demand work.
     """
+    check_load_measure(measure)
     span = arrival_span(workload)
     demand = demanded_gpu_seconds(workload)
     if span <= 0.0:
         return math.inf if demand > 0 else 0.0
+    if measure == "concurrent":
+        demand = concurrent_gpu_seconds(workload)
     return demand / (float(total_gpus) * span)
+
+
+def max_concurrent_load(workload: Workload, total_gpus: int) -> float:
+    """The largest load the ``"concurrent"`` measure can give this window by compressing its
+    arrivals: every job still running at the last arrival (the limit of an infinitely fast arrival
+    process): ``sum(gpus x (last submit - submit)) / (total_gpus x span)``."""
+    span = arrival_span(workload)
+    if span <= 0.0:
+        return 0.0
+    weight = np.dot(_time_to_last_arrival(workload), workload.gpus.astype(np.float64))
+    return float(weight) / (float(total_gpus) * span)
 
 
 #: Sane range of a target load: beyond it the rescaled arrivals stop meaning anything (a load of
@@ -62,22 +122,70 @@ def check_load(load: object, name: str = "load") -> float:
     return float(load)  # type: ignore[arg-type]
 
 
-def scale_to_load(workload: Workload, total_gpus: int, target: float) -> Workload:
-    """``workload`` with its submit times scaled so that its offered load equals ``target``.
+def _concurrent_factor(workload: Workload, total_gpus: int, target: float) -> float:
+    """The factor ``f`` on the arrival gaps that gives ``"concurrent"`` load ``target``.
+
+    With ``a_j`` the time from job j's arrival to the last one and ``S`` the span, the load after
+    scaling by ``f`` is ``(sum_{d_j <= f a_j} g_j d_j / f + sum_{d_j > f a_j} g_j a_j) / (G S)``:
+    decreasing in ``f``, of the form ``A / f + B`` between the breakpoints ``d_j / a_j``. The
+    interval whose solution lies in it gives ``f`` exactly.
+    """
+    span = arrival_span(workload)
+    a = _time_to_last_arrival(workload)
+    g = workload.gpus.astype(np.float64)
+    d = workload.duration.astype(np.float64)
+    need = target * float(total_gpus) * span
+    live = (a > 0) & (g > 0) & (d > 0)         # the others count 0 at any factor
+    a, g, d = a[live], g[live], d[live]
+    top = float(np.dot(g, a))                  # every job capped: the limit f -> 0
+    if need >= top:
+        raise ValueError(
+            f"workload {workload.name!r}: load_measure='concurrent' cannot reach load={target:g} on "
+            f"{total_gpus} GPUs: even arriving all at once its jobs would hold at most "
+            f"{top / (float(total_gpus) * span):.3g} of the cluster on average over the arrivals "
+            f"(cluster_env.scenarios.load.max_concurrent_load); give a lower load or more jobs")
+    order = np.argsort(d / a, kind="stable")
+    breaks = (d / a)[order]
+    # Below breakpoint k the first k jobs (in breakpoint order) are uncapped.
+    uncapped = np.concatenate(([0.0], np.cumsum((g * d)[order])))
+    capped = top - np.concatenate(([0.0], np.cumsum((g * a)[order])))
+    for k in range(len(breaks) + 1):
+        if uncapped[k] <= 0.0:
+            continue                           # no uncapped job yet: the load is `capped`, too high
+        f = uncapped[k] / (need - capped[k])
+        lo = breaks[k - 1] if k > 0 else 0.0
+        hi = breaks[k] if k < len(breaks) else math.inf
+        if need > capped[k] and lo <= f <= hi:
+            return float(f)
+    raise AssertionError("unreachable: the concurrent load is continuous and decreasing")  # pragma: no cover
+
+
+def scale_to_load(workload: Workload, total_gpus: int, target: float,
+                  measure: str = DEFAULT_LOAD_MEASURE) -> Workload:
+    """``workload`` with its submit times scaled so that its offered load under ``measure``
+    equals ``target``.
 
     Raises:
         ValueError: the workload has no arrival span (fewer than two jobs, or all submitted at
-            the same instant), so no scaling of its arrivals can reach a finite load.
+            the same instant), so no scaling of its arrivals can reach a finite load; or, under
+            ``"concurrent"``, the target is above what the window can reach
+            (:func:`max_concurrent_load`).
     """
     target = check_load(target)
+    check_load_measure(measure)
     span = arrival_span(workload)
     if span <= 0.0:
         raise ValueError(f"workload {workload.name!r}: cannot scale its arrivals to load={target:g}: its "
                          f"{workload.num_jobs} job(s) all arrive at the same instant (no arrival span)")
-    factor = offered_load(workload, total_gpus) / target
+    if measure == "concurrent":
+        factor = _concurrent_factor(workload, total_gpus, target)
+    else:
+        factor = offered_load(workload, total_gpus) / target
     first = workload.submit[0]
     submit = first + (workload.submit - first) * factor
     return replace(workload, submit=submit)
 
 
-__all__ = ["LOAD_RANGE", "arrival_span", "check_load", "demanded_gpu_seconds", "offered_load", "scale_to_load"]
+__all__ = ["DEFAULT_LOAD_MEASURE", "LOAD_MEASURES", "LOAD_RANGE", "arrival_span", "check_load",
+           "check_load_measure", "concurrent_gpu_seconds", "demanded_gpu_seconds", "max_concurrent_load",
+           "offered_load", "scale_to_load"]

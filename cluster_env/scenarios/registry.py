@@ -117,8 +117,15 @@ def list_scenarios() -> list[str]:
 
 def custom_scenario(base: Scenario, *, workload_csv: Optional[str] = None, cluster_csv: Optional[str] = None,
                     workload_columns: Optional[Mapping[str, str]] = None,
-                    cluster_columns: Optional[Mapping[str, str]] = None) -> Scenario:
-    """``base`` with its workload and/or cluster replaced by a user's CSV files.
+                    cluster_columns: Optional[Mapping[str, str]] = None,
+                    cluster: Optional[Cluster] = None) -> Scenario:
+    """``base`` with its workload and/or cluster replaced by a user's CSV files or cluster object.
+
+    A user cluster (``cluster_csv``, or ``cluster``, a :class:`~cluster_env.core.instance.Cluster`)
+    brings the world of its GPU generation, whatever the base: its spread model, spread reference
+    and straggler preset (:mod:`cluster_env.scenarios.hardware`; recorded in the scenario's
+    ``hardware``). Settings given to the environment (``parallel_env(..., spread_model=...)``) are
+    applied after and win.
 
     A user workload is one episode: every split is the whole file (no window sampling, no time
     scaling, and its own arrival times: the base scenario's default ``load`` is dropped, so the
@@ -126,12 +133,24 @@ def custom_scenario(base: Scenario, *, workload_csv: Optional[str] = None, clust
     exactly the jobs given.
     """
     from cluster_env.loaders import load_cluster_csv, load_workload_csv
+    from cluster_env.scenarios.hardware import apply_hardware_world, hardware_world
 
+    if cluster is not None and cluster_csv is not None:
+        raise TypeError("give the cluster either as cluster_csv (a file) or as cluster (a Cluster), not both")
+    if cluster is not None and not isinstance(cluster, Cluster):
+        raise TypeError(f"cluster must be a cluster_env.core.instance.Cluster (e.g. Cluster.from_machines), "
+                        f"got {type(cluster).__name__}")
     scenario = base
     if cluster_csv is not None:
         cluster = load_cluster_csv(cluster_csv, columns=cluster_columns)
-        scenario = replace(scenario, name=f"{scenario.name}+{Path(str(cluster_csv)).name}", cluster=lambda: cluster,
-                           cluster_file=str(cluster_csv))
+        scenario = replace(scenario, name=f"{scenario.name}+{Path(str(cluster_csv)).name}", cluster_file=str(cluster_csv))
+    elif cluster is not None:
+        scenario = replace(scenario, name=f"{scenario.name}+{cluster.name}", cluster_file=None)
+    if cluster is not None:
+        user_cluster = cluster
+        gpus = cluster.gpus_of_type()
+        scenario = replace(scenario, cluster=lambda: user_cluster, hardware=hardware_world(gpus),
+                           world=apply_hardware_world(scenario.world, gpus))
     if workload_csv is not None:
         workload = load_workload_csv(workload_csv, columns=workload_columns)
         scenario = replace(scenario, name=f"{scenario.name}+{Path(str(workload_csv)).name}", workload=lambda: workload,

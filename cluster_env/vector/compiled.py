@@ -115,7 +115,7 @@ class CompiledBackend(VectorBackend):
             env._np_random, _ = seeding.np_random(seed)
         rng = env._np_random
         workload = env.scenario.sample(split, rng, env.jobs_per_episode)
-        env.offered_load = offered_load(workload, env.cluster.total_gpus)
+        env.offered_load = offered_load(workload, env.cluster.total_gpus, env.scenario.load_measure)
         sim = ClusterSimulator(env.cluster, workload, env.world, rng, preemption=env.sched.preemption,
                                scheduling_tick=env.sched.scheduling_tick, time_limit=env.sched.max_time)
         builder = env.builder

@@ -119,6 +119,10 @@ class ClusterView(gymnasium.Env):
         """The wrapped env's metrics (all of them once the episode has ended)."""
         return self.env.metrics()
 
+    def world_summary(self):
+        """The wrapped env's world (:meth:`ClusterParallelEnv.world_summary`)."""
+        return self.env.world_summary()
+
     def render(self):
         return self.env.render()
 
