@@ -283,8 +283,11 @@ def load_weights(path: Path, entry: str, raw: bytes) -> dict:
     try:
         state = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
-        raise ModelFileError(f"{path}: zip entry {entry!r} carries pickled Python objects beyond tensors "
-                             f"({str(exc).splitlines()[0][:160]}); it is never unpickled") from None
+        if "Unsupported global" in str(exc):
+            raise ModelFileError(f"{path}: zip entry {entry!r} carries pickled Python objects beyond tensors "
+                                 "(loading them would run code from the file); it is never unpickled") from None
+        raise ModelFileError(f"{path}: zip entry {entry!r} is not a torch state dict (truncated or foreign: "
+                             f"{str(exc).splitlines()[0][:120]})") from None
     except Exception as exc:  # noqa: BLE001 - torch raises many kinds for truncated or foreign bytes
         raise ModelFileError(f"{path}: zip entry {entry!r} is not a torch state dict "
                              f"({type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''})") from None
