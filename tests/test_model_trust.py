@@ -255,8 +255,8 @@ def test_nan_logits_of_a_torchscript_module_raise_naming_the_file(torch, tmp_pat
     with torch.no_grad():
         actor.lin.bias[0] = float("nan")
     path = baselines.save_agent(actor, tmp_path / "nanw.zip", view, label="nanw")
-    with pytest.raises(ModelFileError, match=r"nanw\.zip: non-finite weights .*lin\.bias"):
-        baselines.load_agent(path, trust_model=True)
+    with trusted_models(), pytest.raises(ModelFileError, match=r"nanw\.zip: non-finite weights .*lin\.bias"):
+        baselines.load_agent(path)
 
 
 # ----------------------------------------------------------------------------- item 4: sizes before allocation
@@ -372,11 +372,17 @@ def test_a_bare_zip_with_foreign_data_is_one_line(tmp_path, capsys, data, messag
 
 def test_the_bounds_are_documented_in_the_guarantees():
     from baselines import model_files
+    from baselines.trained import MAX_SIDECAR_BYTES
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "reference.md").read_text()
-    guarantees = text[text.index("## Guarantees"):]
-    for value in (MAX_PENDING_WINDOW, model_files.MAX_DATA_BYTES // 2**20, model_files.MAX_ENTRY_BYTES // 2**30,
-                  model_files.MAX_RATIO):
-        assert f"{value:,}" in guarantees
-    for phrase in ("--trust-model", "trust_model=True", "weights_only", "TorchScript"):
-        assert phrase in guarantees
+    guarantees = " ".join(text[text.index("## Guarantees"):].split())
+    for phrase in (f"`running_window` at most {MAX_PENDING_WINDOW:,}",
+                   f"at most {model_files.MAX_ENTRIES:,} entries",
+                   f"`data` JSON at most {model_files.MAX_DATA_BYTES // 2**20} MiB",
+                   f"any entry at most {model_files.MAX_ENTRY_BYTES // 2**30} GiB",
+                   f"all of them at most {model_files.MAX_TOTAL_BYTES // 2**30} GiB",
+                   f"over {model_files.RATIO_FLOOR_BYTES // 2**20} MiB may expand at most {model_files.MAX_RATIO}:1",
+                   f"settings file is at most {MAX_SIDECAR_BYTES // 2**20} MiB",
+                   f"`PPO`, `A2C` or `MaskablePPO`", "--trust-model", "trust_model=True", "weights_only"):
+        assert phrase in guarantees, phrase
+    assert set(model_files.SAFE_SB3_POLICIES) == {"PPO", "A2C", "MaskablePPO"}
