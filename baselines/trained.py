@@ -398,6 +398,8 @@ def score_agent(agent: Any, env: Any = None, policies: Sequence[str] = (), scena
         trust_model: let the agent's file run code when loaded, here and in the episode workers
             (see :func:`load_agent`; only for a file you made or trust).
     """
+    if trust_model and isinstance(agent, (str, Path)):
+        warnings.warn(f"{agent}: scored with trust_model=True: {TRUST_RISK}", UserWarning, stacklevel=2)
     with trusted_models(trust_model):
         return _score_agent(agent, env, policies, scenario, split, seeds, env_kwargs, reference, backend, workers,
                             progress)

@@ -271,7 +271,7 @@ def _bomb(path: Path, entry: str, size: int, byte: bytes = b" ") -> Path:
     return path
 
 
-def test_a_zip_bomb_is_refused_from_its_directory_without_inflating_it(tmp_path):
+def test_a_zip_bomb_is_refused_from_its_directory_without_inflating_it(tmp_path, capsys):
     bomb = _bomb(tmp_path / "bomb.zip", "data", 2 * MAX_DATA_BYTES)
     assert bomb.stat().st_size < MAX_DATA_BYTES // 100
     tracemalloc.start()
@@ -283,6 +283,18 @@ def test_a_zip_bomb_is_refused_from_its_directory_without_inflating_it(tmp_path)
     finally:
         tracemalloc.stop()
     assert peak < 2**20                       # the entry (32 MiB) was never read
+    # The case: a 1.5 GiB `data` entry (its declared size forged here, so the test writes no GiB).
+    forged = tmp_path / "forged.zip"
+    with zipfile.ZipFile(forged, "w") as z:
+        z.writestr("data", b"{}")
+    raw = bytearray(forged.read_bytes())
+    central = raw.index(b"PK\x01\x02")
+    raw[central + 24:central + 28] = (3 * 2**29).to_bytes(4, "little")       # uncompressed size: 1.5 GiB
+    forged.write_bytes(bytes(raw))
+    assert zipfile.ZipFile(forged).getinfo("data").file_size == 3 * 2**29
+    assert main(["run", "--policies", f"fifo,{forged}", "--out", str(tmp_path / "out"), *RUN]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {forged}: zip entry 'data' declares 1,610,612,736 bytes" in err and "Traceback" not in err
     ratio = _bomb(tmp_path / "ratio.zip", "weights.bin", 8 * 2**20, b"\0")
     with pytest.raises(ModelFileError, match=r"ratio\.zip: zip entry 'weights\.bin' expands .*more than 100:1"):
         open_model_zip(ratio)
