@@ -46,6 +46,8 @@ RUN_FILES = ("results.csv", "summary.csv", "results.json", "jct_cdf.png", "paire
 
 #: The most seeds one ``--seeds`` may list (a typo such as 0-99999999999 would fill the memory).
 MAX_SEEDS = 100_000
+#: The most episode worker processes ``--workers`` may ask for (each holds a simulator).
+MAX_WORKERS = 256
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -458,7 +460,8 @@ def build_parser() -> argparse.ArgumentParser:
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--backend", default="auto", choices=["auto", "serial", "process", "ray"],
                        help="where episodes run (default: local processes when it pays)")
-        p.add_argument("--workers", type=int, default=None, help="parallel workers (default: CPU cores)")
+        p.add_argument("--workers", type=bounded(int, 1, MAX_WORKERS), default=None,
+                       help=f"parallel workers, 1 .. {MAX_WORKERS} (default: CPU cores)")
         p.add_argument("--quiet", action="store_true", help="no progress bar")
         add_trust_flag(p)
 

@@ -300,7 +300,8 @@ def check_finite(path: Path, state: dict) -> None:
     """Refuse non-finite (NaN or inf) floating-point weights, naming the file and the first ones."""
     import torch
 
-    bad = [k for k, v in state.items() if torch.is_tensor(v) and v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    bad = [k for k, v in state.items()
+           if torch.is_tensor(v) and v.is_floating_point() and not bool(torch.isfinite(v).all())]
     if bad:
         more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
         raise ModelFileError(f"{path}: non-finite weights (NaN or inf) in {', '.join(bad[:3])}{more}: the training "

@@ -326,6 +326,23 @@ def test_window_bounds_are_checked_before_any_allocation(tmp_path, capsys, saved
         baselines.load_agent(agent)
 
 
+TRAIN, PRIORITY = ["train", "--scenario", "toy-v0", "--smoke"], ["train-priority", "--scenario", "toy-v0", "--smoke"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "--workers", "100000", "--policies", "fifo"], "--workers: must be between 1 and 256"),
+    ([*TRAIN, "--hidden", "1000000000"], "hidden=1,000,000,000 is above its bound 4,096"),
+    ([*TRAIN, "--n-envs", "100000"], "n_envs=100,000 is above its bound 256"),
+    ([*PRIORITY, "--hidden", "1000000000"], "hidden must be an integer in 0 .. 4,096"),
+    ([*PRIORITY, "--workers", "100000"], "workers=100,000 is above its bound 256"),
+])
+def test_sizes_that_allocate_at_once_are_bounded_on_the_command_line(torch, tmp_path, capsys, argv, message):
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
 # ----------------------------------------------------------------------------- item 13: tampered files
 def _deep(n: int) -> str:
     return "[" * n + "]" * n
@@ -388,7 +405,14 @@ def test_the_bounds_are_documented_in_the_guarantees():
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "reference.md").read_text()
     guarantees = " ".join(text[text.index("## Guarantees"):].split())
-    for phrase in (f"`running_window` at most {MAX_PENDING_WINDOW:,}",
+    from baselines.cli import MAX_WORKERS
+    from dual_agent.paper.config import MAX_HIDDEN, MAX_N_ENVS
+    from dual_agent.priority.agent import MAX_HIDDEN_UNITS
+    from dual_agent.priority.es import MAX_WORKERS as ES_WORKERS
+
+    for phrase in (f"`running_window` at most {MAX_PENDING_WINDOW:,}", f"`--workers` 1 .. {MAX_WORKERS}",
+                   f"`train --hidden` (the networks' width) at most {MAX_HIDDEN:,}",
+                   f"`--n-envs` at most {MAX_N_ENVS}", f"`train-priority --hidden` at most {MAX_HIDDEN_UNITS:,}",
                    f"at most {model_files.MAX_ENTRIES:,} entries",
                    f"`data` JSON at most {model_files.MAX_DATA_BYTES // 2**20} MiB",
                    f"any entry at most {model_files.MAX_ENTRY_BYTES // 2**30} GiB",
@@ -397,4 +421,4 @@ def test_the_bounds_are_documented_in_the_guarantees():
                    f"settings file is at most {MAX_SIDECAR_BYTES // 2**20} MiB",
                    f"`PPO`, `A2C` or `MaskablePPO`", "--trust-model", "trust_model=True", "weights_only"):
         assert phrase in guarantees, phrase
-    assert set(model_files.SAFE_SB3_POLICIES) == {"PPO", "A2C", "MaskablePPO"}
+    assert set(model_files.SAFE_SB3_POLICIES) == {"PPO", "A2C", "MaskablePPO"} and ES_WORKERS == MAX_WORKERS
