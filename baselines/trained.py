@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
-from baselines.model_files import (ModelFileError, ModelZip, NeedsCode, check_finite, open_model_zip,
-                                   rebuild_sb3_policy, safe_algorithms)
+from baselines.model_files import (SAFE_SB3_POLICIES, ModelFileError, ModelZip, NeedsCode, check_finite,
+                                   open_model_zip, rebuild_sb3_policy, safe_algorithms)
 from baselines.model_trust import TRUST_RISK, UntrustedModelError, model_trusted, trusted_models
 
 #: Format of the ``<name>.agent.json`` file beside a saved agent.
@@ -293,9 +293,8 @@ def load_agent(path: "str | Path", scenario: Optional[str] = None, algorithm: Op
         family = safe_algorithms(model)
         if family and label not in family:
             where = "algorithm=" if algorithm else f"{sidecar_path(path)}: field 'algorithm'"
-            raise ModelFileError(f"{where} is {label!r} but {path.name}'s policy class is "
-                                 f"{model.data['policy_class'].get('__module__')}'s, the policy of "
-                                 f"{' / '.join(family)}; the two do not belong together")
+            raise ModelFileError(f"{where} is {label!r} but {path.name} holds a {SAFE_SB3_POLICIES[family[0]][1]}, "
+                                 f"the policy of {' / '.join(family)}; the two do not belong together")
         predict = sb3_predict(_sb3_policy(path, model, label, layout, n, trusted, trust_model), deterministic)
     return FlatViewPolicy(predict, layout, n, name=name or f"{label}({path.stem})", env_overrides=overrides,
                           scenario=trained_on)
@@ -304,7 +303,8 @@ def load_agent(path: "str | Path", scenario: Optional[str] = None, algorithm: Op
 def _sb3_policy(path: Path, model: ModelZip, algorithm: str, layout: Any, n: int, trusted: bool,
                 trust_model: Optional[bool]) -> Any:
     """The SB3 policy (or, trusted, the model SB3's ``load`` gives) that acts for the agent."""
-    _need("stable_baselines3", f"loading {path.name}")
+    package = SAFE_SB3_POLICIES.get(algorithm, ("stable_baselines3",))[0].split(".")[0]
+    _need(package, f"loading {path.name}")
     from gymnasium import spaces
 
     try:

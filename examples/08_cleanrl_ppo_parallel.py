@@ -179,8 +179,9 @@ def main(argv=None) -> dict:
     print(f"\nThis short run ({iterations * T * N:,} decisions, {train_s:.0f} s of training) {verdict} FIFO "
           f"({ratio:.2f}x its avg JCT, paired geometric mean). A real run is a few hundred thousand decisions: about "
           f"{train_s / max(iterations * T * N, 1) * 300_000 / 60:.0f} minutes at this speed "
-          f"(--total-timesteps 300000). Score the saved policy next to every baseline on full windows:\n"
-          f"  cluster-bench run --scenario {args.scenario} --policies {','.join(BASELINE_NAMES)},{path}")
+          f"(--total-timesteps 300000). Score the saved policy next to every baseline on full windows "
+          f"(--trust-model: loading TorchScript runs its program; give it for your own files only):\n"
+          f"  cluster-bench run --trust-model --scenario {args.scenario} --policies {','.join(BASELINE_NAMES)},{path}")
     return {"path": str(path), "ratio_avg_jct": float(ratio), "records": score.records}
 
 
