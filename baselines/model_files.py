@@ -251,6 +251,13 @@ def rebuild_sb3_policy(model: ModelZip, algorithm: str, observation_space: Any, 
     if model.data.get("use_sde") not in (None, False):
         raise NeedsCode("use_sde is set")
     kwargs = policy_kwargs(model.data)
+    with zipfile.ZipFile(model.path) as archive:
+        if "policy.pth" not in archive.namelist():
+            raise ModelFileError(f"{model.path}: no 'policy.pth' entry (the policy's parameters)")
+        declared = archive.getinfo("policy.pth").file_size
+        _check_network_size(model.path, kwargs.get("net_arch"), int(observation_space.shape[0]),
+                            int(action_space.n), declared)
+        raw = read_entry(archive, "policy.pth", model.path)
     if "activation_fn" in kwargs:
         kwargs["activation_fn"] = getattr(torch.nn, kwargs["activation_fn"])
     cls = getattr(importlib.import_module(module_name), class_name)
@@ -258,10 +265,6 @@ def rebuild_sb3_policy(model: ModelZip, algorithm: str, observation_space: Any, 
         policy = cls(observation_space, action_space, lambda _: 0.0, **kwargs)
     except (TypeError, ValueError) as exc:
         raise ModelFileError(f"{model.path}: its policy_kwargs do not build a {class_name} ({exc})") from None
-    with zipfile.ZipFile(model.path) as archive:
-        if "policy.pth" not in archive.namelist():
-            raise ModelFileError(f"{model.path}: no 'policy.pth' entry (the policy's parameters)")
-        raw = read_entry(archive, "policy.pth", model.path)
     state = load_weights(model.path, "policy.pth", raw)
     try:
         policy.load_state_dict(state, strict=True)
@@ -271,6 +274,21 @@ def rebuild_sb3_policy(model: ModelZip, algorithm: str, observation_space: Any, 
                              f"and policy_kwargs ({first})") from None
     check_finite(model.path, state)
     return policy.to("cpu").eval()
+
+
+def _check_network_size(path: Path, net_arch: Any, n_inputs: int, n_actions: int, declared: int) -> None:
+    """Refuse, before the network is built, a ``net_arch`` whose float32 weights would not fit in
+    the ``policy.pth`` that must hold them (a forged ``[65536, 65536]`` would allocate 16 GiB)."""
+    if net_arch is None:
+        net_arch = [64, 64]            # SB3's default for PPO / A2C / MaskablePPO on vectors
+    arch = net_arch if isinstance(net_arch, dict) else {"pi": net_arch, "vf": net_arch}
+    params = 0
+    for head, outputs in (("pi", n_actions), ("vf", 1)):
+        dims = [n_inputs, *arch.get(head, []), outputs]
+        params += sum(a * b + b for a, b in zip(dims, dims[1:]))
+    if 4 * params > declared + 2**20:
+        raise ModelFileError(f"{path}: policy_kwargs net_arch {net_arch} needs {4 * params:,} bytes of weights but "
+                             f"its 'policy.pth' holds {declared:,}; the two do not belong together")
 
 
 def load_weights(path: Path, entry: str, raw: bytes) -> dict:

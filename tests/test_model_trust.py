@@ -300,6 +300,17 @@ def test_a_zip_bomb_is_refused_from_its_directory_without_inflating_it(tmp_path,
         open_model_zip(ratio)
 
 
+def test_a_forged_network_size_is_refused_before_the_network_is_built(saved, tmp_path):
+    def widen(data):
+        data["policy_kwargs"] = {"net_arch": [65_536, 65_536]}      # 16 GiB of float32 weights
+
+    forged = rewrite_zip(saved, tmp_path / "wide.zip", widen)
+    # Built, the network would take 16 GiB (torch would fail to allocate, or swap): refused first.
+    with pytest.raises(ModelFileError, match=r"wide\.zip: policy_kwargs net_arch \[65536, 65536\] needs "
+                                             r"[\d,]+ bytes of weights but its 'policy.pth' holds"):
+        baselines.load_agent(forged)
+
+
 def test_window_bounds_are_checked_before_any_allocation(tmp_path, capsys, saved):
     for key in ("pending_window", "running_window"):
         tracemalloc.start()
