@@ -10,7 +10,6 @@ the field, exit 2, no traceback.
 from __future__ import annotations
 
 import base64
-import io
 import json
 import math
 import os
