@@ -14,6 +14,7 @@ A policy is any object with ``act(observations, infos)`` and ``reset(seed)``; ba
 through the environment's observations, masks and infos, exactly as an RL agent does.
 """
 from baselines.harness import evaluate, register_policy_resolver, resolve_policy, run_episode
+from baselines.model_trust import trusted_models
 from baselines.orderers import FIFO, SJF, ClairvoyanceRequired, RandomOrderer, Tiresias
 from baselines.placers import BestFit, FastestFirst, FirstFit, RandomPlacer, Spread
 from baselines.policy import ComposedPolicy, Orderer, Placer, Policy
@@ -24,5 +25,5 @@ __all__ = [
     "BASELINE_NAMES", "BestFit", "ClairvoyanceRequired", "ComposedPolicy", "FIFO", "FastestFirst", "FirstFit",
     "ORDERERS", "Orderer", "PLACERS", "Placer", "Policy", "RandomOrderer", "RandomPlacer", "SJF", "Spread",
     "Tiresias", "evaluate", "load_agent", "make_policy", "policy_names", "register_policy_resolver", "resolve_policy",
-    "run_episode", "save_agent", "score_agent",
+    "run_episode", "save_agent", "score_agent", "trusted_models",
 ]

@@ -34,6 +34,7 @@ from typing import Optional, Sequence
 from baselines.cli_checks import arrivals_note, check_reference_gpu, reference_label, unique_labels
 from baselines.cli_support import (USER_ERRORS, OneLineParser, UsageError, check_run, column_overrides, csv_overrides,
                                    custom_trace_notes, policy_listing, pop_flag, report)
+from baselines.model_trust import add_trust_flag, trust_from_args
 from baselines.registry import BASELINE_NAMES, default_baselines
 from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 
@@ -45,6 +46,8 @@ RUN_FILES = ("results.csv", "summary.csv", "results.json", "jct_cdf.png", "paire
 
 #: The most seeds one ``--seeds`` may list (a typo such as 0-99999999999 would fill the memory).
 MAX_SEEDS = 100_000
+#: The most episode worker processes ``--workers`` may ask for (each holds a simulator).
+MAX_WORKERS = 256
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -464,8 +467,10 @@ def build_parser() -> argparse.ArgumentParser:
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--backend", default="auto", choices=["auto", "serial", "process", "ray"],
                        help="where episodes run (default: local processes when it pays)")
-        p.add_argument("--workers", type=int, default=None, help="parallel workers (default: CPU cores)")
+        p.add_argument("--workers", type=bounded(int, 1, MAX_WORKERS), default=None,
+                       help=f"parallel workers, 1 .. {MAX_WORKERS} (default: CPU cores)")
         p.add_argument("--quiet", action="store_true", help="no progress bar")
+        add_trust_flag(p)
 
     run = sub.add_parser("run", help="score policies on a scenario (the main job)")
     run.add_argument("--scenario", default=DEFAULT_SCENARIO,
@@ -551,6 +556,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--max-frames", type=bounded(int, 1, 100_000), default=200,
                      help="frames at most, spread over the episode (1 .. 100,000)")
     rep.add_argument("--fps", type=bounded(float, 0.01, 100.0), default=4.0, help="GIF frames per second (0.01 .. 100)")
+    add_trust_flag(rep)
     rep.set_defaults(func=cmd_replay)
 
     scores = sub.add_parser("scores", help="check or update the regression scores")
@@ -618,8 +624,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         prog = f"cluster-bench {args.command}"
-        _prepare(args)
-        with contextlib.ExitStack() as resources:    # output locks, released when the command ends
+        with contextlib.ExitStack() as resources:    # output locks and --trust-model, released at the end
+            resources.enter_context(trust_from_args(args))
+            _prepare(args)
             args.resources = resources
             return int(args.func(args) or 0)
     except USER_ERRORS as exc:

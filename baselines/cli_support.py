@@ -79,7 +79,7 @@ def check_run(args: argparse.Namespace, policies: Sequence[str], env_kwargs: dic
         try:
             policy = resolve_policy(name, args.scenario)
         except (ValueError, TypeError) as exc:
-            raise UsageError(str(exc), "cluster-bench policies lists every name; or give "
+            raise UsageError(str(exc), getattr(exc, "hint", "") or "cluster-bench policies lists every name; or give "
                              "package.module:attribute (resolved from the current folder)") from exc
         settings = env_settings(policy, env_kwargs, bool(getattr(args, "allow_env_mismatch", False)), args.scenario)
         check_fits(policy, cluster_env.parallel_env(args.scenario, split=args.split, **settings))

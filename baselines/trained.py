@@ -19,17 +19,27 @@ that file still loads: the algorithm is read from the zip (``MaskablePPO`` when 
 maskable, else ``PPO``), the view's defaults and the run's scenario are assumed, and a model whose
 observation size fits neither layout of that scenario is refused with both shapes.
 
+Loading a file runs no code from it unless the user trusts it (:mod:`baselines.model_trust`): an
+SB3 model is rebuilt from its parameters and plain JSON (:mod:`baselines.model_files`); one that
+needs SB3's unpickling loader, and a TorchScript module, need ``trust_model=True`` (the command
+line's ``--trust-model``). The settings file is checked against its schema, each error one line
+naming the file and the field.
+
 Imports torch and stable-baselines3 only when a model is loaded or saved (the ``rl`` extra); without
 them the error is one line naming ``pip install '.[rl]'``.
 """
 from __future__ import annotations
 
 import json
+import re
 import warnings
-import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
+
+from baselines.model_files import (SAFE_SB3_POLICIES, ModelFileError, ModelZip, NeedsCode, check_finite,
+                                   open_model_zip, rebuild_sb3_policy, safe_algorithms)
+from baselines.model_trust import TRUST_RISK, UntrustedModelError, model_trusted, trusted_models
 
 #: Format of the ``<name>.agent.json`` file beside a saved agent.
 AGENT_FORMAT, AGENT_VERSION = "cluster-bench-agent", 1
@@ -95,48 +105,91 @@ def save_agent(model: Any, path: "str | Path", env: Any, scenario: Optional[str]
     return path
 
 
+#: Versions of the settings file this package reads.
+SUPPORTED_AGENT_VERSIONS = (AGENT_VERSION,)
+#: A settings file larger than this is refused before it is read (save_agent writes ~400 bytes).
+MAX_SIDECAR_BYTES = 2**20
+_AGENT_KEYS = {"format", "version", "kind", "algorithm", "scenario", "env_overrides", "obs_size", "n_actions",
+               "agent_ids"}
+_REQUIRED_KEYS = ("kind", "obs_size", "n_actions", "env_overrides")
+_ALGORITHM = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
+
+
 def read_agent_settings(path: "str | Path") -> Optional[dict]:
-    """The settings :func:`save_agent` wrote beside ``path`` (None when there are none)."""
+    """The settings :func:`save_agent` wrote beside ``path`` (None when there are none), checked
+    against their schema: every error is one line naming the file and the field."""
     side = sidecar_path(path)
     if not side.is_file():
         return None
     try:
+        if side.stat().st_size > MAX_SIDECAR_BYTES:
+            raise ModelFileError(f"{side}: {side.stat().st_size:,} bytes; an agent settings file has at most "
+                                 f"{MAX_SIDECAR_BYTES:,}")
         meta = json.loads(side.read_text())
+    except RecursionError:
+        raise ModelFileError(f"{side}: nested too deeply for the JSON reader; not an agent settings file") from None
     except (OSError, ValueError) as exc:
-        raise ValueError(f"{side}: not a readable agent settings file ({exc})") from None
+        if isinstance(exc, ModelFileError):
+            raise
+        raise ModelFileError(f"{side}: not a readable agent settings file ({exc})") from None
     if not isinstance(meta, dict) or meta.get("format") != AGENT_FORMAT:
-        raise ValueError(f"{side}: not an agent settings file (format {AGENT_FORMAT!r} expected)")
-    for key in ("kind", "obs_size", "n_actions", "env_overrides"):
-        if key not in meta:
-            raise ValueError(f"{side}: field {key!r} is missing; save the agent again with baselines.save_agent")
+        raise ModelFileError(f"{side}: not an agent settings file (format {AGENT_FORMAT!r} expected)")
+    check_agent_settings(meta, side)
     return meta
 
 
-def _zip_kind(path: Path) -> tuple[str, Optional[str], Optional[int]]:
-    """(``"sb3"`` or ``"torch"``, the SB3 algorithm it implies, its observation size) of a zip."""
-    try:
-        with zipfile.ZipFile(path) as z:
-            names = z.namelist()
-            if "data" in names:
-                data = json.loads(z.read("data"))
-                module = str(data.get("policy_class", {}).get("__module__", ""))
-                shape = data.get("observation_space", {}).get("_shape") or [None]
-                return "sb3", ("MaskablePPO" if "maskable" in module else "PPO"), shape[0]
-            if any(n.endswith("constants.pkl") or n.endswith("/data.pkl") for n in names):
-                return "torch", None, None
-    except (zipfile.BadZipFile, ValueError) as exc:
-        raise ValueError(f"{path}: not a Stable-Baselines3 model or TorchScript file ({exc})") from None
-    raise ValueError(f"{path}: neither a Stable-Baselines3 model (no 'data' entry) nor a TorchScript module")
+def check_agent_settings(meta: dict, side: "str | Path") -> None:
+    """Raise :class:`ModelFileError` naming ``side`` and the field unless ``meta`` follows the
+    schema of :func:`save_agent`'s file: types, allowed values and a supported version."""
+    from cluster_env.wrappers.flat_policy import VIEW_INTERFACE_KEYS
 
+    def bad(field: str, why: str) -> ModelFileError:
+        return ModelFileError(f"{side}: field {field!r} {why}; save the agent again with baselines.save_agent")
 
-def _load_sb3(path: Path, algorithm: str) -> Any:
-    for module in ("sb3_contrib", "stable_baselines3"):
-        package = _need(module, f"loading {path.name}")
-        cls = getattr(package, algorithm, None)
-        if cls is not None:
-            return cls.load(str(path), device="cpu")
-    raise ValueError(f"{path}: unknown algorithm {algorithm!r} (a class of stable_baselines3 or sb3_contrib, "
-                     "e.g. PPO or MaskablePPO)")
+    unknown = sorted(set(meta) - _AGENT_KEYS)
+    if unknown:
+        raise bad(unknown[0], f"is not a field of an agent settings file (fields: {', '.join(sorted(_AGENT_KEYS))})")
+    version = meta.get("version")
+    if isinstance(version, bool) or version not in SUPPORTED_AGENT_VERSIONS:
+        raise bad("version", f"is {version!r}; this package reads version "
+                             f"{', '.join(map(str, SUPPORTED_AGENT_VERSIONS))}")
+    for key in _REQUIRED_KEYS:
+        if key not in meta:
+            raise bad(key, "is missing")
+    if meta["kind"] not in ("sb3", "torch"):
+        raise bad("kind", f"is {meta['kind']!r}, not 'sb3' (a Stable-Baselines3 model) or 'torch' (a TorchScript "
+                          "module)")
+    algorithm = meta.get("algorithm")
+    if algorithm is not None:
+        if not isinstance(algorithm, str):
+            raise bad("algorithm", f"is {algorithm!r}, not a name")
+        if meta["kind"] == "sb3" and not _ALGORITHM.fullmatch(algorithm):
+            raise bad("algorithm", f"is {algorithm[:80]!r}, not the name of a Stable-Baselines3 class (e.g. PPO, "
+                                   "MaskablePPO)")
+        if meta["kind"] == "torch" and (not algorithm.isprintable() or not 0 < len(algorithm) <= 100):
+            raise bad("algorithm", "(the label of a torch module) must be 1 to 100 printable characters")
+    scenario = meta.get("scenario")
+    if scenario is not None:
+        import cluster_env
+
+        if not isinstance(scenario, str) or scenario not in cluster_env.list_scenarios():
+            raise bad("scenario", f"is {str(scenario)[:80]!r}, not a registered scenario (cluster-bench scenarios "
+                                  "lists them)")
+    for key in ("obs_size", "n_actions"):
+        value = meta[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise bad(key, f"is {value!r} ({type(value).__name__}), not a positive integer")
+    if "agent_ids" in meta and not isinstance(meta["agent_ids"], bool):
+        raise bad("agent_ids", f"is {meta['agent_ids']!r}, not true or false")
+    overrides = meta["env_overrides"]
+    if not isinstance(overrides, dict):
+        raise bad("env_overrides", f"is a {type(overrides).__name__}, not an object")
+    for key, value in overrides.items():
+        if key not in VIEW_INTERFACE_KEYS:
+            raise bad(f"env_overrides.{key}", f"is not a setting an agent records (those are: "
+                                              f"{', '.join(VIEW_INTERFACE_KEYS)})")
+        if not isinstance(value, (bool, int, float, str)):
+            raise bad(f"env_overrides.{key}", f"is {str(value)[:80]!r}, not a number, string or boolean")
 
 
 def _layout(scenario: str, env_overrides: dict, agent_ids: bool):
@@ -149,10 +202,52 @@ def _layout(scenario: str, env_overrides: dict, agent_ids: bool):
     return FlatLayout(env.observation_space("orderer"), n, num_agents=2 if agent_ids else 0), n
 
 
+def _agent_layout(path: Path, model: ModelZip, meta: dict, trained_on: str, overrides: dict):
+    """(layout, action count, whether it has the agent one-hot) the agent at ``path`` acts on."""
+    try:
+        if meta:
+            layout, n = _layout(trained_on, overrides, bool(meta.get("agent_ids")))
+        else:
+            layout, n = _layout(trained_on, overrides, False)
+    except (TypeError, ValueError) as exc:
+        where = f"{sidecar_path(path)}: field 'env_overrides'" if meta else f"{path}"
+        raise ModelFileError(f"{where}: {exc}") from None
+    if meta:
+        if (layout.size, n) != (meta["obs_size"], meta["n_actions"]):
+            raise ModelFileError(
+                f"{sidecar_path(path)}: the agent's observation ({meta['obs_size']},) and {meta['n_actions']} actions "
+                f"do not match scenario {trained_on!r} with its recorded settings ({layout.size},) / {n}; save the "
+                "agent again with baselines.save_agent")
+        if model.kind == "sb3" and (model.obs_size, model.n_actions) != (layout.size, n):
+            raise ModelFileError(
+                f"{path}: the model's spaces (({model.obs_size},), {model.n_actions} actions, in its 'data' entry) "
+                f"differ from its settings file's (({layout.size},), {n}): the two files do not belong together")
+        return layout, n, bool(meta.get("agent_ids"))
+    size = model.obs_size
+    agent_ids = size is not None and size == layout.size + 2
+    if agent_ids:
+        layout, n = _layout(trained_on, overrides, True)
+    elif size is not None and size != layout.size:
+        raise ModelFileError(f"{path.name} takes flat observations of shape ({size},) but {trained_on} gives "
+                             f"({layout.size},) (({layout.size + 2},) with the agent one-hot): it was trained on "
+                             f"another scenario or settings; score it there (--scenario NAME), or save it with "
+                             f"baselines.save_agent(model, path, env), which records them")
+    if model.n_actions is not None and model.n_actions != n:
+        raise ModelFileError(f"{path.name} chooses among {model.n_actions} actions but {trained_on} has {n}: it was "
+                             "trained on another scenario or settings; score it there (--scenario NAME)")
+    return layout, n, agent_ids
+
+
 def load_agent(path: "str | Path", scenario: Optional[str] = None, algorithm: Optional[str] = None,
                invalid_action: Optional[str] = None, deterministic: bool = True,
-               name: Optional[str] = None) -> Any:
+               name: Optional[str] = None, trust_model: Optional[bool] = None) -> Any:
     """A saved agent as a policy of the harness (a :class:`cluster_env.wrappers.FlatViewPolicy`).
+
+    Loading runs no code from the file: an SB3 model (PPO, A2C, MaskablePPO with their MLP
+    policy) is rebuilt from its parameters (``weights_only``) and the plain JSON of its zip
+    (:mod:`baselines.model_files`). A model that only SB3's unpickling ``load`` can build, and a
+    TorchScript module (whose program runs when loaded), need ``trust_model=True``; without it
+    :class:`baselines.model_trust.UntrustedModelError` names the file and the flag.
 
     Args:
         path: a ``.zip`` written by :func:`save_agent`, or SB3's own ``model.save`` file.
@@ -163,6 +258,8 @@ def load_agent(path: "str | Path", scenario: Optional[str] = None, algorithm: Op
             the views' default).
         deterministic: SB3 models act greedily (default) or sample.
         name: the name the harness reports (default ``ALGORITHM(file stem)``).
+        trust_model: let the file run code when loaded (default: trusted only inside
+            :func:`baselines.model_trust.trusted_models`, i.e. ``cluster-bench --trust-model``).
     """
     from cluster_env.scenarios.registry import DEFAULT_SCENARIO
     from cluster_env.wrappers.flat_policy import FlatViewPolicy, sb3_predict, torch_predict
@@ -170,47 +267,97 @@ def load_agent(path: "str | Path", scenario: Optional[str] = None, algorithm: Op
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such agent file (save one with baselines.save_agent(model, path, env))")
-    kind, guessed, size = _zip_kind(path)
+    trusted = model_trusted(trust_model)
+    model = open_model_zip(path)
     meta = read_agent_settings(path) or {}
+    if meta and meta["kind"] != model.kind:
+        raise ModelFileError(f"{sidecar_path(path)}: field 'kind' is {meta['kind']!r} but {path.name} is a "
+                             f"{'Stable-Baselines3 model' if model.kind == 'sb3' else 'TorchScript module'} "
+                             f"({model.kind!r}); the two files do not belong together")
+    if algorithm is not None and not _ALGORITHM.fullmatch(str(algorithm)):
+        raise ValueError(f"algorithm={algorithm!r} is not the name of a Stable-Baselines3 class (e.g. PPO)")
     overrides = dict(meta.get("env_overrides") or {"invalid_action": "fallback"})
     if invalid_action is not None:
         overrides["invalid_action"] = invalid_action
     trained_on = meta.get("scenario") or scenario or DEFAULT_SCENARIO
-    if meta:
-        agent_ids = bool(meta.get("agent_ids"))
-        layout, n = _layout(trained_on, overrides, agent_ids)
-        if (layout.size, n) != (meta["obs_size"], meta["n_actions"]):
-            raise ValueError(f"{sidecar_path(path)}: the agent's observation ({meta['obs_size']},) and "
-                             f"{meta['n_actions']} actions do not match scenario {trained_on!r} with its recorded "
-                             f"settings ({layout.size},) / {n}; save the agent again with baselines.save_agent")
-    else:
-        layout, n = _layout(trained_on, overrides, False)
-        agent_ids = size is not None and size == layout.size + 2
-        if agent_ids:
-            layout, n = _layout(trained_on, overrides, True)
-        elif size is not None and size != layout.size:
-            raise ValueError(f"{path.name} takes flat observations of shape ({size},) but {trained_on} gives "
-                             f"({layout.size},) (({layout.size + 2},) with the agent one-hot): it was trained on "
-                             f"another scenario or settings; score it there (--scenario NAME), or save it with "
-                             f"baselines.save_agent(model, path, env), which records them")
+    layout, n, _ = _agent_layout(path, model, meta, trained_on, overrides)
     torch = _need("torch", f"scoring {path.name}")
     torch.set_num_threads(1)
-    if (meta.get("kind") or kind) == "torch":
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            module = torch.jit.load(str(path), map_location="cpu").eval()
+    if model.kind == "torch":
+        if not trusted:
+            raise UntrustedModelError(path, "a TorchScript module (its program runs when loaded)")
         label = meta.get("algorithm") or "torch"
-        predict = torch_predict(module)
+        predict = torch_predict(_load_torchscript(path, trust_model), source=str(path))
     else:
-        label = algorithm or meta.get("algorithm") or guessed or "PPO"
-        predict = sb3_predict(_load_sb3(path, label), deterministic)
+        label = algorithm or meta.get("algorithm") or model.algorithm or "PPO"
+        family = safe_algorithms(model)
+        if family and label not in family:
+            where = "algorithm=" if algorithm else f"{sidecar_path(path)}: field 'algorithm'"
+            raise ModelFileError(f"{where} is {label!r} but {path.name} holds a {SAFE_SB3_POLICIES[family[0]][1]}, "
+                                 f"the policy of {' / '.join(family)}; the two do not belong together")
+        predict = sb3_predict(_sb3_policy(path, model, label, layout, n, trusted, trust_model), deterministic)
     return FlatViewPolicy(predict, layout, n, name=name or f"{label}({path.stem})", env_overrides=overrides,
                           scenario=trained_on)
 
 
+def _sb3_policy(path: Path, model: ModelZip, algorithm: str, layout: Any, n: int, trusted: bool,
+                trust_model: Optional[bool]) -> Any:
+    """The SB3 policy (or, trusted, the model SB3's ``load`` gives) that acts for the agent."""
+    package = SAFE_SB3_POLICIES.get(algorithm, ("stable_baselines3",))[0].split(".")[0]
+    _need(package, f"loading {path.name}")
+    from gymnasium import spaces
+
+    try:
+        return rebuild_sb3_policy(model, algorithm, layout.space, spaces.Discrete(n))
+    except NeedsCode as why:
+        if not trusted:
+            raise UntrustedModelError(path, f"a Stable-Baselines3 model that only SB3's unpickling loader can build "
+                                            f"({why.args[0]})") from None
+    _warn_trusted(path, trust_model)
+    return _load_sb3(path, algorithm)
+
+
+def _warn_trusted(path: Path, trust_model: Optional[bool]) -> None:
+    # The command line warns once for the whole command (--trust-model); Python callers here.
+    if trust_model:
+        warnings.warn(f"{path}: loaded with trust_model=True: {TRUST_RISK}", UserWarning, stacklevel=4)
+
+
+def _load_torchscript(path: Path, trust_model: Optional[bool]) -> Any:
+    import torch
+
+    _warn_trusted(path, trust_model)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            module = torch.jit.load(str(path), map_location="cpu").eval()
+    except Exception as exc:  # noqa: BLE001 - torch raises many kinds for a foreign or broken file
+        raise ModelFileError(f"{path}: not a loadable TorchScript module ({type(exc).__name__}: "
+                             f"{str(exc).splitlines()[0][:160] if str(exc) else ''})") from None
+    check_finite(path, dict(module.state_dict()))
+    return module
+
+
+def _load_sb3(path: Path, algorithm: str) -> Any:
+    """SB3's own ``load`` (it unpickles the zip's ``data``: trusted files only)."""
+    from stable_baselines3.common.base_class import BaseAlgorithm
+
+    for module in ("sb3_contrib", "stable_baselines3"):
+        package = _need(module, f"loading {path.name}")
+        cls = getattr(package, algorithm, None)
+        if isinstance(cls, type) and issubclass(cls, BaseAlgorithm):
+            try:
+                return cls.load(str(path), device="cpu")
+            except Exception as exc:  # noqa: BLE001 - SB3 raises many kinds for a file of another class
+                raise ModelFileError(f"{path}: {algorithm}.load failed ({type(exc).__name__}: "
+                                     f"{str(exc).splitlines()[0][:160] if str(exc) else ''})") from None
+    raise ModelFileError(f"{path}: unknown algorithm {algorithm!r} (a class of stable_baselines3 or sb3_contrib, "
+                         "e.g. PPO or MaskablePPO)")
+
+
 def resolve_agent(name: str, scenario: Optional[str] = None) -> Any:
     """Entry point ``cluster_bench.resolvers``: a saved agent for names ending in ``.zip`` (None
-    for any other name)."""
+    for any other name), trusted only inside :func:`baselines.model_trust.trusted_models`."""
     if not isinstance(name, str) or not name.lower().endswith(".zip"):
         return None
     return load_agent(name, scenario=scenario)
@@ -236,7 +383,7 @@ class AgentScore:
 def score_agent(agent: Any, env: Any = None, policies: Sequence[str] = (), scenario: Optional[str] = None,
                 split: str = "test", seeds: Iterable[int] = range(20), env_kwargs: Optional[dict] = None,
                 reference: str = "fifo", backend: str = "auto", workers: Optional[int] = None,
-                progress: bool = False) -> AgentScore:
+                progress: bool = False, trust_model: bool = False) -> AgentScore:
     """Score a trained agent next to the baselines on the same windows, in one call.
 
     Args:
@@ -248,7 +395,19 @@ def score_agent(agent: Any, env: Any = None, policies: Sequence[str] = (), scena
         split, seeds, env_kwargs, backend, workers, progress: as :func:`baselines.evaluate`
             (default: the test split's windows 0-19, as ``cluster-bench run``).
         reference: the policy of the paired ratios (default ``fifo``; added when missing).
+        trust_model: let the agent's file run code when loaded, here and in the episode workers
+            (see :func:`load_agent`; only for a file you made or trust).
     """
+    if trust_model and isinstance(agent, (str, Path)):
+        warnings.warn(f"{agent}: scored with trust_model=True: {TRUST_RISK}", UserWarning, stacklevel=2)
+    with trusted_models(trust_model):
+        return _score_agent(agent, env, policies, scenario, split, seeds, env_kwargs, reference, backend, workers,
+                            progress)
+
+
+def _score_agent(agent: Any, env: Any, policies: Sequence[str], scenario: Optional[str], split: str,
+                 seeds: Iterable[int], env_kwargs: Optional[dict], reference: str, backend: str,
+                 workers: Optional[int], progress: bool) -> AgentScore:
     from baselines.harness.episode import policy_name
     from baselines.harness.report import format_table, summarize
     from baselines.harness.sweep import make_tasks, run_tasks
@@ -282,5 +441,5 @@ def score_agent(agent: Any, env: Any = None, policies: Sequence[str] = (), scena
                       reference=reference)
 
 
-__all__ = ["AGENT_FORMAT", "AgentScore", "load_agent", "read_agent_settings", "resolve_agent", "save_agent",
-           "score_agent", "sidecar_path"]
+__all__ = ["AGENT_FORMAT", "AgentScore", "MAX_SIDECAR_BYTES", "SUPPORTED_AGENT_VERSIONS", "check_agent_settings",
+           "load_agent", "read_agent_settings", "resolve_agent", "save_agent", "score_agent", "sidecar_path"]

@@ -327,8 +327,12 @@ def main(argv=None) -> dict:
         else:
             model.save(out / "model.zip")
         (out / "results.json").write_text(json.dumps(result, indent=2))
-        print(f"model and results written to {out}/; score the model next to every baseline:\n"
-              f"  cluster-bench run --scenario {args.scenario} --policies fifo,sjf,tiresias,las,{out / 'model.zip'}")
+        # The rows policy is a class of this script, stored pickled in the zip: loading it runs that code.
+        trust = ("--trust-model ", " (--trust-model: the rows policy is code of this script, stored in the zip; "
+                 "give it for your own files only)") if args.policy == "rows" else ("", "")
+        print(f"model and results written to {out}/; score the model next to every baseline{trust[1]}:\n"
+              f"  cluster-bench run {trust[0]}--scenario {args.scenario} --policies "
+              f"fifo,sjf,tiresias,las,{out / 'model.zip'}")
     return result
 
 

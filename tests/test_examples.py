@@ -32,9 +32,12 @@ def test_train_maskable_ppo_tiny_budget(tmp_path):
     # The saved model (the example's own policy class) scores through the line the example prints.
     from baselines.cli import main
 
-    assert f"--policies fifo,sjf,tiresias,las,{tmp_path / 'model.zip'}" in text
+    assert f"--policies fifo,sjf,tiresias,las,{tmp_path / 'model.zip'}" in text and "run --trust-model" in text
     out = tmp_path / "scored"
-    assert main(["run", "--policies", f"fifo,{tmp_path / 'model.zip'}", "--seeds", "0-1", "--env",
+    # Its rows policy is a class of the script, pickled in the zip: refused without --trust-model.
+    assert main(["run", "--policies", f"fifo,{tmp_path / 'model.zip'}", "--out", str(out), "--quiet"]) == 2
+    assert not (out / "results.json").exists()
+    assert main(["run", "--trust-model", "--policies", f"fifo,{tmp_path / 'model.zip'}", "--seeds", "0-1", "--env",
                  "jobs_per_episode=30", "--no-plots", "--quiet", "--backend", "serial", "--out", str(out)]) == 0
     episodes = [r for r in json.loads((out / "results.json").read_text())["episodes"] if r["policy"] != "fifo"]
     assert [r["jobs_finished"] for r in episodes] == [30, 30] and episodes[0]["policy"] == "MaskablePPO(model)"

@@ -17,4 +17,4 @@ def test_cleanrl_ppo_parallel_tiny_budget(tmp_path):
     for name in ("cleanrl-ppo(agent)", "fifo", "random", "las", "vs fifo", "philly-v1"):
         assert name in text
     assert "FIFO" in text and "A real run" in text and "minutes" in text
-    assert "cluster-bench run --scenario philly-v1 --policies " in text and str(tmp_path / "agent.zip") in text
+    assert "cluster-bench run --trust-model --scenario philly-v1 --policies " in text and str(tmp_path / "agent.zip") in text

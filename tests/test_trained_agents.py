@@ -121,9 +121,10 @@ def test_a_cleanrl_style_torch_module_is_scored(torch, tmp_path):
     actor = torch.nn.Sequential(torch.nn.Linear(vec.layout.size, 8), torch.nn.Tanh(), torch.nn.Linear(8, vec.n_actions))
     direct = baselines.evaluate(FlatViewPolicy.from_torch(actor, vec, name="actor"), DEFAULT_SCENARIO, seeds=[0],
                                 env_kwargs={"jobs_per_episode": JOBS}, backend="serial")[0]
-    path = baselines.save_agent(actor, tmp_path / "actor.zip", vec)        # TorchScript
-    loaded = baselines.evaluate(str(path), DEFAULT_SCENARIO, seeds=[0], env_kwargs={"jobs_per_episode": JOBS},
-                                backend="serial")[0]
+    path = baselines.save_agent(actor, tmp_path / "actor.zip", vec)        # TorchScript: loading it runs its program
+    with baselines.trusted_models():
+        loaded = baselines.evaluate(str(path), DEFAULT_SCENARIO, seeds=[0], env_kwargs={"jobs_per_episode": JOBS},
+                                    backend="serial")[0]
     assert loaded["policy"] == "Sequential(actor)" and loaded["jobs_finished"] == JOBS
     assert loaded["avg_jct"] == direct["avg_jct"]          # the saved module acts as the live one
 
@@ -135,7 +136,7 @@ def test_without_torch_a_zip_fails_with_the_extra_named(tmp_path, monkeypatch, c
 
     for module in ("torch", "stable_baselines3", "sb3_contrib"):
         monkeypatch.setitem(sys.modules, module, None)          # as in a base install: import fails
-    monkeypatch.setattr(trained, "_zip_kind", lambda path: ("sb3", "PPO", None))
+    monkeypatch.setattr(trained, "open_model_zip", lambda path: trained.ModelZip(path, "sb3", {}, "PPO"))
     (tmp_path / "m.zip").write_bytes(b"")
     with pytest.raises(ImportError, match=r"pip install '\.\[rl\]'"):
         trained.load_agent(tmp_path / "m.zip")

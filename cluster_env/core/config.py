@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -62,6 +62,14 @@ FLUCTUATION_RANGES: dict[str, tuple[float, float]] = {
     "straggler_mean_duration": (1.0, 1e6),          # s; default 780
     "straggler_slowdown": (0.01, 1.0),              # speed multiplier while straggling; default 0.2
 }
+#: Upper bounds of the observation windows (inclusive). The observation arrays grow with them
+#: (about 60 bytes per pending slot and per running slot in every observation, plus one action
+#: each), so a typo such as ``pending_window=1000000000`` asked for 104 GiB before any check; the
+#: registered scenarios use 8 to 256, and 65,536 slots (a few MiB per observation) hold every
+#: pending job of any trace window the package ships. Documented in docs/reference.md, "Guarantees".
+MAX_PENDING_WINDOW = 65_536
+MAX_RUNNING_WINDOW = 65_536
+
 #: Sane range of a scenario's ``time_scale`` (multiplies submit times): 1000x compressed to
 #: 1000x stretched; beyond, a makespan of 4e303 s is not a result.
 TIME_SCALE_RANGE = (1e-3, 1e3)
@@ -160,8 +168,8 @@ class SchedulingConfig:
     def validate(self) -> None:
         check_bool("preemption", self.preemption)
         check_bool("clairvoyant", self.clairvoyant)
-        check_int("pending_window", self.pending_window, minimum=1)
-        check_int("running_window", self.running_window, minimum=0)
+        check_int("pending_window", self.pending_window, minimum=1, maximum=MAX_PENDING_WINDOW)
+        check_int("running_window", self.running_window, minimum=0, maximum=MAX_RUNNING_WINDOW)
         if self.invalid_action not in INVALID_ACTIONS:
             raise ValueError(f"invalid_action must be one of {INVALID_ACTIONS}, got {self.invalid_action!r}")
         check_number("scheduling_tick", self.scheduling_tick, positive=True)
@@ -179,11 +187,16 @@ def check_bool(name: str, value: Any) -> None:
         raise TypeError(f"{name} must be True or False, got {value!r}")
 
 
-def check_int(name: str, value: Any, minimum: int) -> None:
+def check_int(name: str, value: Any, minimum: int, maximum: Optional[int] = None) -> None:
+    """An integer (not a bool) of at least ``minimum`` and, where given, at most ``maximum`` (a bound
+    that protects the memory: the error names it)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
         raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name}={value:,} is above its bound {maximum:,} (arrays grow with it; "
+                         f"docs/reference.md, Guarantees)")
 
 
 def check_number(name: str, value: Any, *, minimum: float | None = None, positive: bool = False,
@@ -216,5 +229,5 @@ def split_overrides(overrides: dict[str, Any]) -> tuple[dict[str, Any], dict[str
     return world, sched, other
 
 
-__all__ = ["FLUCTUATION_RANGES", "TIME_SCALE_RANGE", "WORLD_RANGES", "WorldConfig", "SchedulingConfig",
-           "check_range", "split_overrides"]
+__all__ = ["FLUCTUATION_RANGES", "MAX_PENDING_WINDOW", "MAX_RUNNING_WINDOW", "TIME_SCALE_RANGE", "WORLD_RANGES",
+           "WorldConfig", "SchedulingConfig", "check_range", "split_overrides"]

@@ -133,18 +133,25 @@ def sb3_predict(model: Any, deterministic: bool = True) -> Predict:
     return predict
 
 
-def torch_predict(module: Any) -> Predict:
+def torch_predict(module: Any, source: Optional[str] = None) -> Predict:
     """``predict(obs, mask)`` of a torch module mapping flat observations to logits: the allowed
-    action with the highest logit. Uses the torch that the module's owner loaded (``cluster_env``
-    never imports torch itself)."""
+    action with the highest logit. Non-finite logits of allowed actions raise
+    ``FloatingPointError`` naming ``source`` (the model's file), never play the lowest allowed
+    action silently (the arg max of NaNs). Uses the torch that the module's owner loaded
+    (``cluster_env`` never imports torch itself)."""
     torch = sys.modules.get("torch")
     if torch is None:
         raise TypeError(f"expected a torch module (flat observations -> logits), got {type(module).__name__}")
+    who = source or type(module).__name__
 
     def predict(obs: np.ndarray, mask: np.ndarray) -> int:
         with torch.no_grad():
             logits = module(torch.from_numpy(obs)[None]).reshape(-1).numpy()
-        return int(np.argmax(np.where(mask[: len(logits)], logits[: len(mask)], -np.inf)))
+        allowed = mask[: len(logits)]
+        if not np.isfinite(logits[: len(allowed)][allowed]).all():
+            raise FloatingPointError(f"{who}: non-finite logits (NaN or inf) for allowed actions; its weights or "
+                                     "its inputs are not finite")
+        return int(np.argmax(np.where(allowed, logits[: len(mask)], -np.inf)))
 
     return predict
 

@@ -13,6 +13,7 @@ can never run code):
 from __future__ import annotations
 
 import errno
+import pickle
 import shutil
 from pathlib import Path
 from typing import Optional
@@ -65,6 +66,14 @@ def load_checkpoint(path: "str | Path", scenario: Optional[str] = None) -> dict:
         raise CheckpointError(f"{path}: no such checkpoint file")
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        if "Unsupported global" not in str(exc):
+            raise CheckpointError(f"{path}: not a readable dual-agent checkpoint (truncated or foreign file: "
+                                  f"{str(exc).splitlines()[0][:120]})") from None
+        # torch's own message suggests weights_only=False; a checkpoint never needs it.
+        raise CheckpointError(f"{path}: carries pickled Python objects beyond tensors and plain values (loading "
+                              f"them would run code from the file); a dual-agent checkpoint holds none, so it is "
+                              f"refused, --trust-model or not") from None
     except Exception as exc:  # torch raises many kinds for truncated or foreign files
         raise CheckpointError(f"{path}: not a readable dual-agent checkpoint (truncated or foreign file: "
                               f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None

@@ -17,12 +17,22 @@ BASELINES = ("time", "episode", "critic")
 SCALES = ("none", "scale", "log")
 
 
-def _positive(name: str, value: Any, integer: bool = False, allow_zero: bool = False) -> None:
+#: Upper bounds of sizes that allocate at once (docs/reference.md, Guarantees): the networks'
+#: width (a layer of width H holds H x H weights: 4,096 is 64 MiB a layer, 64 is the default) and
+#: the rollout worker processes (each a simulator and a copy of the networks).
+MAX_HIDDEN = 4096
+MAX_N_ENVS = 256
+
+
+def _positive(name: str, value: Any, integer: bool = False, allow_zero: bool = False,
+              maximum: Optional[int] = None) -> None:
     kind = int if integer else (int, float)
     if isinstance(value, bool) or not isinstance(value, kind):
         raise ValueError(f"{name} must be {'an integer' if integer else 'a number'}, got {value!r}")
     if value < 0 or (value == 0 and not allow_zero):
         raise ValueError(f"{name} must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name}={value:,} is above its bound {maximum:,} (docs/reference.md, Guarantees)")
 
 
 @dataclass(frozen=True)
@@ -49,7 +59,7 @@ class DualAgentConfig:
     def __post_init__(self) -> None:
         from baselines.registry import ORDERERS, PLACERS
 
-        _positive("hidden", self.hidden, integer=True)
+        _positive("hidden", self.hidden, integer=True, maximum=MAX_HIDDEN)
         _positive("gp_rank", self.gp_rank, integer=True)
         _positive("gp_steps", self.gp_steps, integer=True)
         if self.orderer != LEARNED and self.orderer not in ORDERERS:
@@ -122,6 +132,7 @@ class TrainConfig:
             _positive(name, getattr(self, name), integer=True)
         for name in ("n_envs", "eval_every", "seed", "imitate_iterations"):
             _positive(name, getattr(self, name), integer=True, allow_zero=True)
+        _positive("n_envs", self.n_envs, integer=True, allow_zero=True, maximum=MAX_N_ENVS)
         for name in ("learning_rate", "clip", "max_grad_norm"):
             _positive(name, getattr(self, name))
         for name in ("entropy_coef", "value_coef"):

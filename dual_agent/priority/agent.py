@@ -59,6 +59,9 @@ from cluster_env.envs.observation_ext import global_features, job_features
 FORMAT = "hetero-cluster-sched/priority-agent"
 VERSION = 1
 SUFFIX = ".priority.json"
+#: The most tanh units of the score's hidden layer (each holds one weight per feature; 0, the
+#: default, is a linear score): a bound that protects the memory (docs/reference.md, Guarantees).
+MAX_HIDDEN_UNITS = 4096
 
 _JF = {n: i for i, n in enumerate(job_features("extended"))}
 _GF = {n: i for i, n in enumerate(global_features("extended"))}
@@ -91,8 +94,8 @@ class PriorityModel:
     @classmethod
     def zeros(cls, hidden: int = 0, seed: int = 0) -> "PriorityModel":
         """The untrained model (score 0 everywhere: the agent is LAS)."""
-        if not isinstance(hidden, int) or hidden < 0:
-            raise ValueError(f"hidden must be an integer >= 0, got {hidden!r}")
+        if isinstance(hidden, bool) or not isinstance(hidden, int) or not 0 <= hidden <= MAX_HIDDEN_UNITS:
+            raise ValueError(f"hidden must be an integer in 0 .. {MAX_HIDDEN_UNITS:,}, got {hidden!r}")
         f = len(PRIORITY_FEATURES)
         rng = np.random.default_rng(seed)
         return cls(np.zeros(f), rng.normal(0.0, 1.0 / math.sqrt(f), (hidden, f)), np.zeros(hidden), np.zeros(hidden))

@@ -62,6 +62,8 @@ from dual_agent.validation import VALIDATION_MODES, ValidationSet, validation_se
 
 #: Values of ``ESConfig.pairing``.
 PAIRINGS = ("same-window", "independent", "reference")
+#: The most episode processes of a run (each a simulator; beyond the cores they only cost memory).
+MAX_WORKERS = 256
 #: Values of ``ESConfig.learn``.
 LEARN = ("orderer", "placer", "both")
 
@@ -124,6 +126,9 @@ class ESConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        if self.workers > MAX_WORKERS:
+            raise ValueError(f"workers={self.workers:,} is above its bound {MAX_WORKERS:,} (episode processes; "
+                             "docs/reference.md, Guarantees)")
         for name in ("sigma", "lr"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
