@@ -393,12 +393,14 @@ def reserve_folder(path: "str | Path", flag: str = "--out", names: Sequence[str]
     return OutputLock(path / LOCK_NAME, path, flag)
 
 
-def reserve_file(path: "str | Path", flag: str = "--out", need_bytes: int = 0) -> OutputLock:
-    """The same for one output file: it must not be a link or a non-regular file, its folder must
-    be writable; the lock is ``.<name>.lock`` beside it."""
+def reserve_file(path: "str | Path", flag: str = "--out", need_bytes: int = 0,
+                 beside: Sequence[str] = ()) -> OutputLock:
+    """The same for one output file (and the files named ``beside`` it): it must not be a link or
+    a non-regular file, its folder must be writable; the lock is ``.<name>.lock`` beside it."""
     path = Path(path)
     check_target(path, flag)
-    folder = check_folder(path.parent, flag, need_bytes=need_bytes, hint=f"choose another file with {flag}")
+    folder = check_folder(path.parent, flag, names=[path.name, *beside], need_bytes=need_bytes,
+                          hint=f"choose another file with {flag}")
     return OutputLock(folder / f".{path.name}.lock", path, flag)
 
 

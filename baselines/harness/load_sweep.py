@@ -9,7 +9,6 @@ offered load the episodes measured, and the paired ratio to a reference policy.
 from __future__ import annotations
 
 import csv
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +18,7 @@ import numpy as np
 
 from baselines.harness.stats import DEFAULT_REFERENCE, PairingError, mean_ci, paired_summary
 from baselines.harness.labels import policy_labels
-from baselines.harness.sweep import PolicySpec, make_tasks, run_tasks
+from baselines.harness.sweep import PolicySpec, finished_episodes, make_tasks, run_tasks
 
 #: Metrics a sweep summarises (each gets ``_lo``/``_hi`` interval columns).
 SWEEP_METRICS = ("avg_jct", "p95_jct", "avg_queue_delay", "gpu_utilization")
@@ -70,15 +69,31 @@ def run_load_sweep(scenario: str, loads: Sequence[float], policies: Sequence[Pol
         batch = make_tasks(list(policies), [scenario], split, list(seeds), {**env_kwargs, "load": load}, labels=names)
         tasks += batch
         task_load += [load] * len(batch)
-    results = run_tasks(tasks, backend=backend, workers=workers, progress=progress, ray_address=ray_address)
-    records = []
-    for load, result in zip(task_load, results):
-        rec = dict(result.record)
-        rec["load"] = load
-        records.append(rec)
-    sweep = LoadSweep(scenario, split, loads, names, [int(s) for s in seeds], env_kwargs, reference, records)
-    sweep.rows = sweep_rows(records, reference)
+    def sweep_of(results: Sequence) -> LoadSweep:
+        records = [{**result.record, "load": load} for load, result in zip(task_load, results) if result is not None]
+        return LoadSweep(scenario, split, loads, names, [int(s) for s in seeds], env_kwargs, reference, records)
+
+    try:
+        results = run_tasks(tasks, backend=backend, workers=workers, progress=progress, ray_address=ray_address)
+    except BaseException as stop:
+        finished = finished_episodes(stop)
+        done = finished[0] if finished else getattr(stop, "results", None)
+        if done is not None:        # Ctrl-C, lost workers, a failed episode: the episodes that finished
+            stop.partial_sweep = partial = sweep_of(done)     # type: ignore[attr-defined]
+            try:
+                partial.rows = sweep_rows(partial.records, reference)
+            except PairingError:    # a policy's partner episode did not finish: no ratios
+                partial.rows = sweep_rows(partial.records, None)
+        raise
+    sweep = sweep_of(results)
+    sweep.rows = sweep_rows(sweep.records, reference)
     return sweep
+
+
+def partial_sweep(stop: BaseException) -> Optional[LoadSweep]:
+    """The episodes that finished before :func:`run_load_sweep` stopped with ``stop`` (Ctrl-C,
+    lost workers, an episode's own error), as a sweep of what finished; None for other errors."""
+    return getattr(stop, "partial_sweep", None)
 
 
 def sweep_rows(records: Sequence[dict[str, Any]], reference: Optional[str] = DEFAULT_REFERENCE,
@@ -109,10 +124,12 @@ def sweep_rows(records: Sequence[dict[str, Any]], reference: Optional[str] = DEF
     return rows
 
 
-def write_sweep(sweep: LoadSweep, out: "str | Path", plot: bool = True) -> list[Path]:
+def write_sweep(sweep: LoadSweep, out: "str | Path", plot: bool = True, stem: str = "load_sweep",
+                complete: bool = True) -> list[Path]:
     """``load_sweep.csv`` (one row per policy and load), ``load_sweep.json`` (settings, rows and
-    every episode) and ``load_sweep.png`` in ``out``; returns the paths."""
-    from baselines.harness.files import atomic_write
+    every episode; standard JSON, NaN as null) and ``load_sweep.png`` in ``out``, named ``stem``
+    (``complete=False`` for the episodes of a stopped sweep: ``meta.complete``); returns the paths."""
+    from baselines.harness.files import atomic_write, json_text
 
     out = Path(out)
     fields = list(dict.fromkeys(k for r in sweep.rows for k in r))
@@ -122,17 +139,16 @@ def write_sweep(sweep: LoadSweep, out: "str | Path", plot: bool = True) -> list[
         writer.writeheader()
         writer.writerows(sweep.rows)
 
-    csv_path = atomic_write(out / "load_sweep.csv", write_rows, newline="")
+    csv_path = atomic_write(out / f"{stem}.csv", write_rows, newline="")
     meta = {"scenario": sweep.scenario, "split": sweep.split, "loads": sweep.loads, "policies": sweep.policies,
-            "seeds": sweep.seeds, "env_kwargs": sweep.env_kwargs, "reference": sweep.reference}
-    text = json.dumps({"meta": meta, "rows": sweep.rows, "episodes": sweep.records}, indent=2, allow_nan=True,
-                      default=str)
-    json_path = atomic_write(out / "load_sweep.json", lambda f: f.write(text))
+            "seeds": sweep.seeds, "env_kwargs": sweep.env_kwargs, "reference": sweep.reference, "complete": complete}
+    text = json_text({"meta": meta, "rows": sweep.rows, "episodes": sweep.records}, default=str)
+    json_path = atomic_write(out / f"{stem}.json", lambda f: f.write(text))
     paths = [csv_path, json_path]
     if plot:
         from baselines.harness.paired_plots import plot_load_sweep
 
-        paths.append(plot_load_sweep(sweep.rows, out / "load_sweep.png",
+        paths.append(plot_load_sweep(sweep.rows, out / f"{stem}.png",
                                      title=f"{sweep.scenario}/{sweep.split}: {len(sweep.seeds)} windows per point, "
                                            "mean and 95% CI"))
     return paths
