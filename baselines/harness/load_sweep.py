@@ -16,6 +16,7 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from baselines.harness.files import number
 from baselines.harness.stats import DEFAULT_REFERENCE, PairingError, mean_ci, paired_summary
 from baselines.harness.labels import policy_labels
 from baselines.harness.sweep import PolicySpec, finished_episodes, make_tasks, run_tasks
@@ -111,7 +112,7 @@ def sweep_rows(records: Sequence[dict[str, Any]], reference: Optional[str] = DEF
         row["offered_load"] = float(np.nanmean([float(r.get("offered_load", math.nan)) for r in rs])) \
             if any(math.isfinite(float(r.get("offered_load", math.nan))) for r in rs) else math.nan
         for metric in metrics:
-            row[metric], row[metric + "_lo"], row[metric + "_hi"] = mean_ci([float(r[metric]) for r in rs])
+            row[metric], row[metric + "_lo"], row[metric + "_hi"] = mean_ci([number(r[metric]) for r in rs])
         if reference is not None:
             at_load = [r for r in records if float(r["load"]) == load]
             try:
