@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from baselines.cli_checks import arrivals_note, check_reference_gpu, reference_label, unique_labels
+from baselines.cli_outputs import (RUN_FILES, RUN_PARTIAL_FILES, SWEEP_FILES, SWEEP_PARTIAL_FILES, partial_file,
+                                   previous_run_files, timeline_file, write_partial)
 from baselines.cli_support import (USER_ERRORS, OneLineParser, UsageError, check_run, column_overrides, csv_overrides,
                                    custom_trace_notes, policy_listing, pop_flag, report)
 from baselines.registry import BASELINE_NAMES, default_baselines
@@ -39,48 +41,6 @@ from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 
 #: Seeds (windows) of ``run``, ``compare`` and ``sweep`` when ``--seeds`` is not given.
 DEFAULT_SEEDS = "0-19"
-#: Files ``run`` writes into its folder (besides timeline_<policy>.png), checked before episodes run.
-RUN_FILES = ("results.csv", "summary.csv", "results.json", "jct_cdf.png", "paired_avg_jct.png", "utilization.png")
-#: Where ``run`` writes the episodes that finished when it is stopped (Ctrl-C, a failed episode):
-#: beside the complete set of a previous run, which stays as it was.
-RUN_PARTIAL_FILES = ("results.partial.csv", "results.partial.json")
-
-
-def timeline_file(label: str) -> str:
-    """The name of a policy's timeline plot in ``run``'s folder."""
-    return f"timeline_{label.replace('+', '_').replace('/', '_')}.png"
-
-
-def previous_run_files(out: Path) -> list[Path]:
-    """The files of a ``run`` set in ``out`` (complete or partial): what a new complete set replaces."""
-    return [out / n for n in RUN_FILES + RUN_PARTIAL_FILES] + sorted(out.glob("timeline_*.png"))
-
-
-def write_partial(where: Optional[Path], write, stop: BaseException, total: int, prog: str) -> int:
-    """After a stopped run (``stop``: Ctrl-C, lost workers, or an episode's own error, carrying the
-    results so far), write the episodes that finished (``write(finished_results)``, whose files
-    appear together; ``where`` is the main one, None: nothing is written) and say so in one line;
-    the exit code: 130 for Ctrl-C, else 1."""
-    from baselines.harness.files import written_together
-    from baselines.harness.sweep import RunInterrupted, describe_task, finished_episodes
-
-    failed = finished_episodes(stop)
-    done = failed[0] if failed else getattr(stop, "results", [])
-    finished = [r for r in done if r is not None]
-    with written_together("the episodes that finished"):    # a second Ctrl-C waits for them
-        write(finished)
-    if isinstance(stop, RunInterrupted):
-        why = "interrupted"
-    elif failed:
-        why = f"the episode of {describe_task(failed[1])} failed: {type(stop).__name__}: {stop}"
-    else:
-        why = str(stop)
-    kept = (f"wrote the {len(finished)} of {total} episodes that finished to {where}" if where is not None else
-            f"{len(finished)} of {total} episodes had finished (not written: give --out to keep them)")
-    print(f"\n{prog}: {' '.join(why.split())}; {kept}", file=sys.stderr)
-    return 130 if isinstance(stop, RunInterrupted) else 1
-
-
 #: The most seeds one ``--seeds`` may list (a typo such as 0-99999999999 would fill the memory).
 MAX_SEEDS = 100_000
 
@@ -186,8 +146,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from baselines.harness.episode import env_mismatch, env_settings, policy_name
     from baselines.harness.files import estimate_bytes, reserve_folder, written_together
     from baselines.harness.report import format_table, write_csv, write_json, write_summary_csv
-    from baselines.harness.sweep import (RunInterrupted, WorkersLost, finished_episodes, make_tasks, resolve_policy,
-                                         run_tasks)
+    from baselines.harness.sweep import make_tasks, resolve_policy, run_tasks, stopped_results
 
     if args.scenario not in cluster_env.list_scenarios():
         print(f"unknown scenario {args.scenario!r}; scenarios: {cluster_env.list_scenarios()}", file=sys.stderr)
@@ -221,18 +180,15 @@ def cmd_run(args: argparse.Namespace) -> int:
                 policy_env_kwargs=policy_env, env_mismatch=mismatches, allow_env_mismatch=allow,
                 version=cluster_env.__version__, reference=args.reference)
     t0 = time.perf_counter()
+    stopped: Optional[BaseException] = None
     try:
         results = run_tasks(tasks, backend=args.backend, workers=args.workers, progress=not args.quiet,
                             ray_address=args.ray_address)
-    except Exception as stop:
-        if not (isinstance(stop, WorkersLost) or finished_episodes(stop)):
+    except (Exception, KeyboardInterrupt) as stop:
+        if stopped_results(stop) is None:       # an error before any episode: reported as usual
             raise
-        interrupted: BaseException = stop
-    except RunInterrupted as stop:
-        interrupted = stop
-    else:
-        interrupted = None
-    if interrupted is not None:
+        stopped = stop
+    if stopped is not None:
         # Keep what finished beside the previous complete set (left as it was); no traceback.
         csv_path, json_path = (out / n for n in RUN_PARTIAL_FILES)
 
@@ -241,7 +197,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             write_csv(records, csv_path)
             write_json(records, json_path, **meta, complete=False)
 
-        return write_partial(json_path, write, interrupted, len(tasks), "cluster-bench run")
+        return write_partial(json_path, write, stopped, len(tasks), "cluster-bench run")
     wall = time.perf_counter() - t0
     records = [r.record for r in results]
     print(format_table(records, markdown=args.markdown, reference=args.reference))
@@ -294,8 +250,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from baselines.harness.episode import env_settings, policy_name
     from baselines.harness.report import format_value
     from baselines.harness.stats import lower_is_better, paired_summary, truncation
-    from baselines.harness.sweep import (RunInterrupted, WorkersLost, finished_episodes, make_tasks, resolve_policy,
-                                         run_tasks)
+    from baselines.harness.sweep import make_tasks, resolve_policy, run_tasks, stopped_results
     from cluster_env.core.metrics import METRIC_KEYS
 
     if args.scenario not in cluster_env.list_scenarios():
@@ -320,7 +275,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         results = run_tasks(tasks, backend=args.backend, workers=args.workers, progress=not args.quiet,
                             ray_address=args.ray_address)
     except (Exception, KeyboardInterrupt) as stop:
-        if not (isinstance(stop, (RunInterrupted, WorkersLost)) or finished_episodes(stop)):
+        if stopped_results(stop) is None:
             raise
         return _compare_stopped(stop, partial, meta, len(tasks))
     records = [r.record for r in results]
@@ -364,12 +319,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
-def partial_file(out: "str | Path") -> Path:
-    """Where ``compare --out FILE.json`` writes the episodes of a stopped comparison: FILE.partial.json."""
-    out = Path(out)
-    return out.with_name(f"{out.stem}.partial{out.suffix or '.json'}")
-
-
 def _compare_stopped(stop: BaseException, partial: Optional[Path], meta: dict, total: int) -> int:
     """``compare`` stopped by Ctrl-C, lost workers or an episode's error: the episodes that finished
     go to ``partial`` (``--out``'s file stays as it was); without ``--out`` one line says so."""
@@ -398,12 +347,6 @@ def parse_loads(text: str) -> list[float]:
     return loads
 
 
-#: Files ``sweep`` writes into its folder, checked before episodes run.
-SWEEP_FILES = ("load_sweep.csv", "load_sweep.json", "load_sweep.png")
-#: Where a stopped ``sweep`` writes the episodes that finished (the previous complete sweep stays).
-SWEEP_PARTIAL_FILES = ("load_sweep.partial.csv", "load_sweep.partial.json")
-
-
 def cmd_sweep(args: argparse.Namespace) -> int:
     import cluster_env
     from baselines.harness.load_sweep import format_sweep, partial_sweep, run_load_sweep, write_sweep
@@ -420,9 +363,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
               "(add it to --policies or pick --reference)")
     from baselines.harness.files import estimate_bytes, reserve_folder, written_together
 
-    args.resources.enter_context(reserve_folder(args.out, names=SWEEP_FILES + SWEEP_PARTIAL_FILES,
-                                                need_bytes=estimate_bytes(
-        len(policies) * len(args.seeds) * len(args.loads), 0 if args.no_plots else 1)))
+    need = estimate_bytes(len(policies) * len(args.seeds) * len(args.loads), 0 if args.no_plots else 1)
+    args.resources.enter_context(reserve_folder(args.out, names=SWEEP_FILES + SWEEP_PARTIAL_FILES, need_bytes=need))
     env_kwargs = parse_env_overrides(args.env)
     total = len(policies) * len(args.seeds) * len(args.loads)
     print(f"cluster-bench sweep: {len(policies)} policies x {len(args.seeds)} seeds x {len(args.loads)} loads "
@@ -432,9 +374,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         sweep = run_load_sweep(args.scenario, args.loads, policies, args.seeds, args.split, env_kwargs, reference,
                                backend=args.backend, workers=args.workers, progress=not args.quiet,
                                ray_address=args.ray_address)
-    except BaseException as stop:
+    except (Exception, KeyboardInterrupt) as stop:
         partial = partial_sweep(stop)
-        if partial is None or not isinstance(stop, (Exception, KeyboardInterrupt)):
+        if partial is None:             # an error before any episode: reported as usual
             raise
         # The episodes that finished, beside the previous complete sweep (left as it was).
         return write_partial(Path(args.out) / SWEEP_PARTIAL_FILES[1],

@@ -19,7 +19,7 @@ import numpy as np
 from baselines.harness.files import number
 from baselines.harness.stats import DEFAULT_REFERENCE, PairingError, mean_ci, paired_summary
 from baselines.harness.labels import policy_labels
-from baselines.harness.sweep import PolicySpec, finished_episodes, make_tasks, run_tasks
+from baselines.harness.sweep import PolicySpec, make_tasks, run_tasks, stopped_results
 
 #: Metrics a sweep summarises (each gets ``_lo``/``_hi`` interval columns).
 SWEEP_METRICS = ("avg_jct", "p95_jct", "avg_queue_delay", "gpu_utilization")
@@ -77,8 +77,7 @@ def run_load_sweep(scenario: str, loads: Sequence[float], policies: Sequence[Pol
     try:
         results = run_tasks(tasks, backend=backend, workers=workers, progress=progress, ray_address=ray_address)
     except BaseException as stop:
-        finished = finished_episodes(stop)
-        done = finished[0] if finished else getattr(stop, "results", None)
+        done = stopped_results(stop)
         if done is not None:        # Ctrl-C, lost workers, a failed episode: the episodes that finished
             stop.partial_sweep = partial = sweep_of(done)     # type: ignore[attr-defined]
             try:

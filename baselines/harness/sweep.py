@@ -67,6 +67,16 @@ def finished_episodes(exc: BaseException) -> "Optional[tuple[list, Task]]":
     return None if results is None else (results, exc.cluster_bench_task)  # type: ignore[attr-defined]
 
 
+def stopped_results(exc: BaseException) -> Optional[list]:
+    """Every task's result (``None`` where it had not finished) when :func:`run_tasks` stopped with
+    ``exc`` after episodes began: Ctrl-C (:class:`RunInterrupted`), :class:`WorkersLost`, or an
+    episode's own error; None for any other error (a bad argument, before any episode)."""
+    if isinstance(exc, (RunInterrupted, WorkersLost)):
+        return exc.results
+    failed = finished_episodes(exc)
+    return failed[0] if failed else None
+
+
 def describe_task(task: "Task") -> str:
     """``fifo on toy-v0/test seed 3`` (the policy's label, or its name)."""
     who = task.label or (task.policy if isinstance(task.policy, str) else type(task.policy).__name__)
