@@ -189,7 +189,8 @@ def _open_regular(path: Path, flags: int, what: str) -> int:
         if exc.errno == errno.ELOOP or path.is_symlink():
             raise OutputError(f"{path} is a symbolic link; {what} is never written through a link",
                               "remove the link, or choose another output folder") from None
-        raise _named(exc, path, appended=True) from exc
+        raise OutputError(f"cannot open {path} ({what}): {exc.strerror or exc}",
+                          "choose another output folder") from None
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
         os.close(fd)
