@@ -35,9 +35,9 @@ def write_partial(where: Optional[Path], write: Callable[[list], None], stop: Ba
     appear together; ``where`` is the main one, None: nothing is written) and say so in one line;
     the exit code: 130 for Ctrl-C, else 1."""
     from baselines.harness.files import written_together
-    from baselines.harness.sweep import RunInterrupted, describe_task, finished_episodes, stopped_results
+    from baselines.harness.sweep import RunInterrupted, describe_task, episode_failure, stopped_results
 
-    failed = finished_episodes(stop)
+    failed = episode_failure(stop)
     finished = [r for r in stopped_results(stop) or [] if r is not None]
     with written_together("the episodes that finished"):    # a second Ctrl-C waits for them
         write(finished)

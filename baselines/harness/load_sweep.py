@@ -70,6 +70,7 @@ def run_load_sweep(scenario: str, loads: Sequence[float], policies: Sequence[Pol
         batch = make_tasks(list(policies), [scenario], split, list(seeds), {**env_kwargs, "load": load}, labels=names)
         tasks += batch
         task_load += [load] * len(batch)
+
     def sweep_of(results: Sequence) -> LoadSweep:
         records = [{**result.record, "load": load} for load, result in zip(task_load, results) if result is not None]
         return LoadSweep(scenario, split, loads, names, [int(s) for s in seeds], env_kwargs, reference, records)

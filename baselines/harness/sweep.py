@@ -9,7 +9,7 @@ running: they are rerun on fresh workers (at most :data:`MAX_POOL_RESTARTS` time
 are kept. Workers die with their parent (Linux: ``PR_SET_PDEATHSIG``; elsewhere a watcher
 thread) and ignore Ctrl-C, which the parent turns into :class:`RunInterrupted` carrying the
 episodes that finished. An episode that raises stops the run with its own exception, which carries
-the episodes that finished (:func:`finished_episodes`) and the task that failed.
+the episodes that finished (:func:`episode_failure`) and the task that failed.
 """
 from __future__ import annotations
 
@@ -53,14 +53,14 @@ class WorkersLost(RuntimeError):
 
 def _keep_finished(exc: BaseException, results: list, task: "Task") -> BaseException:
     """``exc`` (an episode's own error, kept as it is) with the run's ``results`` so far and the
-    failed ``task`` attached (:func:`finished_episodes`)."""
+    failed ``task`` attached (:func:`episode_failure`)."""
     exc.cluster_bench_results = results     # type: ignore[attr-defined]
     exc.cluster_bench_task = task           # type: ignore[attr-defined]
     return exc
 
 
-def finished_episodes(exc: BaseException) -> "Optional[tuple[list, Task]]":
-    """For an error raised by :func:`run_tasks` because one episode raised: every task's result
+def episode_failure(exc: BaseException) -> "Optional[tuple[list, Task]]":
+    """For an error :func:`run_tasks` raised because one episode raised it: every task's result
     in order (``None`` for those that had not finished, the failed one included) and the task that
     failed; None for any other error."""
     results = getattr(exc, "cluster_bench_results", None)
@@ -73,7 +73,7 @@ def stopped_results(exc: BaseException) -> Optional[list]:
     episode's own error; None for any other error (a bad argument, before any episode)."""
     if isinstance(exc, (RunInterrupted, WorkersLost)):
         return exc.results
-    failed = finished_episodes(exc)
+    failed = episode_failure(exc)
     return failed[0] if failed else None
 
 
