@@ -216,14 +216,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"\n{len(records)} episodes in {wall:.1f} s; wrote:")
     for f in files:
         print(f"  {f}")
-    if plot_error is not None:
-        if getattr(args, "debug", False):
-            raise plot_error
-        print(f"cluster-bench run: error: a plot could not be written: {' '.join(str(plot_error).split())}; "
-              "the results above are complete", file=sys.stderr)
-        print("hint: plot them again from results.json, or rerun with --no-plots", file=sys.stderr)
-        return 2
-    return 0
+    return _plot_failed(plot_error, args, "cluster-bench run", "results.json")
+
+
+def _plot_failed(error: Optional[Exception], args: argparse.Namespace, prog: str, results: str) -> int:
+    """The exit code after the results were written: 0, or 2 with one line when a plot failed."""
+    if error is None:
+        return 0
+    if getattr(args, "debug", False):
+        raise error
+    print(f"{prog}: error: a plot could not be written: {' '.join(str(error).split())}; "
+          "the results above are complete", file=sys.stderr)
+    print(f"hint: plot them again from {results}, or rerun with --no-plots", file=sys.stderr)
+    return 2
 
 
 def _run_plots(args: argparse.Namespace, results, records, labels, out: Path) -> list:
@@ -349,7 +354,7 @@ def parse_loads(text: str) -> list[float]:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     import cluster_env
-    from baselines.harness.load_sweep import format_sweep, partial_sweep, run_load_sweep, write_sweep
+    from baselines.harness.load_sweep import format_sweep, partial_sweep, run_load_sweep, write_sweep, write_sweep_plot
 
     if args.scenario not in cluster_env.list_scenarios():
         print(f"unknown scenario {args.scenario!r}; scenarios: {cluster_env.list_scenarios()}", file=sys.stderr)
@@ -386,12 +391,18 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     wall = time.perf_counter() - t0
     print(format_sweep(sweep))
     out = Path(args.out)
+    plot_error: Optional[Exception] = None
     with written_together(replaces=[out / n for n in SWEEP_FILES + SWEEP_PARTIAL_FILES]):
-        files = write_sweep(sweep, args.out, plot=not args.no_plots)
+        files = write_sweep(sweep, args.out, plot=False)
+        try:
+            if not args.no_plots:
+                files += write_sweep_plot(sweep, out)
+        except Exception as exc:        # the results stay: the plot is drawn from them
+            plot_error = exc
     print(f"\n{len(sweep.records)} episodes in {wall:.1f} s; wrote:")
     for f in files:
         print(f"  {f}")
-    return 0
+    return _plot_failed(plot_error, args, "cluster-bench sweep", "load_sweep.json")
 
 
 # ---------------------------------------------------------------------------- scenarios

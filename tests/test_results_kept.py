@@ -373,3 +373,19 @@ def test_a_mapped_column_blames_the_field_it_was_mapped_to(tmp_path, capsys):
                           "--no-plots", "--quiet", "--out", str(tmp_path / "out")]) == 2
     line = capsys.readouterr().err.splitlines()[0]
     assert "field 'num_gpus'" in line and "column 'gpu_type'" in line and "field 'gpu_type'" not in line
+
+
+def test_a_sweep_plot_that_fails_after_the_episodes_keeps_the_results(tmp_path, monkeypatch, capsys):
+    from baselines.harness import paired_plots
+
+    def broken(*args, **kwargs):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(paired_plots, "plot_load_sweep", broken)
+    out = tmp_path / "sweep"
+    assert cluster_bench(["sweep", "--scenario", "toy-v0", "--loads", "0.5", "--policies", "fifo,sjf", "--seeds", "0-1",
+                          "--backend", "serial", "--quiet", "--out", str(out)]) == 2
+    assert "a plot could not be written" in capsys.readouterr().err
+    data = _strict_json(out / "load_sweep.json")
+    assert data["meta"]["complete"] is True and len(data["episodes"]) == 4
+    assert (out / "load_sweep.csv").is_file() and not (out / "load_sweep.png").exists()

@@ -145,14 +145,16 @@ def write_sweep(sweep: LoadSweep, out: "str | Path", plot: bool = True, stem: st
             "seeds": sweep.seeds, "env_kwargs": sweep.env_kwargs, "reference": sweep.reference, "complete": complete}
     text = json_text({"meta": meta, "rows": sweep.rows, "episodes": sweep.records}, default=str)
     json_path = atomic_write(out / f"{stem}.json", lambda f: f.write(text))
-    paths = [csv_path, json_path]
-    if plot:
-        from baselines.harness.paired_plots import plot_load_sweep
+    return [csv_path, json_path] + (write_sweep_plot(sweep, out, stem) if plot else [])
 
-        paths.append(plot_load_sweep(sweep.rows, out / f"{stem}.png",
-                                     title=f"{sweep.scenario}/{sweep.split}: {len(sweep.seeds)} windows per point, "
-                                           "mean and 95% CI"))
-    return paths
+
+def write_sweep_plot(sweep: LoadSweep, out: "str | Path", stem: str = "load_sweep") -> list[Path]:
+    """``load_sweep.png`` (named ``stem``) in ``out``; returns its path in a list."""
+    from baselines.harness.paired_plots import plot_load_sweep
+
+    return [plot_load_sweep(sweep.rows, Path(out) / f"{stem}.png",
+                            title=f"{sweep.scenario}/{sweep.split}: {len(sweep.seeds)} windows per point, "
+                                  "mean and 95% CI")]
 
 
 def format_sweep(sweep: LoadSweep, metric: str = "avg_jct") -> str:
