@@ -10,8 +10,9 @@ half-written, mixed or misplaced one behind.
   folder (or file) is a real folder (regular file) that can be written, with the room the results
   need, and lock it against a second run writing there at the same time.
 
-Every file the package writes goes through this module: a path that is a symbolic link, a hard
-link or not a regular file is refused, never written through or replaced.
+Every file the package writes goes through this module: a path that is a symbolic link or not a
+regular file is refused, never written through or replaced; a file written in place (a lock, a
+log) with other hard links is refused too (a rename never writes into another link's file).
 """
 from __future__ import annotations
 
