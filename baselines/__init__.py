@@ -13,6 +13,7 @@ fifo,agent.zip`` or ``baselines.score_agent("agent.zip")`` (:mod:`baselines.trai
 A policy is any object with ``act(observations, infos)`` and ``reset(seed)``; baselines act only
 through the environment's observations, masks and infos, exactly as an RL agent does.
 """
+from baselines import startup as _startup  # noqa: F401  (first: Ctrl-C while the command line starts is one line, exit 130)
 from baselines.harness import evaluate, register_policy_resolver, resolve_policy, run_episode
 from baselines.model_trust import trusted_models
 from baselines.orderers import FIFO, SJF, ClairvoyanceRequired, RandomOrderer, Tiresias

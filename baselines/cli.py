@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from baselines.cli_checks import arrivals_note, check_reference_gpu, reference_label, unique_labels
+from baselines.cli_outputs import (RUN_FILES, RUN_PARTIAL_FILES, SWEEP_FILES, SWEEP_PARTIAL_FILES, partial_file,
+                                   previous_run_files, timeline_file, write_partial)
 from baselines.cli_support import (USER_ERRORS, OneLineParser, UsageError, check_run, column_overrides, csv_overrides,
                                    custom_trace_notes, policy_listing, pop_flag, report)
 from baselines.model_trust import add_trust_flag, trust_from_args
@@ -40,10 +42,6 @@ from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 
 #: Seeds (windows) of ``run``, ``compare`` and ``sweep`` when ``--seeds`` is not given.
 DEFAULT_SEEDS = "0-19"
-#: Files ``run`` writes into its folder (besides timeline_<policy>.png), checked before episodes run.
-RUN_FILES = ("results.csv", "summary.csv", "results.json", "jct_cdf.png", "paired_avg_jct.png", "utilization.png")
-
-
 #: The most seeds one ``--seeds`` may list (a typo such as 0-99999999999 would fill the memory).
 MAX_SEEDS = 100_000
 #: The most episode worker processes ``--workers`` may ask for (each holds a simulator).
@@ -150,10 +148,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     import cluster_env
     from baselines.harness.episode import env_mismatch, env_settings, policy_name
     from baselines.harness.files import estimate_bytes, reserve_folder, written_together
-    from baselines.harness.paired_plots import plot_paired
-    from baselines.harness.plots import plot_jct_cdf, plot_timeline, plot_utilization
     from baselines.harness.report import format_table, write_csv, write_json, write_summary_csv
-    from baselines.harness.sweep import RunInterrupted, WorkersLost, make_tasks, resolve_policy, run_tasks
+    from baselines.harness.sweep import make_tasks, resolve_policy, run_tasks, stopped_results
 
     if args.scenario not in cluster_env.list_scenarios():
         print(f"unknown scenario {args.scenario!r}; scenarios: {cluster_env.list_scenarios()}", file=sys.stderr)
@@ -171,9 +167,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         if env_mismatch(policy, env_kwargs, args.scenario):
             mismatches[name] = env_mismatch(policy, env_kwargs, args.scenario)
     out = Path(args.out)
-    # Before any episode: a real, writable folder with room for the results, locked for this run.
+    # Before any episode: a real, writable folder with room for the results, locked for this run;
+    # every file it may write (the timelines' too) is checked there.
     plots = 0 if args.no_plots else 3 + len(policies)
-    args.resources.enter_context(reserve_folder(out, names=RUN_FILES, need_bytes=estimate_bytes(
+    names = RUN_FILES + RUN_PARTIAL_FILES + (() if args.no_plots else tuple(timeline_file(label) for label in labels))
+    args.resources.enter_context(reserve_folder(out, names=names, need_bytes=estimate_bytes(
         len(policies) * len(args.seeds), plots)))
     tasks = make_tasks(policies, [args.scenario], args.split, args.seeds, env_kwargs,
                        record_seeds=args.seeds[:1] if not args.no_plots else (), allow_env_mismatch=allow, labels=labels)
@@ -188,72 +186,109 @@ def cmd_run(args: argparse.Namespace) -> int:
                 policy_env_kwargs=policy_env, env_mismatch=mismatches, allow_env_mismatch=allow,
                 version=cluster_env.__version__, reference=args.reference)
     t0 = time.perf_counter()
+    stopped: Optional[BaseException] = None
     try:
         results = run_tasks(tasks, backend=args.backend, workers=args.workers, progress=not args.quiet,
                             ray_address=args.ray_address)
-    except (RunInterrupted, WorkersLost) as stop:
-        # Keep what finished; one line, no traceback.
-        records = [r.record for r in stop.results if r is not None]
-        with written_together("the episodes that finished"):    # a second Ctrl-C waits for them
-            write_csv(records, out / "results.csv")
-            write_json(records, out / "results.json", **meta, complete=False)
-        why = "interrupted" if isinstance(stop, RunInterrupted) else str(stop)
-        print(f"\ncluster-bench run: {why}; wrote the {len(records)} of {len(tasks)} episodes that finished to "
-              f"{out / 'results.json'}", file=sys.stderr)
-        return 130 if isinstance(stop, RunInterrupted) else 1
+    except (Exception, KeyboardInterrupt) as stop:
+        if stopped_results(stop) is None:       # an error before any episode: reported as usual
+            raise
+        stopped = stop
+    if stopped is not None:
+        # Keep what finished beside the previous complete set (left as it was); no traceback.
+        csv_path, json_path = (out / n for n in RUN_PARTIAL_FILES)
+
+        def write(finished) -> None:
+            records = [r.record for r in finished]
+            write_csv(records, csv_path)
+            write_json(records, json_path, **meta, complete=False)
+
+        return write_partial(json_path, write, stopped, len(tasks), "cluster-bench run")
     wall = time.perf_counter() - t0
     records = [r.record for r in results]
     print(format_table(records, markdown=args.markdown, reference=args.reference))
     print(f"arrivals: {arrivals}")
-    with written_together():           # all new files, or on a failure all old ones
+    plot_error: Optional[Exception] = None
+    # All new files, or on a failure all old ones; the previous run's other files go.
+    with written_together(replaces=lambda: previous_run_files(out)):
         files = [write_csv(records, out / "results.csv"),
                  write_summary_csv(records, out / "summary.csv", reference=args.reference),
-                 write_json(records, out / "results.json", **meta)]
-        if not args.no_plots:
-            title = f"{args.scenario} / {args.split}"
-            files.append(plot_jct_cdf(results, out / "jct_cdf.png", title=f"JCT CDF, {title}"))
-            if args.reference in labels and len(labels) > 1:
-                files.append(plot_paired(records, out / "paired_avg_jct.png", reference=args.reference,
-                                         title=f"avg JCT / {args.reference}'s per window, {title}"))
-            files.append(plot_utilization(results, out / "utilization.png", title=f"utilisation and queue, {title}"))
-            first = args.seeds[0]
-            for r in results:
-                if r.record["seed"] == first and r.allocations is not None:
-                    safe = r.record["policy"].replace("+", "_").replace("/", "_")
-                    files.append(plot_timeline(r, out / f"timeline_{safe}.png"))
+                 write_json(records, out / "results.json", **meta, complete=True)]
+        try:
+            if not args.no_plots:
+                files += _run_plots(args, results, records, labels, out)
+        except Exception as exc:        # the results stay: a plot is drawn from them, never the reverse
+            plot_error = exc
     print(f"\n{len(records)} episodes in {wall:.1f} s; wrote:")
     for f in files:
         print(f"  {f}")
-    return 0
+    return _plot_failed(plot_error, args, "cluster-bench run", "results.json")
+
+
+def _plot_failed(error: Optional[Exception], args: argparse.Namespace, prog: str, results: str) -> int:
+    """The exit code after the results were written: 0, or 2 with one line when a plot failed."""
+    if error is None:
+        return 0
+    if getattr(args, "debug", False):
+        raise error
+    print(f"{prog}: error: a plot could not be written: {' '.join(str(error).split())}; "
+          "the results above are complete", file=sys.stderr)
+    print(f"hint: plot them again from {results}, or rerun with --no-plots", file=sys.stderr)
+    return 2
+
+
+def _run_plots(args: argparse.Namespace, results, records, labels, out: Path) -> list:
+    """``run``'s plots (inside its ``written_together`` block); the paths."""
+    from baselines.harness.paired_plots import plot_paired
+    from baselines.harness.plots import plot_jct_cdf, plot_timeline, plot_utilization
+
+    title = f"{args.scenario} / {args.split}"
+    files = [plot_jct_cdf(results, out / "jct_cdf.png", title=f"JCT CDF, {title}")]
+    if args.reference in labels and len(labels) > 1:
+        files.append(plot_paired(records, out / "paired_avg_jct.png", reference=args.reference,
+                                 title=f"avg JCT / {args.reference}'s per window, {title}"))
+    files.append(plot_utilization(results, out / "utilization.png", title=f"utilisation and queue, {title}"))
+    first = args.seeds[0]
+    for r in results:
+        if r.record["seed"] == first and r.allocations is not None:
+            files.append(plot_timeline(r, out / timeline_file(r.record["policy"])))
+    return files
 
 
 # ---------------------------------------------------------------------------- compare
 def cmd_compare(args: argparse.Namespace) -> int:
-    import json
-
     import cluster_env
     from baselines.harness.episode import env_settings, policy_name
     from baselines.harness.report import format_value
     from baselines.harness.stats import lower_is_better, paired_summary, truncation
-    from baselines.harness.sweep import make_tasks, resolve_policy, run_tasks
+    from baselines.harness.sweep import make_tasks, resolve_policy, run_tasks, stopped_results
     from cluster_env.core.metrics import METRIC_KEYS
 
     if args.scenario not in cluster_env.list_scenarios():
         raise UsageError(f"unknown scenario {args.scenario!r}", f"scenarios: {', '.join(cluster_env.list_scenarios())}")
     if args.metric not in METRIC_KEYS:
         raise UsageError(f"unknown metric {args.metric!r}", f"metrics: {', '.join(METRIC_KEYS)}")
+    partial = partial_file(args.out) if args.out else None
     if args.out:                       # checked and locked before any episode runs
         from baselines.harness.files import estimate_bytes, reserve_file
 
-        args.resources.enter_context(reserve_file(args.out, need_bytes=estimate_bytes(2 * len(args.seeds))))
+        args.resources.enter_context(reserve_file(args.out, need_bytes=estimate_bytes(2 * len(args.seeds)),
+                                                  beside=[partial.name]))
     env_kwargs = parse_env_overrides(args.env)
     resolved = [resolve_policy(name, args.scenario) for name in (args.a, args.b)]
     for policy in resolved:                  # a policy made for another environment: refused before any episode
         env_settings(policy, env_kwargs, False, args.scenario)
     a, b = unique_labels([args.a, args.b], args.scenario, [policy_name(p) for p in resolved])
     tasks = make_tasks([args.a, args.b], [args.scenario], args.split, args.seeds, env_kwargs, labels=[a, b])
-    results = run_tasks(tasks, backend=args.backend, workers=args.workers, progress=not args.quiet,
-                        ray_address=args.ray_address)
+    meta = {"a": a, "b": b, "scenario": args.scenario, "split": args.split, "seeds": args.seeds,
+            "env_kwargs": env_kwargs, "metric": args.metric, "version": cluster_env.__version__}
+    try:
+        results = run_tasks(tasks, backend=args.backend, workers=args.workers, progress=not args.quiet,
+                            ray_address=args.ray_address)
+    except (Exception, KeyboardInterrupt) as stop:
+        if stopped_results(stop) is None:
+            raise
+        return _compare_stopped(stop, partial, meta, len(tasks))
     records = [r.record for r in results]
     s = paired_summary(records, a, b, args.metric)
     better = "lower" if lower_is_better(args.metric) else "higher"
@@ -288,17 +323,30 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if s.undefined:
         print(f"  {s.undefined} window(s) left out: {args.metric} NaN or not positive")
     if args.out:
-        from baselines.harness.files import atomic_write, written_together
+        from baselines.harness.files import atomic_write, json_text, written_together
 
-        payload = {"meta": {"a": a, "b": b, "scenario": args.scenario, "split": args.split, "seeds": args.seeds,
-                            "env_kwargs": env_kwargs, "metric": args.metric, "version": cluster_env.__version__,
-                            "world": world.as_dict()},
-                   "comparison": s.to_dict(), "episodes": records}
-        text = json.dumps(payload, indent=2, allow_nan=True)
-        with written_together("the comparison"):
+        text = json_text({"meta": {**meta, "world": world.as_dict(), "complete": True},
+                          "comparison": s.to_dict(), "episodes": records})
+        with written_together("the comparison", replaces=[partial]):
             out = atomic_write(args.out, lambda f: f.write(text))
         print(f"wrote {out}")
     return 0
+
+
+def _compare_stopped(stop: BaseException, partial: Optional[Path], meta: dict, total: int) -> int:
+    """``compare`` stopped by Ctrl-C, lost workers or an episode's error: the episodes that finished
+    go to ``partial`` (``--out``'s file stays as it was); without ``--out`` one line says so."""
+    from baselines.harness.files import atomic_write, json_text
+
+    prog = "cluster-bench compare"
+    if partial is None:
+        return write_partial(None, lambda finished: None, stop, total, prog)
+
+    def write(finished) -> None:
+        text = json_text({"meta": {**meta, "complete": False}, "episodes": [r.record for r in finished]})
+        atomic_write(partial, lambda f: f.write(text))
+
+    return write_partial(partial, write, stop, total, prog)
 
 
 # ---------------------------------------------------------------------------- sweep
@@ -313,13 +361,9 @@ def parse_loads(text: str) -> list[float]:
     return loads
 
 
-#: Files ``sweep`` writes into its folder, checked before episodes run.
-SWEEP_FILES = ("load_sweep.csv", "load_sweep.json", "load_sweep.png")
-
-
 def cmd_sweep(args: argparse.Namespace) -> int:
     import cluster_env
-    from baselines.harness.load_sweep import format_sweep, run_load_sweep, write_sweep
+    from baselines.harness.load_sweep import format_sweep, partial_sweep, run_load_sweep, write_sweep, write_sweep_plot
 
     if args.scenario not in cluster_env.list_scenarios():
         print(f"unknown scenario {args.scenario!r}; scenarios: {cluster_env.list_scenarios()}", file=sys.stderr)
@@ -331,28 +375,44 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if reference is None:
         print(f"note: the reference {args.reference!r} is not swept, so there are no paired ratios "
               "(add it to --policies or pick --reference)")
-    from baselines.harness.files import estimate_bytes, reserve_folder
+    from baselines.harness.files import estimate_bytes, reserve_folder, written_together
 
-    args.resources.enter_context(reserve_folder(args.out, names=SWEEP_FILES, need_bytes=estimate_bytes(
-        len(policies) * len(args.seeds) * len(args.loads), 0 if args.no_plots else 1)))
+    need = estimate_bytes(len(policies) * len(args.seeds) * len(args.loads), 0 if args.no_plots else 1)
+    args.resources.enter_context(reserve_folder(args.out, names=SWEEP_FILES + SWEEP_PARTIAL_FILES, need_bytes=need))
     env_kwargs = parse_env_overrides(args.env)
+    total = len(policies) * len(args.seeds) * len(args.loads)
     print(f"cluster-bench sweep: {len(policies)} policies x {len(args.seeds)} seeds x {len(args.loads)} loads "
           f"on {args.scenario}/{args.split} ({args.backend} backend)", flush=True)
     print(cluster_env.parallel_env(args.scenario, split=args.split, **env_kwargs).world_summary().line(), flush=True)
     t0 = time.perf_counter()
-    sweep = run_load_sweep(args.scenario, args.loads, policies, args.seeds, args.split, env_kwargs, reference,
-                           backend=args.backend, workers=args.workers, progress=not args.quiet,
-                           ray_address=args.ray_address)
+    try:
+        sweep = run_load_sweep(args.scenario, args.loads, policies, args.seeds, args.split, env_kwargs, reference,
+                               backend=args.backend, workers=args.workers, progress=not args.quiet,
+                               ray_address=args.ray_address)
+    except (Exception, KeyboardInterrupt) as stop:
+        partial = partial_sweep(stop)
+        if partial is None:             # an error before any episode: reported as usual
+            raise
+        # The episodes that finished, beside the previous complete sweep (left as it was).
+        return write_partial(Path(args.out) / SWEEP_PARTIAL_FILES[1],
+                             lambda _: write_sweep(partial, args.out, plot=False, stem="load_sweep.partial",
+                                                   complete=False),
+                             stop, total, "cluster-bench sweep")
     wall = time.perf_counter() - t0
     print(format_sweep(sweep))
-    from baselines.harness.files import written_together
-
-    with written_together():
-        files = write_sweep(sweep, args.out, plot=not args.no_plots)
+    out = Path(args.out)
+    plot_error: Optional[Exception] = None
+    with written_together(replaces=[out / n for n in SWEEP_FILES + SWEEP_PARTIAL_FILES]):
+        files = write_sweep(sweep, args.out, plot=False)
+        try:
+            if not args.no_plots:
+                files += write_sweep_plot(sweep, out)
+        except Exception as exc:        # the results stay: the plot is drawn from them
+            plot_error = exc
     print(f"\n{len(sweep.records)} episodes in {wall:.1f} s; wrote:")
     for f in files:
         print(f"  {f}")
-    return 0
+    return _plot_failed(plot_error, args, "cluster-bench sweep", "load_sweep.json")
 
 
 # ---------------------------------------------------------------------------- scenarios
@@ -617,13 +677,18 @@ def _prepare(args: argparse.Namespace) -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run ``cluster-bench``; a user's mistake prints one line and a hint and returns 2."""
+    """Run ``cluster-bench``; a user's mistake prints one line and a hint and returns 2; Ctrl-C
+    (outside the commands that keep the episodes that finished) one line and 130."""
+    from baselines.startup import INTERRUPTED, started
+
+    started()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     argv, debug = pop_flag(sys.argv[1:] if argv is None else argv, "--debug")
     prog = "cluster-bench"
     try:
         args = build_parser().parse_args(argv)
         prog = f"cluster-bench {args.command}"
+        args.debug = debug
         with contextlib.ExitStack() as resources:    # output locks and --trust-model, released at the end
             resources.enter_context(trust_from_args(args))
             _prepare(args)
@@ -633,6 +698,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if debug:
             raise
         return report(exc, prog)
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f"\n{prog}: interrupted", file=sys.stderr)
+        return INTERRUPTED
 
 
 if __name__ == "__main__":

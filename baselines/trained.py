@@ -78,6 +78,7 @@ def save_agent(model: Any, path: "str | Path", env: Any, scenario: Optional[str]
         label: what the harness calls it, ``LABEL(file stem)`` (default: the model's class name;
             an SB3 model is loaded with that class, so give a label to torch modules only).
     """
+    from baselines.harness.files import atomic_write
     from cluster_env.wrappers.flat_policy import view_scenario, view_settings, view_signature
 
     layout, n_actions = view_signature(env)
@@ -89,18 +90,17 @@ def save_agent(model: Any, path: "str | Path", env: Any, scenario: Optional[str]
         if label is not None:
             raise ValueError("label= names torch modules; an SB3 model is recorded by its class (e.g. MaskablePPO)")
         kind, algorithm = "sb3", type(model).__name__
-        model.save(path)
+        atomic_write(path, model.save, binary=True)     # SB3 writes its zip into the file object
     else:
         torch = _need("torch", "saving a torch policy")
         kind, algorithm = "torch", label or type(model).__name__
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)    # TorchScript: deprecated, still the portable file
-            torch.jit.save(torch.jit.trace(model.eval(), torch.zeros(1, layout.size)), str(path))
+            traced = torch.jit.trace(model.eval(), torch.zeros(1, layout.size))
+        atomic_write(path, lambda fh: torch.jit.save(traced, fh), binary=True)
     meta = {"format": AGENT_FORMAT, "version": AGENT_VERSION, "kind": kind, "algorithm": algorithm,
             "scenario": scenario or view_scenario(env), "env_overrides": view_settings(env),
             "obs_size": int(layout.size), "n_actions": int(n_actions), "agent_ids": "agent" in layout.shapes}
-    from baselines.harness.files import atomic_write
-
     atomic_write(sidecar_path(path), lambda f: f.write(json.dumps(meta, indent=2)))
     return path
 

@@ -297,7 +297,10 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
         if report is not None:
             entry["report"] = report
         data["placers"][args.placer] = entry
-        path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+        from baselines.harness.files import atomic_write
+
+        text = json.dumps(data, indent=1, sort_keys=True) + "\n"
+        atomic_write(path, lambda f: f.write(text))
         print(f"wrote {path}")
 
 

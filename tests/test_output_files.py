@@ -76,9 +76,9 @@ def test_a_second_ctrl_c_while_writing_partial_results_waits_for_them(tmp_path):
                           timeout=300, env=ENV, cwd=ROOT)
     assert proc.returncode == 130, proc.stderr
     assert "Traceback" not in proc.stderr and "writing the episodes that finished first" in proc.stderr
-    data = json.loads((out / "results.json").read_text())
+    data = json.loads((out / "results.partial.json").read_text())
     assert data["meta"]["complete"] is False and [e["seed"] for e in data["episodes"]] == [0]
-    assert len((out / "results.csv").read_text().splitlines()) == 2          # header and seed 0
+    assert len((out / "results.partial.csv").read_text().splitlines()) == 2          # header and seed 0
 
 
 def test_written_together_defers_sigint_and_restores_the_handler():

@@ -449,7 +449,7 @@ def test_ctrl_c_during_run_writes_what_finished_and_exits_130(tmp_path):
         kill_leftovers(pids)
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr and stderr.strip().splitlines()[-1].startswith("cluster-bench run: interrupted")
-    data = json.loads((out / "results.json").read_text())
+    data = json.loads((out / "results.partial.json").read_text())
     assert data["meta"]["complete"] is False
     assert sorted((e["policy"], e["seed"]) for e in data["episodes"]) == [("fifo", 0), ("fifo", 1)]
     wait_for(lambda: not any(alive(p) for p in pids), 15, "the workers to exit")

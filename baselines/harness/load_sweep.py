@@ -9,7 +9,6 @@ offered load the episodes measured, and the paired ratio to a reference policy.
 from __future__ import annotations
 
 import csv
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,9 +16,10 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from baselines.harness.files import number
 from baselines.harness.stats import DEFAULT_REFERENCE, PairingError, mean_ci, paired_summary
 from baselines.harness.labels import policy_labels
-from baselines.harness.sweep import PolicySpec, make_tasks, run_tasks
+from baselines.harness.sweep import PolicySpec, make_tasks, run_tasks, stopped_results
 
 #: Metrics a sweep summarises (each gets ``_lo``/``_hi`` interval columns).
 SWEEP_METRICS = ("avg_jct", "p95_jct", "avg_queue_delay", "gpu_utilization")
@@ -70,15 +70,31 @@ def run_load_sweep(scenario: str, loads: Sequence[float], policies: Sequence[Pol
         batch = make_tasks(list(policies), [scenario], split, list(seeds), {**env_kwargs, "load": load}, labels=names)
         tasks += batch
         task_load += [load] * len(batch)
-    results = run_tasks(tasks, backend=backend, workers=workers, progress=progress, ray_address=ray_address)
-    records = []
-    for load, result in zip(task_load, results):
-        rec = dict(result.record)
-        rec["load"] = load
-        records.append(rec)
-    sweep = LoadSweep(scenario, split, loads, names, [int(s) for s in seeds], env_kwargs, reference, records)
-    sweep.rows = sweep_rows(records, reference)
+
+    def sweep_of(results: Sequence) -> LoadSweep:
+        records = [{**result.record, "load": load} for load, result in zip(task_load, results) if result is not None]
+        return LoadSweep(scenario, split, loads, names, [int(s) for s in seeds], env_kwargs, reference, records)
+
+    try:
+        results = run_tasks(tasks, backend=backend, workers=workers, progress=progress, ray_address=ray_address)
+    except BaseException as stop:
+        done = stopped_results(stop)
+        if done is not None:        # Ctrl-C, lost workers, a failed episode: the episodes that finished
+            stop.partial_sweep = partial = sweep_of(done)     # type: ignore[attr-defined]
+            try:
+                partial.rows = sweep_rows(partial.records, reference)
+            except PairingError:    # a policy's partner episode did not finish: no ratios
+                partial.rows = sweep_rows(partial.records, None)
+        raise
+    sweep = sweep_of(results)
+    sweep.rows = sweep_rows(sweep.records, reference)
     return sweep
+
+
+def partial_sweep(stop: BaseException) -> Optional[LoadSweep]:
+    """The episodes that finished before :func:`run_load_sweep` stopped with ``stop`` (Ctrl-C,
+    lost workers, an episode's own error), as a sweep of what finished; None for other errors."""
+    return getattr(stop, "partial_sweep", None)
 
 
 def sweep_rows(records: Sequence[dict[str, Any]], reference: Optional[str] = DEFAULT_REFERENCE,
@@ -96,7 +112,7 @@ def sweep_rows(records: Sequence[dict[str, Any]], reference: Optional[str] = DEF
         row["offered_load"] = float(np.nanmean([float(r.get("offered_load", math.nan)) for r in rs])) \
             if any(math.isfinite(float(r.get("offered_load", math.nan))) for r in rs) else math.nan
         for metric in metrics:
-            row[metric], row[metric + "_lo"], row[metric + "_hi"] = mean_ci([float(r[metric]) for r in rs])
+            row[metric], row[metric + "_lo"], row[metric + "_hi"] = mean_ci([number(r[metric]) for r in rs])
         if reference is not None:
             at_load = [r for r in records if float(r["load"]) == load]
             try:
@@ -109,10 +125,12 @@ def sweep_rows(records: Sequence[dict[str, Any]], reference: Optional[str] = DEF
     return rows
 
 
-def write_sweep(sweep: LoadSweep, out: "str | Path", plot: bool = True) -> list[Path]:
+def write_sweep(sweep: LoadSweep, out: "str | Path", plot: bool = True, stem: str = "load_sweep",
+                complete: bool = True) -> list[Path]:
     """``load_sweep.csv`` (one row per policy and load), ``load_sweep.json`` (settings, rows and
-    every episode) and ``load_sweep.png`` in ``out``; returns the paths."""
-    from baselines.harness.files import atomic_write
+    every episode; standard JSON, NaN as null) and ``load_sweep.png`` in ``out``, named ``stem``
+    (``complete=False`` for the episodes of a stopped sweep: ``meta.complete``); returns the paths."""
+    from baselines.harness.files import atomic_write, json_text
 
     out = Path(out)
     fields = list(dict.fromkeys(k for r in sweep.rows for k in r))
@@ -122,20 +140,21 @@ def write_sweep(sweep: LoadSweep, out: "str | Path", plot: bool = True) -> list[
         writer.writeheader()
         writer.writerows(sweep.rows)
 
-    csv_path = atomic_write(out / "load_sweep.csv", write_rows, newline="")
+    csv_path = atomic_write(out / f"{stem}.csv", write_rows, newline="")
     meta = {"scenario": sweep.scenario, "split": sweep.split, "loads": sweep.loads, "policies": sweep.policies,
-            "seeds": sweep.seeds, "env_kwargs": sweep.env_kwargs, "reference": sweep.reference}
-    text = json.dumps({"meta": meta, "rows": sweep.rows, "episodes": sweep.records}, indent=2, allow_nan=True,
-                      default=str)
-    json_path = atomic_write(out / "load_sweep.json", lambda f: f.write(text))
-    paths = [csv_path, json_path]
-    if plot:
-        from baselines.harness.paired_plots import plot_load_sweep
+            "seeds": sweep.seeds, "env_kwargs": sweep.env_kwargs, "reference": sweep.reference, "complete": complete}
+    text = json_text({"meta": meta, "rows": sweep.rows, "episodes": sweep.records}, default=str)
+    json_path = atomic_write(out / f"{stem}.json", lambda f: f.write(text))
+    return [csv_path, json_path] + (write_sweep_plot(sweep, out, stem) if plot else [])
 
-        paths.append(plot_load_sweep(sweep.rows, out / "load_sweep.png",
-                                     title=f"{sweep.scenario}/{sweep.split}: {len(sweep.seeds)} windows per point, "
-                                           "mean and 95% CI", reference=sweep.reference))
-    return paths
+
+def write_sweep_plot(sweep: LoadSweep, out: "str | Path", stem: str = "load_sweep") -> list[Path]:
+    """``load_sweep.png`` (named ``stem``) in ``out``; returns its path in a list."""
+    from baselines.harness.paired_plots import plot_load_sweep
+
+    return [plot_load_sweep(sweep.rows, Path(out) / f"{stem}.png",
+                            title=f"{sweep.scenario}/{sweep.split}: {len(sweep.seeds)} windows per point, "
+                                  "mean and 95% CI", reference=sweep.reference)]
 
 
 def format_sweep(sweep: LoadSweep, metric: str = "avg_jct") -> str:

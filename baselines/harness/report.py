@@ -8,7 +8,6 @@ are marked ``TRUNCATED`` and left out of the ratios.
 from __future__ import annotations
 
 import csv
-import json
 import math
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
@@ -17,7 +16,9 @@ import numpy as np
 
 from cluster_env.core.metrics import METRIC_KEYS
 
+from baselines.harness.files import json_text, number
 from baselines.harness.metric_labels import table_header
+
 from baselines.harness.stats import (DEFAULT_METRIC, DEFAULT_REFERENCE, PairingError, fmt_interval, fmt_ratio,
                                      lower_is_better, paired_summary, truncation)
 
@@ -41,9 +42,9 @@ def metric_value(record: dict[str, Any], key: str) -> float:
     """An episode's value of a metric or of a :data:`DERIVED_METRICS` column."""
     if key in DERIVED_METRICS:
         numerator, denominator = DERIVED_METRICS[key]
-        d = float(record[denominator])
-        return float(record[numerator]) / d if d else math.nan
-    return float(record[key])
+        d = number(record[denominator])
+        return number(record[numerator]) / d if d else math.nan
+    return number(record[key])          # null in our JSON files is NaN
 
 
 def summarize(records: Sequence[dict[str, Any]], metrics: Iterable[str] = SUMMARY_METRICS,
@@ -219,5 +220,5 @@ def write_json(records: Sequence[dict[str, Any]], path: "str | Path", **meta: An
 
     payload = {"meta": meta, "summary": summarize(records, reference=meta.get("reference", DEFAULT_REFERENCE)),
                "episodes": [dict(r) for r in records]}
-    text = json.dumps(payload, indent=2, allow_nan=True)
+    text = json_text(payload)            # standard JSON: NaN is written as null
     return atomic_write(path, lambda f: f.write(text))

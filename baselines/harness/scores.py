@@ -21,6 +21,7 @@ from typing import Any, Optional, Sequence
 
 from cluster_env.core.metrics import METRIC_KEYS
 
+from baselines.harness.files import atomic_write, json_text, number
 from baselines.harness.sweep import make_tasks, run_tasks
 
 SCORES_DIR = Path(__file__).resolve().parent.parent / "scores"
@@ -97,9 +98,8 @@ def update_scores(path: "str | Path", scenarios: Sequence[str], policies: Sequen
     payload = {"format": FORMAT, "split": split, "seeds": [int(s) for s in seeds],
                "env_kwargs": dict(env_kwargs or {}), "rel_tol": DEFAULT_REL_TOL, "abs_tol": DEFAULT_ABS_TOL,
                "scores": scores}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n")
-    return path
+    text = json_text(payload, indent=1, sort_keys=True) + "\n"      # standard JSON: an undefined metric is null
+    return atomic_write(path, lambda f: f.write(text))
 
 
 @dataclass
@@ -161,8 +161,9 @@ def _compare(data: dict, scenarios: Sequence[str], seeds: Sequence[int], got: di
                     drifts.append(Drift(scenario, policy, seed, "<missing entry>", math.nan, math.nan))
                     continue
                 record = got[scenario][policy][str(seed)]
-                for metric, value in expected.items():
+                for metric, stored_value in expected.items():
                     values += 1
+                    value = number(stored_value)
                     new = float(record.get(metric, math.nan))
                     same = (math.isnan(value) and math.isnan(new)) or math.isclose(
                         new, value, rel_tol=rel_tol, abs_tol=abs_tol)

@@ -37,6 +37,8 @@ from typing import Any, Iterable, Optional, Sequence
 
 import numpy as np
 
+from baselines.harness.files import number
+
 #: Metrics where a larger value is better; every other metric is better when smaller.
 HIGHER_IS_BETTER = frozenset({"jobs_finished", "gpu_utilization", "fairness", "jobs_per_hour"})
 #: The record fields that identify a window.
@@ -194,7 +196,7 @@ def paired_summary(records: Sequence[dict[str, Any]], policy: str, reference: st
         if a.get("truncated") or b.get("truncated"):
             truncated += 1
             continue
-        va, vb = float(a[metric]), float(b[metric])
+        va, vb = number(a[metric]), number(b[metric])      # null in our JSON files is NaN
         if not (va > 0 and vb > 0 and math.isfinite(va) and math.isfinite(vb)):
             undefined += 1
             continue

@@ -8,7 +8,8 @@ Reliability: a worker process that dies (killed, out of memory) costs only the e
 running: they are rerun on fresh workers (at most :data:`MAX_POOL_RESTARTS` times), finished ones
 are kept. Workers die with their parent (Linux: ``PR_SET_PDEATHSIG``; elsewhere a watcher
 thread) and ignore Ctrl-C, which the parent turns into :class:`RunInterrupted` carrying the
-episodes that finished.
+episodes that finished. An episode that raises stops the run with its own exception, which carries
+the episodes that finished (:func:`episode_failure`) and the task that failed.
 """
 from __future__ import annotations
 
@@ -48,6 +49,38 @@ class WorkersLost(RuntimeError):
     def __init__(self, message: str, results: list) -> None:
         super().__init__(message)
         self.results = results
+
+
+def _keep_finished(exc: BaseException, results: list, task: "Task") -> BaseException:
+    """``exc`` (an episode's own error, kept as it is) with the run's ``results`` so far and the
+    failed ``task`` attached (:func:`episode_failure`)."""
+    exc.cluster_bench_results = results     # type: ignore[attr-defined]
+    exc.cluster_bench_task = task           # type: ignore[attr-defined]
+    return exc
+
+
+def episode_failure(exc: BaseException) -> "Optional[tuple[list, Task]]":
+    """For an error :func:`run_tasks` raised because one episode raised it: every task's result
+    in order (``None`` for those that had not finished, the failed one included) and the task that
+    failed; None for any other error."""
+    results = getattr(exc, "cluster_bench_results", None)
+    return None if results is None else (results, exc.cluster_bench_task)  # type: ignore[attr-defined]
+
+
+def stopped_results(exc: BaseException) -> Optional[list]:
+    """Every task's result (``None`` where it had not finished) when :func:`run_tasks` stopped with
+    ``exc`` after episodes began: Ctrl-C (:class:`RunInterrupted`), :class:`WorkersLost`, or an
+    episode's own error; None for any other error (a bad argument, before any episode)."""
+    if isinstance(exc, (RunInterrupted, WorkersLost)):
+        return exc.results
+    failed = episode_failure(exc)
+    return failed[0] if failed else None
+
+
+def describe_task(task: "Task") -> str:
+    """``fifo on toy-v0/test seed 3`` (the policy's label, or its name)."""
+    who = task.label or (task.policy if isinstance(task.policy, str) else type(task.policy).__name__)
+    return f"{who} on {task.scenario}/{task.split} seed {task.seed}"
 
 # Extra name resolvers registered by other packages (e.g. the dual agent's "dual" policy).
 _RESOLVERS: list[Callable[[str, Optional[str]], Optional[Any]]] = []
@@ -282,7 +315,10 @@ def run_tasks(tasks: Sequence[Task], backend: str = "auto", workers: Optional[in
     try:
         if backend == "serial":
             for i, task in enumerate(tasks):
-                results[i] = run_task(task)
+                try:
+                    results[i] = run_task(task)
+                except Exception as exc:
+                    raise _keep_finished(exc, results, task)
                 bar.update(1)
         elif backend == "process":
             _run_processes(tasks, workers, bar, results)
@@ -393,6 +429,8 @@ def _run_processes(tasks: Sequence[Task], workers: int, bar, results: list) -> N
                 except BrokenProcessPool:
                     broken = True
                     break
+                except Exception as exc:        # the episode's own error: stop, keep what finished
+                    raise _keep_finished(exc, results, tasks[futures[future]])
                 bar.update(1)
         except BaseException:   # Ctrl-C or an episode's own error: stop the workers now
             _stop(pool, futures, results)
@@ -478,7 +516,10 @@ def _run_ray(tasks: Sequence[Task], workers: int, bar, address: Optional[str], r
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
             for ref in done:
-                results[index[ref]] = ray.get(ref)
+                try:
+                    results[index[ref]] = ray.get(ref)
+                except Exception as exc:
+                    raise _keep_finished(exc, results, tasks[index[ref]])
                 bar.update(1)
     finally:
         if started:

@@ -90,6 +90,7 @@ class CsvTable:
     rows: list[list[str]]
     fields: dict[str, int] = field(default_factory=dict)
     field_names: dict[str, str] = field(default_factory=dict)
+    mapped: set = field(default_factory=set)    # fields read from a column the user's mapping named
     text: str = ""                     # the decoded file, to find line numbers for messages
     has_header: bool = True
     _columns: dict[int, list[str]] = field(default_factory=dict, repr=False)
@@ -131,6 +132,10 @@ class CsvTable:
         if index is not None:
             message += self.where(index)
         fname = None if canonical is None else self.field_names.get(canonical, canonical)
+        if canonical in self.mapped and normalize_header(fname) != normalize_header(canonical):
+            # blame the field the mapping asked for, and say which column it read
+            message += f" (read from column {fname!r}, as the column mapping says)"
+            fname = canonical
         return cls(message, file=self.file, row=row, field=fname)
 
     def strings(self, canonical: str) -> list[str]:
@@ -420,6 +425,7 @@ def read_csv(path: PathLike, *, required: Mapping[str, Sequence[str]],
                                 f"not in the header; columns found: {found}", file=display, row=0,
                                 field=columns[canonical])
             j = seen[want]
+            table.mapped.add(canonical)
         else:
             j = next((seen[normalize_header(a)] for a in aliases
                       if normalize_header(a) in seen), None)

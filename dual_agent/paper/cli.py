@@ -90,6 +90,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     import torch
 
     from baselines.cli import parse_env_overrides
+    from baselines.harness.files import reserve_folder
     from dual_agent.paper.config import DualAgentConfig, TrainConfig
     from dual_agent.paper.checkpoint import load_checkpoint
     from dual_agent.paper.mappo import MAPPOTrainer
@@ -130,7 +131,9 @@ def cmd_train(args: argparse.Namespace) -> int:
                             **train_kw)
         trainer = make_trainer(train, DualAgentConfig(**agent_kw), out)
     t0 = time.perf_counter()
-    result = trainer.train(progress=not args.quiet, max_minutes=args.max_minutes)
+    # The run folder: checked (no link where a file goes) and locked against a second run, as `run` does.
+    with reserve_folder(trainer.out_dir, flag="--out", names=("best.pt", "last.pt", "log.csv", "config.json")):
+        result = trainer.train(progress=not args.quiet, max_minutes=args.max_minutes)
     wall = time.perf_counter() - t0
     summary = {"scenario": trainer.train_cfg.scenario, "iterations": result.iterations,
                "timesteps": result.timesteps, "wall_s": round(wall, 1),

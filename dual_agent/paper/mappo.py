@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ import dual_agent._torch  # noqa: F401  (without torch: an ImportError that name
 import torch
 from torch.distributions import Categorical
 
+from baselines.harness.files import atomic_write, open_append
 from dual_agent.paper.checkpoint import load_checkpoint, save_checkpoint
 from dual_agent.paper.config import DualAgentConfig, TrainConfig
 from dual_agent.paper.networks import masked_logits
@@ -114,8 +114,9 @@ class MAPPOTrainer:
         """Train until ``timesteps`` (or the wall-time / iteration limit); returns the result."""
         cfg = self.train_cfg
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        (self.out_dir / "config.json").write_text(json.dumps(
-            {"train": cfg.to_dict(), "agent": self.agent_cfg.to_dict(), "spaces": self.spaces}, indent=2))
+        config = json.dumps({"train": cfg.to_dict(), "agent": self.agent_cfg.to_dict(), "spaces": self.spaces},
+                            indent=2)
+        atomic_write(self.out_dir / "config.json", lambda f: f.write(config))
         if self.iteration == 0:  # a fresh run starts a fresh log
             (self.out_dir / "log.csv").unlink(missing_ok=True)
         else:                    # a resumed one: the checkpoint's log is the truth, rows after it go
@@ -379,19 +380,18 @@ class MAPPOTrainer:
 
     def _rewrite_log(self) -> None:
         """``log.csv`` from the rows in memory (those of the checkpoint resumed from), atomically."""
-        path = self.out_dir / "log.csv"
-        tmp = path.with_name(f".{path.name}.tmp")
-        with tmp.open("w", newline="") as fh:
+        def write(fh) -> None:
             writer = csv.DictWriter(fh, fieldnames=LOG_COLUMNS)
             writer.writeheader()
             for row in self.log:
                 writer.writerow({k: row.get(k) for k in LOG_COLUMNS})
-        os.replace(tmp, path)
+
+        atomic_write(self.out_dir / "log.csv", write, newline="")
 
     def _write_log(self, row: dict) -> None:
         path = self.out_dir / "log.csv"
         new = not path.exists()
-        with path.open("a", newline="") as fh:
+        with open_append(path, newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=LOG_COLUMNS)
             if new:
                 writer.writeheader()

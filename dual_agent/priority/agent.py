@@ -47,6 +47,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from baselines.harness.files import atomic_write
 from baselines.learned_key import PLACER_BONUS, PLACER_FEATURES, PRIORITY_FEATURES
 from baselines.migrate import MIGRATE_OBSERVATION, MigratingLAS
 from baselines.obs import M as _M
@@ -347,11 +348,10 @@ def save_priority_agent(policy: PriorityAgentPolicy, path: "str | Path") -> Path
            "placer_features": list(PLACER_FEATURES), **spec,
            "weights": {"linear": m.linear.tolist(), "hidden_w": m.hidden_w.tolist(),
                        "hidden_b": m.hidden_b.tolist(), "out": m.out.tolist(), "placer": m.placer.tolist()}}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=1) + "\n")
-    tmp.replace(path)
-    return path
+    text = json.dumps(doc, indent=1) + "\n"
+    # A temporary file of its own beside it, then a rename: never through a link, never half written
+    # (a full disk names the file and leaves the previous one).
+    return atomic_write(path, lambda f: f.write(text))
 
 
 #: Largest weight magnitude a file may hold: features are about unit scale, so a larger weight is

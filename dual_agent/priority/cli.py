@@ -109,6 +109,7 @@ def _threshold(text: str) -> float:
 
 
 def cmd_train_priority(args: argparse.Namespace) -> int:
+    from baselines.harness.files import reserve_folder
     from dual_agent.priority.es import ESConfig, train_priority
     from dual_agent.priority.agent import SUFFIX
 
@@ -130,7 +131,9 @@ def cmd_train_priority(args: argparse.Namespace) -> int:
         kw["out"] = args.out or f"runs/priority-{scenario}{'-smoke' if args.smoke else ''}"
         config = ESConfig(scenario=scenario, **kw)
     command = "cluster-bench " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    result = train_priority(config, command=command, state=state)
+    # The run folder: checked (no link where a file goes) and locked against a second run, as `run` does.
+    with reserve_folder(config.out, flag="--out", names=(f"best{SUFFIX}", f"last{SUFFIX}", "log.csv")):
+        result = train_priority(config, command=command, state=state)
     if result.interrupted:
         print(f"cluster-bench train-priority: interrupted; resume with: cluster-bench train-priority --resume "
               f"{result.run_dir / ('last' + SUFFIX)}", file=sys.stderr)

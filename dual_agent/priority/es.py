@@ -333,7 +333,7 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
     :func:`load_es_state`) continues that run: the same weights as a run never stopped. Ctrl-C
     ends the run at the last finished iteration (``ESResult.interrupted``).
     """
-    from baselines.harness.files import atomic_write, sigint_deferred
+    from baselines.harness.files import atomic_write, open_append, sigint_deferred
 
     start = time.monotonic()
     run_dir = Path(config.out)
@@ -424,9 +424,9 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
             log(f"iteration 0: untrained agent ({config.untrained_name()}) validation mean avg JCT "
                 f"{las_val.mean():,.0f} s "
                 f"on {len(eval_windows)} windows; episodes in the {engine} engine")
-            fh = open(log_path, "w", newline="")
+            atomic_write(log_path, lambda f: _write_rows(f, fields, []), newline="")    # a fresh log
+            fh = open_append(log_path, newline="")
             writer = csv.DictWriter(fh, fieldnames=fields)
-            writer.writeheader()
             commit(0, {"iteration": 0, "episodes": episodes, "wall_s": wall(), "val_ratio": 1.0, "val_wins": 0,
                        **{f"w_{i}": v for i, v in enumerate(theta)}}, improved=True)
         else:
@@ -443,7 +443,7 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
             rows = [dict(r) for r in state["log"]]
             # The checkpoint's log is the truth: rows written after it (a crash between) go.
             atomic_write(log_path, lambda f: _write_rows(f, fields, rows), newline="")
-            fh = open(log_path, "a", newline="")
+            fh = open_append(log_path, newline="")
             writer = csv.DictWriter(fh, fieldnames=fields)
             log(f"resuming after iteration {it} of {config.iterations} (best validation ratio {best_ratio:.4f} at "
                 f"iteration {best_iter})")

@@ -1,0 +1,65 @@
+"""What ``cluster-bench`` commands write, and what a stopped command keeps.
+
+A command's complete set of files (``run``: results, summary and plots; ``sweep``: the
+``load_sweep`` files; ``compare --out``: its file) is replaced only by a new complete set. A command
+stopped by Ctrl-C, by lost workers or by an episode's own error writes the episodes that finished to
+its ``*.partial.*`` files instead, beside the previous complete set, which stays as it was.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Callable, Optional
+
+#: Files ``run`` writes into its folder (besides timeline_<policy>.png), checked before episodes run.
+RUN_FILES = ("results.csv", "summary.csv", "results.json", "jct_cdf.png", "paired_avg_jct.png", "utilization.png")
+#: Where ``run`` writes the episodes that finished when it is stopped (Ctrl-C, a failed episode):
+#: beside the complete set of a previous run, which stays as it was.
+RUN_PARTIAL_FILES = ("results.partial.csv", "results.partial.json")
+
+
+def timeline_file(label: str) -> str:
+    """The name of a policy's timeline plot in ``run``'s folder."""
+    return f"timeline_{label.replace('+', '_').replace('/', '_')}.png"
+
+
+def previous_run_files(out: Path) -> list[Path]:
+    """The files of a ``run`` set in ``out`` (complete or partial): what a new complete set replaces."""
+    return [out / n for n in RUN_FILES + RUN_PARTIAL_FILES] + sorted(out.glob("timeline_*.png"))
+
+
+def write_partial(where: Optional[Path], write: Callable[[list], None], stop: BaseException, total: int,
+                  prog: str) -> int:
+    """After a stopped run (``stop``: Ctrl-C, lost workers, or an episode's own error, carrying the
+    results so far), write the episodes that finished (``write(finished_results)``, whose files
+    appear together; ``where`` is the main one, None: nothing is written) and say so in one line;
+    the exit code: 130 for Ctrl-C, else 1."""
+    from baselines.harness.files import written_together
+    from baselines.harness.sweep import RunInterrupted, describe_task, episode_failure, stopped_results
+
+    failed = episode_failure(stop)
+    finished = [r for r in stopped_results(stop) or [] if r is not None]
+    with written_together("the episodes that finished"):    # a second Ctrl-C waits for them
+        write(finished)
+    if isinstance(stop, RunInterrupted):
+        why = "interrupted"
+    elif failed:
+        why = f"the episode of {describe_task(failed[1])} failed: {type(stop).__name__}: {stop}"
+    else:
+        why = str(stop)
+    kept = (f"wrote the {len(finished)} of {total} episodes that finished to {where}" if where is not None else
+            f"{len(finished)} of {total} episodes had finished (not written: give --out to keep them)")
+    print(f"\n{prog}: {' '.join(why.split())}; {kept}", file=sys.stderr)
+    return 130 if isinstance(stop, RunInterrupted) else 1
+
+
+def partial_file(out: "str | Path") -> Path:
+    """Where ``compare --out FILE.json`` writes the episodes of a stopped comparison: FILE.partial.json."""
+    out = Path(out)
+    return out.with_name(f"{out.stem}.partial{out.suffix or '.json'}")
+
+
+#: Files ``sweep`` writes into its folder, checked before episodes run.
+SWEEP_FILES = ("load_sweep.csv", "load_sweep.json", "load_sweep.png")
+#: Where a stopped ``sweep`` writes the episodes that finished (the previous complete sweep stays).
+SWEEP_PARTIAL_FILES = ("load_sweep.partial.csv", "load_sweep.partial.json")
