@@ -55,8 +55,8 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from baselines.learned_key import TENANT_FEATURES
-from dual_agent.priority.agent import (PriorityAgentPolicy, PriorityAgentSpec, PriorityModel, SUFFIX, check_migrate,
-                                       load_priority_agent, save_priority_agent)
+from dual_agent.priority.agent import (MAX_HIDDEN_UNITS, PriorityAgentPolicy, PriorityAgentSpec, PriorityModel, SUFFIX,
+                                       check_migrate, load_priority_agent, save_priority_agent)
 from dual_agent.validation import VALIDATION_MODES, ValidationSet, validation_set
 
 
@@ -126,6 +126,9 @@ class ESConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        hidden = self.hidden          # checked before a run folder is reserved, in the agent's own words
+        if isinstance(hidden, bool) or not isinstance(hidden, int) or not 0 <= hidden <= MAX_HIDDEN_UNITS:
+            raise ValueError(f"hidden must be an integer in 0 .. {MAX_HIDDEN_UNITS:,}, got {self.hidden!r}")
         if self.workers > MAX_WORKERS:
             raise ValueError(f"workers={self.workers:,} is above its bound {MAX_WORKERS:,} (episode processes; "
                              "docs/reference.md, Guarantees)")
