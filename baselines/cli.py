@@ -109,12 +109,15 @@ def parse_env_overrides(items: Sequence[str]) -> dict:
     return out
 
 
-def default_policies(scenario: str) -> list[str]:
+def default_policies(scenario: str, own_workload: bool = False) -> list[str]:
     """The named baselines (``las-migrate`` too where the GPU types differ in speed by its threshold:
     ``baselines.registry.default_baselines``), plus the
     policies installed packages offer for ``scenario`` (entry points ``cluster_bench.policies``
-    whose ``default_for(scenario)`` is true: the dual agent where a checkpoint ships)."""
+    whose ``default_for(scenario)`` is true: the dual agent where a checkpoint ships).
+    ``own_workload`` (a ``--workload-csv`` run): without the baselines that need the scenario's
+    training split (``gittins``), which a user's workload cannot give, with a note saying so."""
     import cluster_env
+    from baselines.registry import needs_training_split
     from cluster_env.wrappers.policies import plugin_policies
 
     names = list(BASELINE_NAMES)
@@ -123,6 +126,12 @@ def default_policies(scenario: str) -> list[str]:
         names = list(default_baselines(chosen.cluster().gpu_type_names, chosen.world.reference_gpu))
     except (KeyError, ValueError):      # not a registered scenario name: the plain baselines
         pass
+    if own_workload:
+        left_out = [n for n in names if needs_training_split(n)]
+        names = [n for n in names if n not in left_out]
+        if left_out:
+            print(f"note: the default policies leave out {', '.join(left_out)} (its rule needs a training split "
+                  "apart from the played jobs, which --workload-csv does not have)", file=sys.stderr)
     for name, ep in plugin_policies().items():
         try:
             entry = ep.load()
@@ -155,8 +164,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.scenario not in cluster_env.list_scenarios():
         print(f"unknown scenario {args.scenario!r}; scenarios: {cluster_env.list_scenarios()}", file=sys.stderr)
         return 2
-    policies = _split_names(args.policies) if args.policies else default_policies(args.scenario)
     env_kwargs = parse_env_overrides(args.env)
+    policies = (_split_names(args.policies) if args.policies else getattr(args, "defaults", None)
+                or default_policies(args.scenario, own_workload=bool(env_kwargs.get("workload_csv"))))
     allow = bool(getattr(args, "allow_env_mismatch", False))
     policy_env, mismatches, resolved = {}, {}, []
     for name in policies:                      # fail fast, before any worker starts
@@ -591,7 +601,9 @@ def _prepare(args: argparse.Namespace) -> None:
         check_reference_gpu(args)
         args.env = list(args.env) + csv_overrides(args) + column_overrides(args)
         env_kwargs = parse_env_overrides(args.env)
-        policies = _split_names(args.policies) if args.policies else default_policies(args.scenario)
+        policies = (_split_names(args.policies) if args.policies
+                    else default_policies(args.scenario, own_workload=bool(env_kwargs.get("workload_csv"))))
+        args.defaults = None if args.policies else policies      # cmd_run's (its notes printed once)
         check_run(args, policies, env_kwargs)
         if args.workload_csv and "reference_gpu" not in env_kwargs:
             import cluster_env

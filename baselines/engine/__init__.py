@@ -313,7 +313,7 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     array (:func:`_migration_array`), None for ``policy``'s orderer's."""
     from gymnasium.utils import seeding
 
-    from baselines.harness.episode import EpisodeResult, env_label
+    from baselines.harness.episode import EpisodeResult, check_fits, env_label
     from baselines.orderers import TIRESIAS_QUEUE_LIMITS
     from cluster_env.core.metrics import METRIC_KEYS, compute_metrics
     from cluster_env.core.simulator import ClusterSimulator
@@ -325,6 +325,8 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     env = _env_for(policy, scenario, split, env_kwargs, allow_env_mismatch)
     if env._jct_unit is None:
         raise Unsupported("a non-default reward runs through the API")
+    composed = _make(policy, scenario)
+    check_fits(composed, env)          # the API path's refusals (gittins on a user's workload)
     t0 = time.perf_counter()
     # env.reset(seed): the same generator, drawn from in the same order.
     rng, _ = seeding.np_random(seed)
@@ -338,7 +340,6 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     if (codes[0] == L.O_ORACLE or codes[1] == L.P_ORACLE) and not env.sched.clairvoyant:
         raise Unsupported("the oracle reads durations: without clairvoyant=True it runs (and fails) "
                           "through the API")
-    composed = _make(policy, scenario)
     state = _build_state(env, sim, codes, getattr(composed.orderer, "min_quantum", 0.0))
     # The API path's step bound (baselines.harness.episode.bound_steps) when none is set: the
     # same truncated records, and every episode ends (a tiny scheduling tick otherwise loops on).
