@@ -109,15 +109,12 @@ def parse_env_overrides(items: Sequence[str]) -> dict:
     return out
 
 
-def default_policies(scenario: str, own_workload: bool = False) -> list[str]:
+def default_policies(scenario: str) -> list[str]:
     """The named baselines (``las-migrate`` too where the GPU types differ in speed by its threshold:
     ``baselines.registry.default_baselines``), plus the
     policies installed packages offer for ``scenario`` (entry points ``cluster_bench.policies``
-    whose ``default_for(scenario)`` is true: the dual agent where a checkpoint ships).
-    ``own_workload`` (a ``--workload-csv`` run): without the baselines that need the scenario's
-    training split (``gittins``), which a user's workload cannot give, with a note saying so."""
+    whose ``default_for(scenario)`` is true: the dual agent where a checkpoint ships)."""
     import cluster_env
-    from baselines.registry import needs_training_split
     from cluster_env.wrappers.policies import plugin_policies
 
     names = list(BASELINE_NAMES)
@@ -126,12 +123,6 @@ def default_policies(scenario: str, own_workload: bool = False) -> list[str]:
         names = list(default_baselines(chosen.cluster().gpu_type_names, chosen.world.reference_gpu))
     except (KeyError, ValueError):      # not a registered scenario name: the plain baselines
         pass
-    if own_workload:
-        left_out = [n for n in names if needs_training_split(n)]
-        names = [n for n in names if n not in left_out]
-        if left_out:
-            print(f"note: the default policies leave out {', '.join(left_out)} (its rule needs a training split "
-                  "apart from the played jobs, which --workload-csv does not have)", file=sys.stderr)
     for name, ep in plugin_policies().items():
         try:
             entry = ep.load()
@@ -141,6 +132,16 @@ def default_policies(scenario: str, own_workload: bool = False) -> list[str]:
         if callable(default_for) and default_for(scenario):
             names.append(name)
     return names
+
+
+def own_workload_defaults(names: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The default ``names`` a run on a user's ``--workload-csv`` keeps, and those it leaves out:
+    the baselines whose rule needs the scenario's training split (``gittins``), which a user's
+    workload, played whole in every split, does not have."""
+    from baselines.registry import needs_training_split
+
+    left_out = [n for n in names if needs_training_split(n)]
+    return [n for n in names if n not in left_out], left_out
 
 
 def _split_names(text: str, flag: str = "--policies") -> list[str]:
@@ -165,8 +166,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"unknown scenario {args.scenario!r}; scenarios: {cluster_env.list_scenarios()}", file=sys.stderr)
         return 2
     env_kwargs = parse_env_overrides(args.env)
-    policies = (_split_names(args.policies) if args.policies else getattr(args, "defaults", None)
-                or default_policies(args.scenario, own_workload=bool(env_kwargs.get("workload_csv"))))
+    policies = _split_names(args.policies) if args.policies else args.defaults
     allow = bool(getattr(args, "allow_env_mismatch", False))
     policy_env, mismatches, resolved = {}, {}, []
     for name in policies:                      # fail fast, before any worker starts
@@ -601,10 +601,18 @@ def _prepare(args: argparse.Namespace) -> None:
         check_reference_gpu(args)
         args.env = list(args.env) + csv_overrides(args) + column_overrides(args)
         env_kwargs = parse_env_overrides(args.env)
-        policies = (_split_names(args.policies) if args.policies
-                    else default_policies(args.scenario, own_workload=bool(env_kwargs.get("workload_csv"))))
-        args.defaults = None if args.policies else policies      # cmd_run's (its notes printed once)
+        left_out: list[str] = []
+        if args.policies:
+            policies = _split_names(args.policies)
+        else:
+            policies = default_policies(args.scenario)
+            if env_kwargs.get("workload_csv"):
+                policies, left_out = own_workload_defaults(policies)
+        args.defaults = policies                # what cmd_run scores when --policies is not given
         check_run(args, policies, env_kwargs)
+        if left_out:
+            print(f"note: the default policies leave out {', '.join(left_out)}: its rule needs the scenario's "
+                  "training split, which a --workload-csv run does not have (its file is played whole)")
         if args.workload_csv and "reference_gpu" not in env_kwargs:
             import cluster_env
 

@@ -2,6 +2,8 @@
 decision it changes against LAS, the training split as its only source, and the refusals."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -98,8 +100,10 @@ def test_gittins_on_a_users_workload_is_refused_on_every_path(engine_mode, tmp_p
         with pytest.raises(ValueError, match="no training split apart from its other splits"):
             engine.run_compiled_episode("gittins", "philly-v1", "test", 0, kw)
     # The default policies of a run on the user's file leave gittins out, and say so.
-    from baselines.cli import default_policies
+    from baselines.cli import default_policies, own_workload_defaults
 
-    assert "gittins" in default_policies("philly-v1")
-    assert "gittins" not in default_policies("philly-v1", own_workload=True)
-    assert "leave out gittins" in capsys.readouterr().err
+    assert own_workload_defaults(default_policies("philly-v1"))[1] == ["gittins"]
+    assert cluster_bench(["run", "--scenario", "philly-v1", "--workload-csv", jobs, "--seeds", "0", "--out", str(out),
+                          "--quiet", "--no-plots", "--env", "jobs_per_episode=5"]) == 0
+    assert "leave out gittins" in capsys.readouterr().out
+    assert "gittins" not in {r["policy"] for r in json.loads((out / "results.json").read_text())["episodes"]}

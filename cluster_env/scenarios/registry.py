@@ -125,7 +125,7 @@ def custom_scenario(base: Scenario, *, workload_csv: Optional[str] = None, clust
     arrivals are rescaled only when the environment is given ``load=``), so that results are about
     exactly the jobs given.
     """
-    from cluster_env.loaders import load_cluster_csv, load_workload_csv
+    from cluster_env.loaders import cached_workload_csv, load_cluster_csv
 
     scenario = base
     if cluster_csv is not None:
@@ -133,7 +133,7 @@ def custom_scenario(base: Scenario, *, workload_csv: Optional[str] = None, clust
         scenario = replace(scenario, name=f"{scenario.name}+{Path(str(cluster_csv)).name}", cluster=lambda: cluster,
                            cluster_file=str(cluster_csv))
     if workload_csv is not None:
-        workload = load_workload_csv(workload_csv, columns=workload_columns)
+        workload = cached_workload_csv(workload_csv, columns=workload_columns)     # parsed once per process
         scenario = replace(scenario, name=f"{scenario.name}+{Path(str(workload_csv)).name}", workload=lambda: workload,
                            splits=dict(WHOLE_SPLITS), jobs_per_episode=None, time_scale=1.0, load=None,
                            repeat=1, workload_file=str(workload_csv))
