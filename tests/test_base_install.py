@@ -7,7 +7,10 @@ Each check runs in a fresh interpreter where those packages cannot be imported (
 """
 from __future__ import annotations
 
-from helpers import BLOCK_TORCH, run_python
+import pytest
+from helpers import BLOCK_TORCH, ROOT, run_base_install, run_python
+
+from cluster_env.extras import RAY_HINT, RL_HINT, install_hint
 
 PROGRAM = BLOCK_TORCH + """
 import sys
@@ -38,3 +41,67 @@ def test_base_install_runs_the_numpy_agent_and_names_the_extra_for_torch(tmp_pat
     assert len(errors) == 2 and all("pip install '.[rl]'" in line for line in errors), out.stderr
     assert "Traceback" not in out.stderr
     assert "TORCH False" in lines
+
+
+RUN_SCRIPT = "import runpy, sys\nsys.argv = sys.argv[1:]\nrunpy.run_path(sys.argv[0], run_name='__main__')\n"
+
+
+@pytest.mark.parametrize("example,extra", [("03_train_maskable_ppo.py", "rl"), ("04_train_dual_agent.py", "rl"),
+                                           ("08_cleanrl_ppo_parallel.py", "rl"), ("09_rllib_dual_agent.py", "rllib")])
+def test_examples_that_need_an_extra_name_it_in_one_line(example, extra):
+    out = run_base_install(RUN_SCRIPT, str(ROOT / "examples" / example))
+    assert out.returncode == 1, out.stdout + out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and install_hint(extra) in lines[0] and example[:2] in lines[0], out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_vector_envs_and_the_ray_backend_name_their_extra():
+    code = """
+import cluster_env.wrappers as w
+import cluster_env.vector as v
+from baselines import evaluate
+from cluster_env.extras import MissingExtraError
+for name, call in [("make_vec_env", lambda: w.make_vec_env()), ("supersuit_vec_env", lambda: w.supersuit_vec_env()),
+                   ("ParallelVecEnv", lambda: w.ParallelVecEnv), ("sb3_vec_env", lambda: v.sb3_vec_env),
+                   ("ray", lambda: evaluate("fifo", "toy-v0", seeds=[0], backend="ray"))]:
+    try:
+        call()
+        print("NO ERROR", name)
+    except MissingExtraError as exc:
+        print("ERR", name, exc)
+"""
+    out = run_base_install(code)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 5 and all(line.startswith("ERR ") for line in lines), out.stdout
+    for line in lines[:4]:
+        assert "needs the 'rl' extra" in line and line.endswith(RL_HINT), line
+    assert "needs the 'ray' extra" in lines[4] and lines[4].endswith(RAY_HINT)
+
+
+def test_scores_check_checks_what_needs_no_extra_and_lists_what_it_skipped():
+    code = "import sys\nfrom baselines.cli import main\nsys.exit(main(sys.argv[1:]))\n"
+    out = run_base_install(code, "scores", "--check", "--scenarios", "toy-v0,philly-v0", "--quiet")
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    skip = [line for line in lines if line.startswith("skip ")]
+    assert len(skip) == 1 and "philly-v0.json" in skip[0] and "'dual'" in skip[0] and RL_HINT in skip[0]
+    assert any(line.startswith("ok ") and "toy-v0.json" in line for line in lines)
+    assert "1 file(s)" in lines[-1] and "1 skipped" in lines[-1]
+
+
+def test_hints_are_spelled_in_one_place():
+    """Every hint that installs an extra, in the packages and the examples, is cluster_env.extras'
+    spelling (``pip install '.[rl]'``), and only that module spells it out."""
+    import re
+
+    spelled = set()
+    for folder in ("cluster_env", "baselines", "dual_agent", "examples"):
+        for path in (ROOT / folder).rglob("*.py"):
+            if path != ROOT / "cluster_env" / "extras.py":
+                spelled |= set(re.findall(r"pip install [^\n`\"]*(?:\[|ray|torch|stable|sb3|supersuit)[^\n`\"]*",
+                                          path.read_text()))
+    allowed = {install_hint(e) for e in ("rl", "ray", "rllib")}
+    assert "pip install '.[rl]'" in spelled                  # the pattern finds the hints
+    assert all(any(text.startswith(a) for a in allowed) for text in spelled), sorted(spelled)
