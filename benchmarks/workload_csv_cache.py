@@ -13,7 +13,8 @@ tenant; seeded) to a temporary folder, then prints, in one process:
 * ``first env``: the first ``cluster_env.parallel_env(..., workload_csv=...)`` (parses it);
 * ``later envs``: the next ``--builds`` builds, each (the cache's hit: no parse);
 * ``episodes``: ``--episodes`` FIFO episodes of ``--jobs`` jobs each through
-  ``baselines.evaluate`` (serial backend), and how many times the file was parsed during them;
+  ``baselines.evaluate`` (serial backend, then two worker processes), and how many times the file
+  was parsed during them;
 * the peak resident memory of the process.
 """
 from __future__ import annotations
@@ -90,6 +91,16 @@ def main(argv=None) -> int:
                            env_kwargs={**kw, "jobs_per_episode": args.jobs}, backend="serial")
         print(f"{args.episodes} fifo episodes of {args.jobs} jobs: {time.perf_counter() - t0:.2f} s, "
               f"{len(parses) - before} parses during them ({len(parses)} in all)")
+        # Worker processes (forked after the parent's first build) inherit the parsed workload:
+        # each parse in any process appends a line to a file.
+        log = Path(tmp) / "parses.log"
+        wc.load_workload_csv = lambda p, **kw: log.open("a").write("parse\n") and real(p, **kw)
+        t0 = time.perf_counter()
+        baselines.evaluate("fifo", args.scenario, seeds=range(args.episodes),
+                           env_kwargs={**kw, "jobs_per_episode": args.jobs}, backend="process", workers=2)
+        worker_parses = len(log.read_text().splitlines()) if log.exists() else 0
+        print(f"{args.episodes} fifo episodes on 2 worker processes: {time.perf_counter() - t0:.2f} s, "
+              f"{worker_parses} parses in any process")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak resident memory: {peak:.0f} MB")
     return 0
