@@ -105,3 +105,29 @@ def test_hints_are_spelled_in_one_place():
     allowed = {install_hint(e) for e in ("rl", "ray", "rllib")}
     assert "pip install '.[rl]'" in spelled                  # the pattern finds the hints
     assert all(any(text.startswith(a) for a in allowed) for text in spelled), sorted(spelled)
+
+
+def test_examples_that_need_no_extra_run_on_the_base_install(tmp_path):
+    """Examples 01, 02, 05, 06 and 07 (no torch) run with every extra blocked, in one interpreter."""
+    code = """
+import os, runpy, sys
+folder, examples = sys.argv[1], sys.argv[2]
+os.chdir(folder)
+for argv in (["01_quickstart_random_agent.py", "--scenario", "philly-v0", "--split", "test", "--jobs-per-episode", "60"],
+             ["02_compare_baselines.py", "--scenario", "philly-v0", "--policies", "fifo", "sjf", "--seeds", "0",
+              "--jobs-per-episode", "60", "--out", "res"],
+             ["05_custom_trace_and_cluster.py", "--policies", "fifo", "--seeds", "0"],
+             ["06_render_timeline.py", "--scenario", "toy-v0", "--policy", "sjf", "--frames", "1", "--out", "tl"],
+             ["07_custom_heuristic.py", "--scenario", "philly-v0", "--seeds", "0", "--jobs-per-episode", "60"]):
+    sys.argv = [os.path.join(examples, argv[0]), *argv[1:]]
+    try:
+        runpy.run_path(sys.argv[0], run_name="__main__")
+    except SystemExit as exc:
+        assert not exc.code, (argv[0], exc.code)
+    print("EXAMPLE OK", argv[0], flush=True)
+print("TORCH", "torch" in sys.modules)
+"""
+    out = run_base_install(code, str(tmp_path), str(ROOT / "examples"))
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    assert out.stdout.count("EXAMPLE OK") == 5 and "TORCH False" in out.stdout
+    assert "Traceback" not in out.stderr
