@@ -135,6 +135,16 @@ def default_policies(scenario: str) -> list[str]:
     return names
 
 
+def own_workload_defaults(names: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The default ``names`` a run on a user's ``--workload-csv`` keeps, and those it leaves out:
+    the baselines whose rule needs the scenario's training split (``gittins``), which a user's
+    workload, played whole in every split, does not have."""
+    from baselines.registry import needs_training_split
+
+    left_out = [n for n in names if needs_training_split(n)]
+    return [n for n in names if n not in left_out], left_out
+
+
 def _split_names(text: str, flag: str = "--policies") -> list[str]:
     names = [p.strip() for p in text.split(",") if p.strip()]
     if not names:
@@ -154,8 +164,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.scenario not in cluster_env.list_scenarios():
         print(f"unknown scenario {args.scenario!r}; scenarios: {cluster_env.list_scenarios()}", file=sys.stderr)
         return 2
-    policies = _split_names(args.policies) if args.policies else default_policies(args.scenario)
     env_kwargs = parse_env_overrides(args.env)
+    policies = _split_names(args.policies) if args.policies else args.defaults
     allow = bool(getattr(args, "allow_env_mismatch", False))
     policy_env, mismatches, resolved = {}, {}, []
     for name in policies:                      # fail fast, before any worker starts
@@ -427,8 +437,9 @@ def cmd_scenarios(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------- scores
 def cmd_scores(args: argparse.Namespace) -> int:
-    from baselines.harness.scores import (check_score_files, file_update_command, format_drifts, packaged_scenarios,
-                                          packaged_scores_file, update_scores)
+    from baselines.harness.scores import (check_score_files, file_update_command, format_drifts,
+                                          missing_extra_reason, packaged_scenarios, packaged_scores_file,
+                                          update_scores)
 
     t0 = time.perf_counter()
     if args.check == args.update:
@@ -454,8 +465,15 @@ def cmd_scores(args: argparse.Namespace) -> int:
                 if args.file:
                     break
         return 0
+    skipped = []
+    for path, names in list(targets):        # the base install checks every file that needs no extra
+        reason = missing_extra_reason(path, names)
+        if reason is not None:
+            skipped.append(path)
+            targets.remove((path, names))
+            print(f"skip {path}: {reason}")
     checks = check_score_files(targets, backend=args.backend if args.backend != "auto" else "process",
-                               workers=args.workers, progress=not args.quiet)
+                               workers=args.workers, progress=not args.quiet) if targets else []
     failed = values = 0
     for check in checks:
         if check.drifts:
@@ -469,12 +487,14 @@ def cmd_scores(args: argparse.Namespace) -> int:
         values += check.values
     drifted = sum(len(c.drifts) for c in checks)
     took = time.perf_counter() - t0
-    tol = _tolerances(checks)
+    tol = _tolerances(checks) if checks else "the tolerance"
+    skip_note = f"; {len(skipped)} skipped (they need an extra that is not installed, see 'skip' above)" if skipped \
+        else ""
     if drifted:
         print(f"scores check: {len(checks)} file(s), {values} values, {drifted} drifted in {failed} file(s) "
-              f"({took:.1f} s)")
+              f"({took:.1f} s){skip_note}")
     else:
-        print(f"scores check: {len(checks)} file(s), {values} values, all within {tol} ({took:.1f} s)")
+        print(f"scores check: {len(checks)} file(s), {values} values, all within {tol} ({took:.1f} s){skip_note}")
     return 1 if failed else 0
 
 
@@ -649,7 +669,9 @@ def _add_plugin_commands(sub) -> None:
 
 
 def _missing(exc: Exception) -> int:
-    raise UsageError(f"this command is unavailable: {exc}", "pip install -e '.[rl]'")
+    from cluster_env.extras import RL_HINT
+
+    raise UsageError(f"this command is unavailable: {exc}", RL_HINT)
 
 
 def _prepare(args: argparse.Namespace) -> None:
@@ -664,8 +686,18 @@ def _prepare(args: argparse.Namespace) -> None:
         check_reference_gpu(args)
         args.env = list(args.env) + csv_overrides(args) + column_overrides(args)
         env_kwargs = parse_env_overrides(args.env)
-        policies = _split_names(args.policies) if args.policies else default_policies(args.scenario)
+        left_out: list[str] = []
+        if args.policies:
+            policies = _split_names(args.policies)
+        else:
+            policies = default_policies(args.scenario)
+            if env_kwargs.get("workload_csv"):
+                policies, left_out = own_workload_defaults(policies)
+        args.defaults = policies                # what cmd_run scores when --policies is not given
         check_run(args, policies, env_kwargs)
+        if left_out:
+            print(f"note: the default policies leave out {', '.join(left_out)}: its rule needs the scenario's "
+                  "training split, which a --workload-csv run does not have (its file is played whole)")
         if args.workload_csv and "reference_gpu" not in env_kwargs:
             import cluster_env
 

@@ -16,7 +16,7 @@ def unique_labels(specs: Sequence[str], scenario: Optional[str], names: Optional
     try:
         return policy_labels(specs, scenario, names)
     except DuplicatePolicyError as exc:
-        raise UsageError(str(exc), "list each policy once (names are case-insensitive)") from None
+        raise UsageError(str(exc), "list each policy once (names are case-insensitive; an alias, a composition spelled out or a file by its name count as the same policy)") from None
 
 
 def reference_label(reference: str, specs: Sequence[str], labels: Sequence[str]) -> str:

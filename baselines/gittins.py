@@ -72,7 +72,10 @@ def _scenario_distribution(name: str) -> ServiceDistribution:
     return _distribution_of(get_scenario(name))
 
 
-def _distribution_of(scenario: Any) -> ServiceDistribution:
+def check_training_split(scenario: Any) -> tuple[int, int]:
+    """The job range ``[lo, hi)`` of ``scenario``'s training split; ValueError when it has none
+    apart from its other splits (a user's workload plays the whole file in every split), since the
+    distribution would then be the played jobs' own."""
     if "train" not in scenario.splits:
         raise ValueError(f"gittins: scenario {scenario.name!r} has no training split to take the GPU-service "
                          "distribution from; pass distribution= (GPU-second samples)")
@@ -84,6 +87,12 @@ def _distribution_of(scenario: Any) -> ServiceDistribution:
                          f"(train is jobs [{lo}, {hi}); a user's workload plays the whole file in every split), "
                          "so its distribution would be the played jobs' own; pass distribution= (GPU-second "
                          "samples, e.g. from a packaged scenario's service_distribution)")
+    return lo, hi
+
+
+def _distribution_of(scenario: Any) -> ServiceDistribution:
+    lo, hi = check_training_split(scenario)
+    source = scenario.workload()
     service = source.gpus[lo:hi].astype(np.float64) * source.duration[lo:hi]
     return ServiceDistribution(service, f"{scenario.name} training split, jobs [{lo}, {hi})")
 
@@ -121,6 +130,15 @@ class Gittins(Tiresias):
         super().__init__(queue_limits, starvation, preempt_at, min_quantum)
         self.distribution = (service_distribution(scenario) if distribution is None
                              else ServiceDistribution(distribution, "given samples"))
+        self._from_scenario = distribution is None
+
+    def check_env(self, env: Any) -> None:
+        """Refuse (ValueError, before the first step) to play, with a scenario's distribution, an
+        environment whose own scenario has no training split apart from its other splits (a
+        user's ``workload_csv``): the index would rank a user's jobs by another trace's
+        distribution, which the scenario rule above forbids. ``distribution=`` is never refused."""
+        if self._from_scenario:
+            check_training_split(getattr(env, "unwrapped", env).scenario)
 
     def keys(self, obs: dict, info: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         rows, queues, ids = self.priorities(obs, info)          # promotions applied
@@ -133,4 +151,4 @@ class Gittins(Tiresias):
         return rows, queues + 1.0 / (1.0 + index * self.distribution.mean), ids
 
 
-__all__ = ["Gittins", "ServiceDistribution", "service_distribution"]
+__all__ = ["Gittins", "ServiceDistribution", "check_training_split", "service_distribution"]

@@ -81,6 +81,14 @@ class ComposedPolicy:
         self.orderer.reset(np.random.default_rng(order_seq))
         self.placer.reset(np.random.default_rng(place_seq))
 
+    def check_env(self, env: Any) -> None:
+        """Refuse (ValueError) an environment either half cannot play: the halves' own
+        ``check_env(env)``, where they have one (e.g. ``gittins`` on a user's workload)."""
+        for half in (self.orderer, self.placer):
+            check = getattr(half, "check_env", None)
+            if callable(check):
+                check(env)
+
     def act(self, observations: dict, infos: dict) -> dict[str, int]:
         o_obs, p_obs = observations["orderer"], observations["placer"]
         order_noop = len(o_obs["action_mask"]) - 1

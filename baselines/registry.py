@@ -166,6 +166,50 @@ def policy_parts(name: str) -> Optional[tuple[str, str]]:
     return None
 
 
+#: Orderer names that mean another's rule (a spelling, not another policy): -> the name used.
+ORDERER_ALIASES = {"2dlas": "tiresias", **DEPRECATED_ORDERERS}
+#: Placer names that mean another's rule -> the name used.
+PLACER_ALIASES = {"best-fit": "consolidate", **DEPRECATED_PLACERS}
+#: Orderers whose rule is built from the scenario's training split (its GPU-service distribution):
+#: a user's workload, which has no training split apart from the played jobs, cannot give one.
+TRAINING_SPLIT_ORDERERS = ("gittins",)
+
+
+def canonical_name(name: str) -> Optional[str]:
+    """The one spelling of the baseline ``name`` (None when it is not a baseline name): aliases
+    and deprecated halves replaced, a ``las-q<minutes>`` / ``las-migrate<x>`` number written
+    once (``las-q15.0`` -> ``las-q15``, ``las-migrate1.5`` -> ``las-migrate``), and a composition
+    that is a named baseline (or a bare family name with its placer) written as that name
+    (``fifo+first-fit`` -> ``fifo``, ``oracle`` -> ``srpt-clairvoyant``). Two names with one
+    canonical name are the same policy (same rule, same records)."""
+
+    parts = policy_parts(name) if isinstance(name, str) else None
+    if parts is None or orderer_factory(parts[0]) is None or parts[1] not in PLACERS:
+        return None
+    orderer = ORDERER_ALIASES.get(parts[0], parts[0])
+    placer = PLACER_ALIASES.get(parts[1], parts[1])
+    minutes, threshold = las_quantum_minutes(orderer), las_migrate_threshold(orderer)
+    if minutes is not None:
+        orderer = f"las-q{minutes:g}"
+        if placer == NAMED["las"][1]:
+            return orderer
+    if threshold is not None:
+        orderer = "las-migrate" if threshold == DEFAULT_MIGRATE_THRESHOLD else f"las-migrate{threshold:g}"
+        if placer == NAMED["las-migrate"][1]:
+            return orderer
+    for named, named_parts in NAMED.items():
+        if named_parts == (orderer, placer):
+            return named
+    return f"{orderer}+{placer}"
+
+
+def needs_training_split(name: str) -> bool:
+    """Whether the baseline ``name``'s orderer takes its rule from the scenario's training split
+    (``gittins``): it cannot play a user's workload (``baselines.gittins.check_training_split``)."""
+    parts = policy_parts(name) if isinstance(name, str) else None
+    return parts is not None and parts[0] in TRAINING_SPLIT_ORDERERS
+
+
 def policy_names() -> list[str]:
     """Every name :func:`make_policy` accepts, compositions spelled out (deprecated names aside)."""
     return list(NAMED) + [f"{o}+{p}" for o in ORDERERS if o not in DEPRECATED_ORDERERS

@@ -40,12 +40,13 @@ from typing import Any, Iterable, Optional, Sequence
 from baselines.model_files import (SAFE_SB3_POLICIES, ModelFileError, ModelZip, NeedsCode, check_finite,
                                    open_model_zip, rebuild_sb3_policy, safe_algorithms)
 from baselines.model_trust import TRUST_RISK, UntrustedModelError, model_trusted, trusted_models
+from cluster_env.extras import RL_HINT, MissingExtraError
 
 #: Format of the ``<name>.agent.json`` file beside a saved agent.
 AGENT_FORMAT, AGENT_VERSION = "cluster-bench-agent", 1
 #: Suffix of that file: ``ppo_model.zip`` -> ``ppo_model.agent.json``.
 SIDECAR_SUFFIX = ".agent.json"
-_RL_HINT = "pip install '.[rl]' (torch, stable-baselines3, sb3-contrib)"
+_RL_HINT = f"{RL_HINT} (torch, stable-baselines3, sb3-contrib)"
 
 
 def sidecar_path(path: "str | Path") -> Path:
@@ -60,7 +61,7 @@ def _need(module: str, what: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise ImportError(f"{what} needs {module.split('.')[0]} ({exc}): {_RL_HINT}") from None
+        raise MissingExtraError(f"{what} needs {module.split('.')[0]} ({exc}): {_RL_HINT}") from None
 
 
 def save_agent(model: Any, path: "str | Path", env: Any, scenario: Optional[str] = None,

@@ -6,7 +6,6 @@ from __future__ import annotations
 try:
     import torch  # noqa: F401
 except ImportError as exc:
-    from dual_agent.shared import TORCH_HINT
+    from cluster_env.extras import missing_extra
 
-    raise ImportError(f"the dual agent's torch networks need torch, which is not installed ({exc}); "
-                      f"{TORCH_HINT}") from None
+    raise missing_extra("rl", "the paper's dual agent (torch networks)", exc) from None

@@ -50,6 +50,10 @@ class _DualEntry:
 
         return DualAgentPolicy.pretrained(scenario)
 
+    def source(self, scenario: str) -> Optional[Path]:
+        """The file :meth:`make` loads for ``scenario`` (None when none ships)."""
+        return shipped_agent_path(scenario)
+
     def default_for(self, scenario: str) -> bool:
         """Whether an agent ships for ``scenario`` and can run here; without torch (the base
         install) a torch agent is left out of the default policies, with a note printed once."""
@@ -85,6 +89,11 @@ class _PriorityEntry:
             raise FileNotFoundError(f"no priority agent ships for scenario {scenario!r} ({path}); "
                                     f"train one with: cluster-bench train-priority --scenario {scenario}")
         return load_priority_agent(path, scenario=scenario, name="dual-priority")
+
+    def source(self, scenario: str) -> Optional[Path]:
+        """The file :meth:`make` loads for ``scenario`` (None when none ships)."""
+        path = priority_pretrained_path(scenario)
+        return path if path.is_file() else None
 
     def default_for(self, scenario: str) -> bool:
         """Never: the shipped agent is in the defaults once, as ``dual``."""

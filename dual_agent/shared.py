@@ -6,11 +6,13 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+from cluster_env.extras import RL_HINT
+
 #: The shipped agents: ``<scenario>.pt`` (the paper's torch agent), ``<scenario>.priority.json``
 #: (the priority family).
 PRETRAINED_DIR = Path(__file__).resolve().parent / "pretrained"
 #: What to install for the torch agent (training, ``.pt`` checkpoints, the ``dual`` policy).
-TORCH_HINT = "pip install '.[rl]'"
+TORCH_HINT = RL_HINT
 
 
 def has_pretrained(scenario: str) -> bool:

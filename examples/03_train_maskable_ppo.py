@@ -37,6 +37,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import numpy as np  # noqa: E402
 
 from cluster_env import DEFAULT_SCENARIO  # noqa: E402
+from cluster_env.extras import exit_without_extra  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -278,6 +279,8 @@ def evaluate(args, model=None) -> dict:
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    # Without the rl extra: one line naming it, not a ModuleNotFoundError traceback.
+    exit_without_extra("rl", "examples/03_train_maskable_ppo.py", ("torch", "stable_baselines3", "sb3_contrib"))
     import torch
 
     torch.set_num_threads(args.threads)

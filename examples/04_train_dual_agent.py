@@ -43,6 +43,10 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def main(argv=None) -> None:
+    from cluster_env.extras import exit_without_extra
+
+    # Without the rl extra: one line naming it, not a ModuleNotFoundError traceback.
+    exit_without_extra("rl", "examples/04_train_dual_agent.py", ("torch",))
     import numpy as np
     import torch
 

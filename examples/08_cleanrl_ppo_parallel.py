@@ -29,6 +29,11 @@ from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+from cluster_env.extras import exit_without_extra  # noqa: E402
+
+# Without the rl extra: one line naming it, not a ModuleNotFoundError traceback.
+exit_without_extra("rl", "examples/08_cleanrl_ppo_parallel.py", ("torch",))
+
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402

@@ -28,7 +28,9 @@ HEAVY = frozenset({
     "test_benchmarks_smoke.py::test_headroom_smoke",
     "test_benchmarks_smoke.py::test_replay_benchmark_smoke",
     "test_benchmarks_smoke.py::test_suite_quick_reports_every_section",
+    "test_benchmarks_smoke.py::test_workload_csv_cache_benchmark_smoke",
     "test_cli_errors.py::test_module_attribute_policies_resolve_from_the_current_folder",
+    "test_custom_trace_cli.py::test_a_users_workload_is_parsed_once_per_process",
     "test_docs.py::test_python_examples_in_docs_run",
     "test_dual_agent.py::test_agent_never_touches_a_job_twice_in_one_instant",
     "test_dual_agent.py::test_cli_train_smoke_then_score_the_checkpoint",
@@ -75,7 +77,9 @@ HEAVY = frozenset({
     "test_examples_baselines.py::test_07_custom_heuristic",
     "test_examples_rl_path.py::test_cleanrl_ppo_parallel_tiny_budget",
     "test_flat_view_policy.py::test_adapter_reproduces_the_flat_view_episode",
+    "test_fresh_clone.py::test_pytest_collects_a_file_importing_tests_helpers",
     "test_fluctuation_calibration.py::test_calibration_is_sensitive_to_the_parameters",
+    "test_gittins.py::test_gittins_on_a_users_workload_is_refused_on_every_path",
     "test_invariants.py::test_invariants_hold_after_every_step",
     "test_kernels.py::test_environment_variable_selects_backend_and_rejects_typos",
     "test_kernels.py::test_machine_pool_compaction_keeps_results",
@@ -108,6 +112,8 @@ HEAVY = frozenset({
     "test_reliability.py::test_workers_die_with_their_parent",
     "test_safe_defaults.py::test_plain_ppo_benchmark_smoke",
     "test_safe_defaults.py::test_registered_views_pass_both_checkers_with_default_arguments",
+    "test_supersuit.py::test_defaults_are_the_views_rule_and_pass_the_pettingzoo_seed_test",
+    "test_supersuit.py::test_plain_ppo_trains_on_the_default_supersuit_env",
     "test_vector.py::test_benchmark_script_smoke",
 })
 

@@ -63,16 +63,24 @@ def run_episode(env, policy, seed: int = 0, max_steps: int = 1_000_000, on_step=
     return total, steps, infos
 
 
-#: Python code that makes torch and the SB3 packages unimportable, as in the base install (no
-#: ``rl`` extra): prepend it to a ``python -c`` program (the pytest process has torch loaded).
+#: Python code that makes the packages of every extra unimportable (torch, the SB3 packages,
+#: SuperSuit, Ray), as in the base install: prepend it to a ``python -c`` program (the pytest
+#: process has torch loaded). Forked worker processes inherit it.
 BLOCK_TORCH = """
 import sys
-class _NoTorch:
+class _NoExtras:
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in ("torch", "stable_baselines3", "sb3_contrib"):
+        if name.split(".")[0] in ("torch", "stable_baselines3", "sb3_contrib", "supersuit", "ray"):
             raise ModuleNotFoundError(f"No module named {name!r}")
-sys.meta_path.insert(0, _NoTorch())
+sys.meta_path.insert(0, _NoExtras())
 """
+
+
+def run_base_install(code: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run ``code`` (``sys.argv[1:]`` = ``args``) in a fresh interpreter as on the base install
+    (:data:`BLOCK_TORCH`), from the repository root; the completed process."""
+    return subprocess.run([sys.executable, "-c", BLOCK_TORCH + code, *args], capture_output=True, text=True,
+                          env=ONE_THREAD_ENV, cwd=ROOT, timeout=timeout)
 
 
 def run_python(code: str, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -112,3 +112,13 @@ def test_headroom_smoke(tmp_path):
     data = json.loads(out_file.read_text())
     assert data["rows"]["las+fastest"]["ratio"] == 1.0 and data["rows"]["las-migrate"]["distinct"] == 2
     assert {r["policy"] for r in data["records"]} == {"las+fastest", "las", "las-migrate", "srpt-clairvoyant"}
+
+
+def test_workload_csv_cache_benchmark_smoke():
+    """benchmarks/workload_csv_cache.py on a small trace: one parse, none in the episodes."""
+    script = SCRIPT.parent / "workload_csv_cache.py"
+    out = subprocess.run([sys.executable, str(script), "--rows", "3000", "--episodes", "2", "--jobs", "50"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert "trace: 3,000 jobs" in out.stdout
+    assert "0 parses during them (1 in all)" in out.stdout and "0 parses in any process" in out.stdout

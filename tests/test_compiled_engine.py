@@ -121,6 +121,24 @@ def test_truncation_identical():
     assert record["truncated"]
 
 
+@pytest.mark.parametrize("scenario,env_kwargs", [
+    # A tiny tick: one decision per tick, so only the step bound ends the episode (the compiled
+    # loop ran forever without it).
+    ("toy-v0", {"scheduling_tick": 1e-6}),
+    # issue 34's case, on a small window: las is cut by the bound through the API.
+    ("philly-hetero-v2", {"scheduling_tick": 0.5, "jobs_per_episode": 3}),
+])
+def test_default_step_bound_identical(scenario, env_kwargs):
+    """Without max_steps both paths apply the harness's bound (DEFAULT_STEPS_PER_JOB steps per
+    job): the same truncated record, cut at the same step."""
+    from cluster_env.wrappers._base import DEFAULT_STEPS_PER_JOB
+
+    record = _compare("las", scenario, 0, env_kwargs)
+    jobs = env_kwargs.get("jobs_per_episode", record["jobs_finished"] + record["jobs_unfinished"])
+    assert record["truncated"] and record["jobs_unfinished"] > 0
+    assert record["steps"] == DEFAULT_STEPS_PER_JOB * jobs
+
+
 def test_harness_uses_compiled_engine_with_identical_records(monkeypatch):
     tasks = make_tasks(["fifo", "tiresias+fastest", "random", "srpt-clairvoyant", "sjf-noisy+fastest"], ["philly-v1"], "test", [3],
                        {"jobs_per_episode": 60})

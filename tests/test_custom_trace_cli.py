@@ -2,10 +2,13 @@
 checks, the drawn job types printed, and overlapping windows said to overlap."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from baselines.cli import main as cluster_bench
 
+DATA = Path(__file__).resolve().parents[1] / "examples" / "data"
 COLUMNS = "submit_time=submission_time,duration=run_seconds,num_gpus=size"
 
 
@@ -52,3 +55,48 @@ def test_bad_column_maps_are_one_line_errors_before_any_episode(trace, tmp_path,
 def test_a_column_map_without_its_file_is_refused(tmp_path, capsys):
     assert cluster_bench(["run", "--workload-columns", COLUMNS, "--out", str(tmp_path)]) == 2
     assert "which is not given" in capsys.readouterr().err
+
+
+def test_a_users_workload_is_parsed_once_per_process(tmp_path, monkeypatch):
+    """Every env built on one user file shares one parse (a 1M-row file takes seconds): several
+    builds, then episodes through both engines, parse it once; another column mapping or a
+    changed file is parsed again; the shared arrays are read-only."""
+    import os
+    import shutil
+    from collections import OrderedDict
+
+    import baselines
+    import cluster_env
+    import cluster_env.loaders.workload_csv as wc
+
+    monkeypatch.setattr(wc, "_PARSED", OrderedDict())
+    parsed = []
+    real = wc.load_workload_csv
+
+    def counting(path, **kw):
+        parsed.append(str(path))
+        return real(path, **kw)
+
+    monkeypatch.setattr(wc, "load_workload_csv", counting)
+    jobs = tmp_path / "jobs.csv"
+    shutil.copy(DATA / "my_jobs.csv", jobs)
+    envs = [cluster_env.parallel_env("philly-v0", split="test", workload_csv=str(jobs)) for _ in range(3)]
+    for env in envs:
+        env.reset(seed=0)
+    assert len(parsed) == 1
+    assert envs[0].scenario.workload() is envs[2].scenario.workload()
+    assert not envs[0].scenario.workload().submit.flags.writeable
+    for engine in ("api", "auto"):
+        monkeypatch.setenv("CLUSTER_BENCH_ENGINE", engine)
+        records = baselines.evaluate("fifo", "philly-v0", seeds=range(3), env_kwargs={"workload_csv": str(jobs)},
+                                     backend="serial")
+        assert len(records) == 3 and records[0]["jobs_finished"] == 40
+    assert len(parsed) == 1
+    cluster_env.parallel_env("philly-v0", workload_csv=str(jobs), workload_columns={"tenant": None})
+    assert len(parsed) == 2                          # another mapping: another workload
+    with jobs.open("a") as f:
+        f.write("job-40,17100,600,1,ResNet-18 (batch size 128),rl\n")
+    stat = jobs.stat()
+    os.utime(jobs, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    env = cluster_env.parallel_env("philly-v0", workload_csv=str(jobs))
+    assert len(parsed) == 3 and env.scenario.workload().num_jobs == 41

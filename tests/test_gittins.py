@@ -2,6 +2,8 @@
 decision it changes against LAS, the training split as its only source, and the refusals."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -69,3 +71,39 @@ def test_named_gittins_resolves_with_its_scenario_and_plays_an_episode():
     a = run_episode(policy, "philly-v1", "test", 3, {"jobs_per_episode": 40}).record
     b = run_episode(resolve_policy("gittins", "philly-v1"), "philly-v1", "test", 3, {"jobs_per_episode": 40}).record
     assert a["jobs_finished"] == 40 and a["avg_jct"] == b["avg_jct"]
+
+
+@pytest.mark.parametrize("engine_mode", ["auto", "api"])
+def test_gittins_on_a_users_workload_is_refused_on_every_path(engine_mode, tmp_path, capsys, monkeypatch):
+    """cluster-bench resolves gittins for the base scenario; the played jobs are the user's file,
+    which has no training split apart from them: refused before any episode (compiled engine
+    and API alike), with the message of Gittins(scenario=<the user's scenario>)."""
+    from pathlib import Path
+
+    from baselines import engine
+    from baselines.cli import main as cluster_bench
+
+    monkeypatch.setenv(engine.ENGINE_ENV_VAR, engine_mode)
+    jobs = str(Path(__file__).resolve().parents[1] / "examples" / "data" / "my_jobs.csv")
+    out = tmp_path / "res"
+    for no_plots in (["--no-plots"], []):
+        assert cluster_bench(["run", "--scenario", "philly-v1", "--workload-csv", jobs, "--policies", "fifo,gittins",
+                              "--seeds", "0", "--out", str(out), "--quiet", *no_plots]) == 2
+        err = capsys.readouterr().err
+        assert "no training split apart from its other splits" in err and "philly-v1+my_jobs.csv" in err
+        assert not out.exists()
+    # Below the CLI: each engine refuses it by itself too.
+    kw = {"workload_csv": jobs}
+    with pytest.raises(ValueError, match="no training split apart from its other splits"):
+        run_episode(resolve_policy("gittins", "philly-v1"), "philly-v1", "test", 0, kw)
+    if engine.available():
+        with pytest.raises(ValueError, match="no training split apart from its other splits"):
+            engine.run_compiled_episode("gittins", "philly-v1", "test", 0, kw)
+    # The default policies of a run on the user's file leave gittins out, and say so.
+    from baselines.cli import default_policies, own_workload_defaults
+
+    assert own_workload_defaults(default_policies("philly-v1"))[1] == ["gittins"]
+    assert cluster_bench(["run", "--scenario", "philly-v1", "--workload-csv", jobs, "--seeds", "0", "--out", str(out),
+                          "--quiet", "--no-plots", "--env", "jobs_per_episode=5"]) == 0
+    assert "leave out gittins" in capsys.readouterr().out
+    assert "gittins" not in {r["policy"] for r in json.loads((out / "results.json").read_text())["episodes"]}

@@ -56,6 +56,17 @@ def test_mapped_column_not_in_header(tmp_path):
     check(err, p, 0, "workers")
 
 
+@pytest.mark.parametrize("columns,fields", [
+    ({"submit_time": "duration"}, ("submit_time", "duration")),               # with a field read by its alias
+    ({"submit_time": "start", "num_gpus": "start"}, ("submit_time", "num_gpus")),  # two mapped fields
+])
+def test_two_fields_reading_one_column_are_refused(tmp_path, columns, fields):
+    p, err = load_bad(tmp_path, "a,0,5,1,3\n", header="job_id,submit_time,duration,num_gpus,start\n",
+                      columns=columns)
+    msg = check(err, p, 0, next(iter(columns.values())))
+    assert f"fields {fields[0]!r} and {fields[1]!r} both read column" in msg and "workload_columns=" in msg
+
+
 def test_empty_file(tmp_path):
     p = write(tmp_path, "empty.csv", "")
     with pytest.raises(DataError) as err:

@@ -70,6 +70,42 @@ def test_labels_tell_files_apart_and_refuse_real_duplicates(tmp_path):
         policy_labels(["fifo", "FIFO"])
 
 
+@pytest.mark.parametrize("policies,spelling", [
+    ("fifo,fifo+first-fit", "the baseline 'fifo'"), ("las-q15,las-q15.0", "the baseline 'las-q15'"),
+    ("oracle,srpt-clairvoyant", "the baseline 'srpt-clairvoyant'"), ("tiresias,2dlas+best-fit", "'tiresias'"),
+    ("las-migrate,las-migrate1.5", "the baseline 'las-migrate'"),
+    ("dual-priority,dual_agent/pretrained/philly-hetero-v1.priority.json", "philly-hetero-v1.priority.json"),
+    ("dual,dual-priority", "philly-hetero-v1.priority.json")])
+def test_two_spellings_of_one_policy_are_refused_naming_both(policies, spelling, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "res"
+    with pytest.warns(FutureWarning) if "oracle" in policies else _no_warning():
+        code = cluster_bench(["run", "--scenario", "philly-hetero-v1", "--policies", policies, "--seeds", "0",
+                              "--out", str(out), "--backend", "serial", "--quiet"])
+    assert code == 2
+    captured = capsys.readouterr()
+    first, second = policies.split(",")
+    _one_line_error(captured.err, f"{first!r} and {second!r} are two spellings of")
+    assert spelling in captured.err
+    assert "policies x" not in captured.out and not (out / "results.json").exists()
+
+
+def test_canonical_names_tell_different_policies_apart():
+    from baselines.registry import canonical_name
+
+    assert canonical_name("las-q15.0") == canonical_name("las-q15+consolidate") == "las-q15"
+    assert canonical_name("las-q15") != canonical_name("las-q15+fastest")
+    assert canonical_name("las-migrate2") != canonical_name("las-migrate")
+    assert canonical_name("fifo") != canonical_name("fifo-strict") != canonical_name("fifo+consolidate")
+    assert canonical_name("dual") is None and canonical_name("nonsense") is None
+
+
+def _no_warning():
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
 @pytest.mark.parametrize("policies", ["fifo,fifo", "fifo,FIFO"])
 def test_a_policy_given_twice_is_refused_before_any_episode(policies, tmp_path, capsys):
     out = tmp_path / "res"

@@ -38,7 +38,7 @@ def test_flat_parallel_env_reproduces_the_parallel_env_episode():
 
 
 def test_flat_parallel_env_padded_actions():
-    strict = flat_parallel_env("philly-v0", **SMALL)
+    strict = flat_parallel_env("philly-v0", invalid_action="raise", **SMALL)
     strict.reset(seed=0)                              # ORDER: the orderer has fewer actions than A
     with pytest.raises(InvalidActionError, match="padding index"):
         strict.step({"orderer": strict.n_actions - 1, "placer": strict._n["placer"] - 1})
@@ -75,3 +75,48 @@ def test_supersuit_vector_wrappers_and_maskable_ppo():
     first = vec.reset()
     vec.seed(5)
     np.testing.assert_array_equal(vec.reset(), first)
+
+
+def test_defaults_are_the_views_rule_and_pass_the_pettingzoo_seed_test():
+    """One default for forbidden actions in every wrapper an agent trains on: the flat parallel
+    env (under supersuit_vec_env) falls back, charges the penalty and bounds the episode, as
+    the views do; PettingZoo's seed test, which samples actions without masks, passes on it as
+    built by default. The parallel env itself stays strict (DESIGN: an error by default)."""
+    from pettingzoo.test import parallel_seed_test
+
+    from cluster_env.wrappers._base import DEFAULT_INVALID_PENALTY, DEFAULT_STEPS_PER_JOB
+
+    parallel_seed_test(lambda: flat_parallel_env("toy-v0"))
+    parallel_seed_test(lambda: flat_parallel_env(**SMALL), num_cycles=200)   # the default scenario
+    env, twin = flat_parallel_env("philly-v0", **SMALL), flat_parallel_env("philly-v0", **SMALL)
+    assert env.env.sched.invalid_action == "fallback"
+    assert env.env.sched.max_steps == DEFAULT_STEPS_PER_JOB * SMALL["jobs_per_episode"]
+    env.reset(seed=2)
+    twin.reset(seed=2)
+    masks = env.action_masks()
+    forbidden = int(np.flatnonzero(~masks["orderer"])[0])
+    noop = env._n["placer"] - 1
+    _, rewards, _, _, infos = env.step({"orderer": forbidden, "placer": noop})
+    _, ref, _, _, _ = twin.step({"orderer": int(np.flatnonzero(masks["orderer"])[0]), "placer": noop})
+    assert infos["orderer"]["invalid_action"] and env.env.sim.placing == twin.env.sim.placing
+    assert rewards["orderer"] == ref["orderer"] - DEFAULT_INVALID_PENALTY and rewards["placer"] == ref["placer"]
+    assert type(rewards["orderer"]) is float
+    with pytest.raises(InvalidActionError):
+        strict = cluster_env.parallel_env("philly-v0", **SMALL)
+        strict.reset(seed=2)
+        strict.step({"orderer": forbidden, "placer": noop})
+
+
+def test_plain_ppo_trains_on_the_default_supersuit_env():
+    """PPO reads no mask: on supersuit_vec_env's defaults it takes forbidden actions and trains on."""
+    pytest.importorskip("supersuit")
+    torch = pytest.importorskip("torch")
+    from stable_baselines3 import PPO
+
+    from cluster_env.wrappers import supersuit_vec_env
+
+    torch.set_num_threads(1)
+    vec = supersuit_vec_env("philly-v0", "train", n_envs=1, **SMALL)
+    model = PPO("MlpPolicy", vec, n_steps=128, batch_size=64, n_epochs=1, seed=0, device="cpu")
+    model.learn(256)
+    assert model.num_timesteps >= 256

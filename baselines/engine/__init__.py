@@ -16,7 +16,8 @@ GPU-service table from the scenario's training split, :func:`_gittins_table`),
 the placers ``first-fit``, ``consolidate`` (``best-fit``), ``spread``, ``fastest``, ``clairvoyant`` (deprecated ``oracle``) and
 ``random``: the named baselines ``fifo``, ``fifo-strict``, ``sjf``, ``las``, ``tiresias``, ``gittins``,
 ``srpt-clairvoyant``, ``random`` and any ``ORDERER+PLACER`` composition of those; every scenario and every
-world effect; ``max_steps`` / ``max_time``. Not supported (API path): ``sjf-noisy``, the random
+world effect; ``max_steps`` / ``max_time`` (without ``max_steps``, the harness's bound of
+``DEFAULT_STEPS_PER_JOB`` steps per job, as the API path sets it). Not supported (API path): ``sjf-noisy``, the random
 orderer with ``preemption=True``, policy objects and plugins, a non-default reward, another
 observation layout (``observation="extended"``), a render mode, recorded episodes
 (``record=True``: timelines and series come from the simulator's logs), and the numpy kernel
@@ -312,17 +313,20 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     array (:func:`_migration_array`), None for ``policy``'s orderer's."""
     from gymnasium.utils import seeding
 
-    from baselines.harness.episode import EpisodeResult, env_label, world_line
+    from baselines.harness.episode import EpisodeResult, check_fits, env_label, world_line
     from baselines.orderers import TIRESIAS_QUEUE_LIMITS
     from cluster_env.core.metrics import METRIC_KEYS, compute_metrics
     from cluster_env.core.simulator import ClusterSimulator
     from cluster_env.scenarios.load import offered_load
     from cluster_env.world.throughputs import comm_intensity
+    from cluster_env.wrappers._base import default_max_steps
 
     loop = _loop_module()
     env = _env_for(policy, scenario, split, env_kwargs, allow_env_mismatch)
     if env._jct_unit is None:
         raise Unsupported("a non-default reward runs through the API")
+    composed = _make(policy, scenario)
+    check_fits(composed, env)          # the API path's refusals (gittins on a user's workload)
     t0 = time.perf_counter()
     # env.reset(seed): the same generator, drawn from in the same order.
     rng, _ = seeding.np_random(seed)
@@ -336,8 +340,11 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     if (codes[0] == L.O_ORACLE or codes[1] == L.P_ORACLE) and not env.sched.clairvoyant:
         raise Unsupported("the oracle reads durations: without clairvoyant=True it runs (and fails) "
                           "through the API")
-    composed = _make(policy, scenario)
     state = _build_state(env, sim, codes, getattr(composed.orderer, "min_quantum", 0.0))
+    # The API path's step bound (baselines.harness.episode.bound_steps) when none is set: the
+    # same truncated records, and every episode ends (a tiny scheduling tick otherwise loops on).
+    if env.sched.max_steps is None:
+        state[13][L.MAX_STEPS] = default_max_steps(env)
     if mig is None:
         mig = _migration_array(composed.orderer)
     if placer_weights is not None or mig[5] != 0:

@@ -8,8 +8,10 @@ two different policies must never share one, and one policy must not be scored t
   ``last.priority.json``) get the shortest trailing part of their folder that tells them apart:
   ``trA/last.priority.json`` and ``tp8/last.priority.json`` are ``dual-priority(trA/last)`` and
   ``dual-priority(tp8/last)``;
-* the same policy given twice (``fifo,fifo``, ``fifo,FIFO``, one file by two spellings) or two
-  different policies with one name that no file tells apart are a :class:`DuplicatePolicyError`.
+* the same policy given twice (``fifo,fifo``, ``fifo,FIFO``, one file by two spellings, two
+  spellings of one baseline such as ``fifo,fifo+first-fit``, a named agent and its file such as
+  ``dual-priority`` and the shipped ``.priority.json``: :func:`policy_identity`) or two different
+  policies with one name that no file tells apart are a :class:`DuplicatePolicyError`.
 """
 from __future__ import annotations
 
@@ -34,6 +36,44 @@ def spec_file(spec: Any) -> Optional[Path]:
         return path.resolve() if path.is_file() else None
     except (OSError, RuntimeError, ValueError):
         return None
+
+
+def policy_identity(spec: Any, scenario: Optional[str] = None) -> Optional[str]:
+    """What ``spec`` scores, whatever its spelling: ``file:<resolved path>`` for a file given by
+    path or loaded by a package's named policy (``dual`` and ``dual-priority`` load the shipped
+    agent's), ``baseline:<canonical name>`` for a baseline (``fifo+first-fit`` is ``fifo``,
+    ``las-q15.0`` is ``las-q15``: :func:`baselines.registry.canonical_name`); None for anything
+    else (an object, ``module:attribute``, an unknown name)."""
+    from baselines.registry import canonical_name
+    from cluster_env.wrappers.policies import plugin_policy_source
+
+    if not isinstance(spec, str):
+        return None
+    path = spec_file(spec)
+    if path is not None:
+        return f"file:{path}"
+    canonical = canonical_name(spec)
+    if canonical is not None:
+        return f"baseline:{canonical}"
+    source = plugin_policy_source(spec.strip(), scenario)
+    if source is not None:
+        return f"file:{spec_file(source) or source}"
+    return None
+
+
+def _refuse_same_identity(specs: Sequence[Any], scenario: Optional[str]) -> None:
+    """:class:`DuplicatePolicyError` naming both spellings when two specs score one policy."""
+    seen: dict[str, int] = {}
+    for i, spec in enumerate(specs):
+        identity = policy_identity(spec, scenario)
+        if identity is None:
+            continue
+        if identity in seen:
+            what = identity.partition(":")[2]
+            kind = f"the baseline {what!r}" if identity.startswith("baseline:") else f"the policy in {what}"
+            raise DuplicatePolicyError(f"{specs[seen[identity]]!r} and {spec!r} are two spellings of {kind}: "
+                                       "each policy may appear once in a run")
+        seen[identity] = i
 
 
 def _origins(files: Sequence[Path]) -> list[str]:
@@ -96,4 +136,5 @@ def policy_labels(specs: Sequence[Any], scenario: Optional[str] = None,
             raise DuplicatePolicyError(f"{_spec_text(specs[seen[label]], label)!r} and {_spec_text(specs[i], label)!r} "
                                        f"would both be labelled {label!r}; rename one of them")
         seen[label] = i
+    _refuse_same_identity(specs, scenario)
     return labels

@@ -147,6 +147,27 @@ def check_score_files(targets: Sequence[tuple["str | Path", Optional[Sequence[st
     return checks
 
 
+def missing_extra_reason(path: "str | Path", scenarios: Optional[Sequence[str]] = None) -> Optional[str]:
+    """Why the scores file ``path`` cannot be checked in this install, None when it can: the
+    one-line error of its first policy that needs an extra that is not installed (the base
+    install has no torch, so the files holding the torch agent's scores cannot be checked there).
+    Baseline names need no extra and are not resolved."""
+    from baselines.harness.sweep import resolve_policy
+    from baselines.registry import canonical_name
+    from cluster_env.extras import MissingExtraError
+
+    stored = load_scores(path)["scores"]
+    for scenario in (list(stored) if scenarios is None else [s for s in scenarios if s in stored]):
+        for policy in sorted(stored[scenario]):
+            if canonical_name(policy) is not None:
+                continue
+            try:
+                resolve_policy(policy, scenario)
+            except MissingExtraError as exc:
+                return f"{policy!r} on {scenario}: {exc}"
+    return None
+
+
 def _compare(data: dict, scenarios: Sequence[str], seeds: Sequence[int], got: dict) -> tuple[list[Drift], int]:
     rel_tol = float(data.get("rel_tol", DEFAULT_REL_TOL))
     abs_tol = float(data.get("abs_tol", DEFAULT_ABS_TOL))

@@ -500,7 +500,9 @@ def _run_ray(tasks: Sequence[Task], workers: int, bar, address: Optional[str], r
     try:
         import ray
     except ImportError as exc:
-        raise ImportError("the ray backend needs Ray: pip install 'hetero-cluster-sched[ray]'") from exc
+        from cluster_env.extras import missing_extra
+
+        raise missing_extra("ray", "the ray backend", exc) from exc
     started = False
     if not ray.is_initialized():
         if address:

@@ -20,10 +20,11 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from baselines.rllib.policy import RLlibPolicy
+from cluster_env.extras import RLLIB_HINT, missing_extra
 from baselines.rllib.view import AgentViews, MaskedFlatParallelEnv, squash
 
 #: What to install when RLlib (or torch) is missing.
-INSTALL_HINT = "pip install '.[rllib]'"
+INSTALL_HINT = RLLIB_HINT
 AGENTS = ("orderer", "placer")
 
 
@@ -33,8 +34,7 @@ def require_rllib() -> None:
         import ray.rllib  # noqa: F401
         import torch  # noqa: F401
     except ImportError as e:
-        raise ImportError(f"RLlib training and scoring need ray[rllib] and torch ({e}); "
-                          f"install them with {INSTALL_HINT}") from None
+        raise missing_extra("rllib", "RLlib training and scoring", e) from None
 
 
 def dual_ppo_config(scenario: str, env_overrides: Optional[dict] = None, **kwargs: Any) -> Any:

@@ -10,11 +10,11 @@ from .clusters import (cluster_report, openb_cluster, packaged_cluster, packaged
                        pai_cluster, philly_cluster, scale_cluster, spot_cluster)
 from .csvio import MAX_COUNT, MAX_GPUS, MAX_SECONDS, MAX_TIMESTAMP, read_csv
 from .traces import openb_pods, philly_trace
-from .workload_csv import load_workload_csv
+from .workload_csv import cached_workload_csv, load_workload_csv
 
 __all__ = [
     "DISTRIBUTED_JOB_TYPES", "MAX_COUNT", "MAX_GPUS", "MAX_SECONDS", "MAX_TIMESTAMP",
-    "assign_job_types", "check_workload_fits", "cluster_report", "load_cluster_csv",
+    "assign_job_types", "cached_workload_csv", "check_workload_fits", "cluster_report", "load_cluster_csv",
     "load_workload_csv", "openb_cluster", "openb_pods", "packaged_cluster",
     "packaged_cluster_names", "pai_cluster", "philly_cluster", "philly_trace", "read_cluster_csv",
     "read_csv", "scale_cluster", "spot_cluster",

@@ -433,6 +433,12 @@ def read_csv(path: PathLike, *, required: Mapping[str, Sequence[str]],
                 if is_required:
                     missing.append((canonical, aliases))
                 continue
+        other = next((f for f, k in table.fields.items() if k == j), None)
+        if other is not None:   # one column read as two fields: one of them is surely wrong
+            mapped = [f for f in (other, canonical) if f in columns]
+            raise DataError(f"fields {other!r} and {canonical!r} both read column {header[j]!r}"
+                            f"{' (mapped by ' + columns_arg + '=)' if mapped else ''}; map each field to its "
+                            f"own column", file=display, row=0, field=header[j])
         table.fields[canonical] = j
         table.field_names[canonical] = header[j]
     if missing:     # every missing column at once, and the argument that maps them

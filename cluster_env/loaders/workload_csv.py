@@ -47,6 +47,7 @@ Rules (each one applied is counted in ``Workload.report``; nothing is dropped si
 from __future__ import annotations
 
 import warnings
+from collections import OrderedDict
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
@@ -57,7 +58,7 @@ from ..errors import DataError
 from ..world.gpu_catalog import canonical_gpu_name
 from ..world.throughputs import JOB_TYPES
 from .assign import assign_job_types
-from .csvio import MAX_GPUS, MAX_SECONDS, MIN_DURATION, CsvTable, PathLike, read_csv
+from .csvio import MAX_GPUS, MAX_SECONDS, MIN_DURATION, CsvTable, PathLike, check_column_map, read_csv
 
 REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
     "submit_time": ("timestamp", "submit", "submit_time", "arrival_time", "creation_time"),
@@ -300,3 +301,34 @@ def load_workload_csv(path: PathLike, *, columns: Optional[Mapping[str, Optional
     """
     table = read_csv(path, required=REQUIRED_FIELDS, optional=OPTIONAL_FIELDS, columns=columns, columns_arg='workload_columns')
     return workload_from_table(table, name=name or display_name(path), seed=seed)
+
+
+#: Workloads parsed by :func:`cached_workload_csv` in this process, most recently used last.
+_PARSED: "OrderedDict[tuple, Workload]" = OrderedDict()
+#: How many parsed files the cache keeps (a 1M-job workload holds about 100 MB).
+PARSED_CACHE_SIZE = 4
+
+
+def cached_workload_csv(path: PathLike, *, columns: Optional[Mapping[str, Optional[str]]] = None) -> Workload:
+    """:func:`load_workload_csv` parsed once per process while the file is unchanged: every
+    environment built on one user file (one per episode in the harness: a 1M-row file takes
+    seconds to parse) shares one :class:`Workload`, keyed by the path as given and resolved, the
+    file's size and modification time, and the column mapping. Its arrays are read-only, since
+    every environment reads the same ones. Worker processes forked after the first build inherit
+    it; others parse once each."""
+    columns = check_column_map(columns, "workload_columns")
+    p = Path(path)
+    stat = p.stat()                 # FileNotFoundError names the path, as the loader's would
+    key = (str(path), str(p.resolve()), stat.st_size, stat.st_mtime_ns, tuple(sorted(columns.items())))
+    workload = _PARSED.get(key)
+    if workload is None:
+        workload = load_workload_csv(path, columns=columns or None)
+        for array in (workload.submit, workload.duration, workload.gpus, workload.job_type, workload.tenant,
+                      workload.source_row):
+            if array is not None:
+                array.setflags(write=False)
+        _PARSED[key] = workload
+        while len(_PARSED) > PARSED_CACHE_SIZE:
+            _PARSED.popitem(last=False)
+    _PARSED.move_to_end(key)
+    return workload

@@ -132,7 +132,7 @@ def custom_scenario(base: Scenario, *, workload_csv: Optional[str] = None, clust
     arrivals are rescaled only when the environment is given ``load=``), so that results are about
     exactly the jobs given.
     """
-    from cluster_env.loaders import load_cluster_csv, load_workload_csv
+    from cluster_env.loaders import cached_workload_csv, load_cluster_csv
     from cluster_env.scenarios.hardware import apply_hardware_world, hardware_world
 
     if cluster is not None and cluster_csv is not None:
@@ -152,7 +152,7 @@ def custom_scenario(base: Scenario, *, workload_csv: Optional[str] = None, clust
         scenario = replace(scenario, cluster=lambda: user_cluster, hardware=hardware_world(gpus),
                            world=apply_hardware_world(scenario.world, gpus))
     if workload_csv is not None:
-        workload = load_workload_csv(workload_csv, columns=workload_columns)
+        workload = cached_workload_csv(workload_csv, columns=workload_columns)     # parsed once per process
         scenario = replace(scenario, name=f"{scenario.name}+{Path(str(workload_csv)).name}", workload=lambda: workload,
                            splits=dict(WHOLE_SPLITS), jobs_per_episode=None, time_scale=1.0, load=None,
                            repeat=1, workload_file=str(workload_csv))

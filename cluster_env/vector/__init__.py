@@ -35,6 +35,9 @@ from cluster_env.vector.env import INVALID_ACTIONS, ClusterVectorEnv, vector_env
 def __getattr__(name: str) -> Any:
     # The SB3 adapter imports stable_baselines3 (and torch): only on demand.
     if name in ("ClusterSB3VecEnv", "sb3_vec_env"):
+        from cluster_env.extras import require_extra
+
+        require_extra("rl", f"cluster_env.vector.{name}", ("stable_baselines3",))
         from cluster_env.vector import sb3
 
         return getattr(sb3, name)

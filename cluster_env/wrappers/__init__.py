@@ -67,11 +67,15 @@ PLACER_ID = VIEW_IDS["placer"]
 def __getattr__(name: str) -> Any:
     # ParallelVecEnv imports stable_baselines3, hence only on demand (and not in __all__, so that
     # ``from cluster_env.wrappers import *`` does not load it either).
+    from cluster_env.extras import require_extra
+
     if name == "ParallelVecEnv":
+        require_extra("rl", f"cluster_env.wrappers.{name}", ("stable_baselines3",))
         from cluster_env.wrappers.sb3_vec import ParallelVecEnv
 
         return ParallelVecEnv
     if name in ("MaskedVecEnv", "supersuit_vec_env"):
+        require_extra("rl", f"cluster_env.wrappers.{name}", ("stable_baselines3", "supersuit"))
         from cluster_env.wrappers import ss_vec
 
         return getattr(ss_vec, name)

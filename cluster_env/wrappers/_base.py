@@ -41,6 +41,13 @@ def default_max_steps(env: ClusterParallelEnv) -> int:
     return DEFAULT_STEPS_PER_JOB * episode_jobs(env)
 
 
+def check_invalid_penalty(value: Any) -> float:
+    """``invalid_penalty`` as a float; ValueError unless it is a finite number >= 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:
+        raise ValueError(f"invalid_penalty must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
 def as_action(action: Any, n: int) -> int:
     """An integer action from an int, a numpy integer or a one-element integer array."""
     if isinstance(action, np.ndarray) and action.size == 1 and np.issubdtype(action.dtype, np.integer):
@@ -74,10 +81,7 @@ class ClusterView(gymnasium.Env):
         else:
             mode = env.sched.invalid_action
         self.invalid_action = mode
-        if isinstance(invalid_penalty, bool) or not isinstance(invalid_penalty, (int, float)) \
-                or not np.isfinite(invalid_penalty) or invalid_penalty < 0:
-            raise ValueError(f"invalid_penalty must be a finite number >= 0, got {invalid_penalty!r}")
-        self.invalid_penalty = float(invalid_penalty)
+        self.invalid_penalty = check_invalid_penalty(invalid_penalty)
         self.env = env
         self.render_mode = env.render_mode
         self._noop = {a: env.action_space(a).n - 1 for a in AGENTS}
@@ -219,5 +223,6 @@ class SingleAgentView(ClusterView):
         return self._last_obs.copy()
 
 
-__all__ = ["ClusterView", "DEFAULT_STEPS_PER_JOB", "SingleAgentView", "as_action", "default_max_steps",
+__all__ = ["ClusterView", "DEFAULT_STEPS_PER_JOB", "SingleAgentView", "as_action", "check_invalid_penalty",
+           "default_max_steps",
            "episode_jobs"]

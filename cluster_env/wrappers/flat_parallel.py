@@ -18,10 +18,15 @@ Action masks            the ``action_mask`` segment of each observation; ``actio
 Reward, episode end     the parallel env's (shared reward)
 ======================  =====================================================================
 
-Forbidden actions follow the wrapped env's ``invalid_action`` (strict ``"raise"`` by default,
-like the parallel env; a padded index is a forbidden action like any other: with ``"noop"`` it
-is ignored and counts towards ``max_steps``, with ``"fallback"`` the acting agent's lowest
-allowed action is played).
+Forbidden actions: the single-agent views' defaults, one rule for every wrapper an agent trains
+on (an agent that reads no mask, such as plain PPO through :func:`supersuit_vec_env`, and
+PettingZoo's ``parallel_seed_test``, which samples actions without masks, must not crash it):
+``invalid_action="fallback"`` (the acting agent's lowest allowed action is played and flagged in
+``infos[agent]["invalid_action"]``), ``invalid_penalty`` (0.1) off the reward of each agent whose
+action was forbidden, and ``max_steps`` at 1000 steps per job of the episode. A padded index is a
+forbidden action like any other. ``invalid_action="noop"`` ignores it instead (it counts towards
+``max_steps``), ``"raise"`` raises, as the parallel env itself does by default (DESIGN: an error
+for agents that mask). With ``env=`` an existing parallel env's own rule is kept.
 
 For Stable-Baselines3 through SuperSuit, use :func:`cluster_env.wrappers.supersuit_vec_env`
 (which adds what SuperSuit's SB3 wrapper lacks: ``seed()`` and ``action_masks`` for
@@ -29,6 +34,7 @@ sb3-contrib's ``MaskablePPO``).
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Optional
 
 import numpy as np
@@ -38,7 +44,8 @@ from pettingzoo import ParallelEnv
 from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 from cluster_env.envs.cluster_parallel import PLACE, ClusterParallelEnv
 from cluster_env.errors import InvalidActionError
-from cluster_env.wrappers._base import as_action
+from cluster_env.wrappers._base import (DEFAULT_INVALID_PENALTY, VIEW_INVALID_ACTIONS, as_action,
+                                        check_invalid_penalty, default_max_steps)
 from cluster_env.wrappers.layout import FlatLayout
 
 
@@ -46,11 +53,16 @@ class FlatParallelEnv(ParallelEnv):
     """See the module docstring: the parallel env with one flat Box space for both agents."""
 
     def __init__(self, scenario: Any = DEFAULT_SCENARIO, split: str = "train", *,
-                 env: Optional[ClusterParallelEnv] = None, **overrides: Any) -> None:
+                 env: Optional[ClusterParallelEnv] = None, invalid_penalty: float = DEFAULT_INVALID_PENALTY,
+                 **overrides: Any) -> None:
         if env is None:
+            overrides.setdefault("invalid_action", VIEW_INVALID_ACTIONS[0])      # the views' default
             env = ClusterParallelEnv(scenario=scenario, split=split, **overrides)
+            if env.sched.max_steps is None and "max_steps" not in overrides:
+                env.sched = replace(env.sched, max_steps=default_max_steps(env))
         elif overrides:
             raise TypeError(f"pass either env= or overrides, not both (got {sorted(overrides)})")
+        self.invalid_penalty = check_invalid_penalty(invalid_penalty)
         self.env = env
         self.metadata = {**env.metadata, "name": "hetero_cluster_flat_v0"}
         self.render_mode = env.render_mode
@@ -97,11 +109,19 @@ class FlatParallelEnv(ParallelEnv):
                         "actions its mask allows (sb3-contrib's MaskablePPO reads them) or pass invalid_action='noop'")
                 if agent == acting:             # ignored ("noop") or the lowest allowed ("fallback")
                     obs, rewards, terms, truncs, infos = env.ignore_step(agent)
-                    return self._view(obs), rewards, terms, truncs, infos
+                    return self._view(obs), self._penalised(rewards, infos), terms, truncs, infos
                 a = 0                           # any action but the no-op: forbidden, flagged
             sent[agent] = a
         obs, rewards, terms, truncs, infos = env.step(sent)
-        return self._view(obs), rewards, terms, truncs, infos
+        return self._view(obs), self._penalised(rewards, infos), terms, truncs, infos
+
+    def _penalised(self, rewards: dict, infos: dict) -> dict:
+        """``rewards`` less ``invalid_penalty`` for each agent whose action was forbidden."""
+        if self.invalid_penalty:
+            for agent, info in infos.items():
+                if info.get("invalid_action"):
+                    rewards[agent] = float(rewards[agent] - self.invalid_penalty)
+        return rewards
 
     def action_masks(self) -> dict[str, np.ndarray]:
         """Each agent's allowed actions now (bool, shape ``(A,)``)."""

@@ -93,6 +93,18 @@ def plugin_policy(name: str, scenario: Optional[str] = None) -> Any:
     return None
 
 
+def plugin_policy_source(name: str, scenario: Optional[str] = None) -> Optional[str]:
+    """The file that the policy a package registers under ``name`` loads for ``scenario`` (its
+    factory's ``source(scenario)``, e.g. ``dual``'s shipped agent), None when it says none: two
+    names that load one file are one policy (a run refuses it twice)."""
+    for ep in _entry_points(POLICY_GROUP):
+        if ep.name == name:
+            source = getattr(ep.load(), "source", None)
+            found = source(scenario) if callable(source) and scenario is not None else None
+            return None if found is None else str(found)
+    return None
+
+
 def resolve_policy(spec: Any, scenario: Optional[str] = None) -> Any:
     """A policy object from ``spec``: a built-in name, a name an installed package registers
     (entry points, e.g. ``baselines``' ``"sjf"``), or a policy object."""
@@ -112,4 +124,4 @@ def resolve_policy(spec: Any, scenario: Optional[str] = None) -> Any:
 
 
 __all__ = ["BUILTIN_POLICIES", "FirstAllowedPolicy", "POLICY_GROUP", "RESOLVER_GROUP", "RandomMaskedPolicy",
-           "plugin_policies", "plugin_policy", "resolve_policy"]
+           "plugin_policies", "plugin_policy", "plugin_policy_source", "resolve_policy"]

@@ -75,7 +75,10 @@ class MaskedVecEnv(VecEnvWrapper):
 def supersuit_vec_env(scenario: Any = DEFAULT_SCENARIO, split: str = "train", n_envs: int = 1, num_cpus: int = 0,
                       **overrides: Any) -> MaskedVecEnv:
     """An SB3 vector env of ``n_envs`` copies of the parallel env through SuperSuit (two entries per
-    copy: orderer and placer, one shared policy), ready for ``MaskablePPO``."""
+    copy: orderer and placer, one shared policy), ready for ``MaskablePPO`` and, with the views'
+    defaults for forbidden actions (:class:`~cluster_env.wrappers.flat_parallel.FlatParallelEnv`:
+    ``invalid_action="fallback"``, ``invalid_penalty`` 0.1, ``max_steps`` 1000 per job), for plain
+    PPO, which reads no mask. ``overrides`` go to :func:`flat_parallel_env`."""
     import supersuit as ss
 
     from cluster_env.wrappers.flat_parallel import flat_parallel_env

@@ -64,8 +64,11 @@ def make_vec_env(view: str = "flat", n_envs: int = 1, scenario: Any = DEFAULT_SC
     ``overrides`` go to the view (``fixed_policy=`` for the single-agent views) and to
     :func:`cluster_env.parallel_env` (``jobs_per_episode``, ``preemption``, ...).
     """
+    from cluster_env.extras import require_extra
+
     if n_envs < 1:
         raise ValueError(f"n_envs must be >= 1, got {n_envs}")
+    require_extra("rl", "make_vec_env", ("stable_baselines3",))     # every view's vector env is SB3's
     kwargs = {"scenario": scenario, "split": split, **overrides}
     if view == "vector":
         if subprocess:

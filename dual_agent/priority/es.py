@@ -277,8 +277,10 @@ class _Runner:
     def _start_ray(self, workers: int, address: Optional[str]) -> None:
         try:
             import ray
-        except ImportError:
-            raise ImportError("backend='ray' needs Ray: pip install 'ray>=2.50,<2.61'") from None
+        except ImportError as exc:
+            from cluster_env.extras import missing_extra
+
+            raise missing_extra("ray", "backend='ray'", exc) from None
         if not ray.is_initialized():
             if address:
                 ray.init(address=address, log_to_driver=False)
