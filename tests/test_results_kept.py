@@ -368,11 +368,14 @@ def test_a_library_import_keeps_ctrl_c_as_keyboard_interrupt():
 
 
 def test_a_mapped_column_blames_the_field_it_was_mapped_to(tmp_path, capsys):
-    assert cluster_bench(["run", "--scenario", "toy-v0", "--cluster-csv", str(ROOT / "examples/data/my_cluster.csv"),
-                          "--cluster-columns", "num_gpus=gpu_type", "--policies", "fifo", "--seeds", "0",
+    # num_gpus read from a text column that no other field reads (two fields on one column are refused as such)
+    csv = tmp_path / "cluster.csv"
+    csv.write_text("machine,gpu_type,gpus,kind,count\nk80-node,K80,4,big,2\nv100-node,V100,8,small,1\n")
+    assert cluster_bench(["run", "--scenario", "toy-v0", "--cluster-csv", str(csv),
+                          "--cluster-columns", "num_gpus=kind", "--policies", "fifo", "--seeds", "0",
                           "--no-plots", "--quiet", "--out", str(tmp_path / "out")]) == 2
     line = capsys.readouterr().err.splitlines()[0]
-    assert "field 'num_gpus'" in line and "column 'gpu_type'" in line and "field 'gpu_type'" not in line
+    assert "field 'num_gpus'" in line and "column 'kind'" in line and "field 'kind'" not in line
 
 
 def test_a_sweep_plot_that_fails_after_the_episodes_keeps_the_results(tmp_path, monkeypatch, capsys):
