@@ -312,7 +312,7 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     array (:func:`_migration_array`), None for ``policy``'s orderer's."""
     from gymnasium.utils import seeding
 
-    from baselines.harness.episode import EpisodeResult, env_label
+    from baselines.harness.episode import EpisodeResult, env_label, fallback_columns
     from baselines.orderers import TIRESIAS_QUEUE_LIMITS
     from cluster_env.core.metrics import METRIC_KEYS, compute_metrics
     from cluster_env.core.simulator import ClusterSimulator
@@ -392,6 +392,7 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
                 "jobs_unfinished": int(sim.num_jobs) - int(metrics["jobs_finished"]),
                 "offered_load": float(load), "pending_window": int(env.sched.pending_window),
                 "return": float(sc[L.RETURN]), "steps": int(ic[L.STEPS]), "wall_s": wall})
+    row.update(fallback_columns(0, int(ic[L.STEPS])))      # the compiled rules never choose a forbidden action
     done = ~np.isnan(jf[L.FINISH])
     return EpisodeResult(record=row, engine="compiled", jct=(jf[L.FINISH] - sim.submit)[done])
 
