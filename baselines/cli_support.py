@@ -147,6 +147,11 @@ def custom_trace_notes(scenario: str, split: str, env_kwargs: dict) -> list[str]
             mix = ", ".join(f"{JOB_TYPES[i]} x{int(c)}" for i, c in enumerate(counts) if c)
             notes.append(f"{note}; the trace's job types now: {mix}")
     size = env_kwargs.get("jobs_per_episode")
+    if not (isinstance(size, int) and 0 < size < workload.num_jobs):
+        notes.append(f"every seed plays all {workload.num_jobs} jobs of {Path(str(env_kwargs['workload_csv'])).name}: "
+                     "one window, and the seeds are its world draws; the paired intervals rest on them, per "
+                     "(window, seed), not on windows, and carry no verdict (--env jobs_per_episode=N plays "
+                     "N-job windows of the trace)")
     if isinstance(size, int) and 0 < size < workload.num_jobs:
         notes.append(f"each seed plays {size} consecutive jobs of the {workload.num_jobs} in "
                      f"{Path(str(env_kwargs['workload_csv'])).name} from a random start: windows can overlap "

@@ -151,7 +151,10 @@ def table_caption(records: Sequence[dict[str, Any]], reference: Optional[str] = 
     present = named is not None and any(r["policy"] == named for r in records)
     lines = [f"pending window K={_pending_windows(records)} (jobs a policy sees, oldest first); "
              "means over seeds ± sample std"]
-    what = f"{named}, the scenario's yardstick" if reference == DEFAULT_REFERENCE else named
+    from baselines.yardstick import yardstick_of_records
+
+    what = f"{named}, the scenario's yardstick" if named is not None and named == yardstick_of_records(records) \
+        else named
     if present:
         lines.append(f"vs {what}: geometric mean over windows of {metric}(policy)/{metric}({named}) "
                      f"[95% bootstrap CI]; wins: windows where the policy's {metric} is {better}")

@@ -309,6 +309,18 @@ def paired_table(records: Sequence[dict[str, Any]], reference: str = DEFAULT_REF
     return {p: paired_summary(records, p, reference, metric, seed) for p in names}
 
 
+def window_values(records: Sequence[dict[str, Any]], metric: str) -> tuple[list[float], str]:
+    """The values a mean's interval over ``records`` (one policy's, one setting) rests on, and their
+    unit, by the rules of :func:`paired_summary`: one value per distinct window (the mean of the
+    seeds that played it), or, where every seed played one window, one per seed (its world draws)."""
+    groups: dict[str, list[float]] = {}
+    for r in records:
+        groups.setdefault(str(r.get("window", f"seed {r.get('seed')}")), []).append(float(r[metric]))
+    if len(groups) == 1 and len(records) > 1:
+        return [v for values in groups.values() for v in values], UNIT_WORLD_DRAW
+    return [float(np.mean(values)) for values in groups.values()], UNIT_WINDOW
+
+
 def truncation(records: Sequence[dict[str, Any]], policy: str) -> tuple[int, int, int]:
     """(truncated episodes, episodes, unfinished jobs in them) of ``policy``."""
     mine = [r for r in records if r["policy"] == policy]
