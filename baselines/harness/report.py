@@ -261,6 +261,19 @@ def format_table(records: Sequence[dict[str, Any]], metrics: Sequence[str] = TAB
     return "\n".join(lines + notes)
 
 
+def paired_verdict(records: Sequence[dict[str, Any]], policy: str, reference: Optional[str] = DEFAULT_REFERENCE,
+                   metric: str = DEFAULT_METRIC) -> str:
+    """One line: ``policy``'s paired ratio to ``reference`` (default the scenario's yardstick) with
+    its interval and wins, and the verdict it supports (:func:`baselines.harness.stats.verdict`:
+    none below 10 distinct windows), then the 100-window note where it applies."""
+    from baselines.harness.stats import verdict
+
+    s = paired_summary(records, policy, reference, metric)
+    line = f"{policy}: {s.describe()}; {verdict(s)}"
+    note = claim_note(s.distinct)
+    return line + (f"\n{note}" if note else "")
+
+
 def verdict_notes(distinct: int, paired: bool = True) -> list[str]:
     """The lines under a paired table on ``distinct`` windows (the fewest of its rows): no
     verdict below :data:`~baselines.harness.stats.MIN_VERDICT_WINDOWS`, and below
