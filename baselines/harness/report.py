@@ -161,7 +161,8 @@ def table_caption(records: Sequence[dict[str, Any]], reference: Optional[str] = 
     elif reference == DEFAULT_REFERENCE and named is None:
         lines.append("no ratios: these scenarios have different yardsticks; name the reference")
     else:
-        lines.append(f"no ratios: the reference policy {what!r} is not among the policies")
+        yard = " (the scenario's yardstick)" if what != named else ""
+        lines.append(f"no ratios: the reference policy {named!r}{yard} is not among the policies")
     lines.append("fallback: share of the policy's decisions that the fallback rule played instead of a forbidden "
                  "action (invalid_action='fallback': FIFO's / first-fit's choice)")
     return "\n".join(lines)
