@@ -113,7 +113,7 @@ def test_table_names_the_pending_window_and_reference_and_says_when_it_is_missin
     no_ref = format_table([r for r in records if r["policy"] == "new"], metrics=("avg_jct",), reference="fifo")
     assert "no ratios: the reference policy 'fifo' is not among the policies" in no_ref
     # By default the reference is the scenario's yardstick (s-v0 is no registered scenario: las).
-    assert "no ratios: the reference policy 'las' is not among the policies" in format_table(records, metrics=("avg_jct",))
+    assert "no ratios: the reference policy 'las' (the scenario's yardstick) is not among" in format_table(records, metrics=("avg_jct",))
     rows = {r["policy"]: r for r in summarize(records, metrics=("avg_jct",), reference="fifo")}
     assert rows["new"]["ratio_avg_jct"] == pytest.approx((0.5 * 0.6 * 0.7) ** (1 / 3))
     assert rows["new"]["win_rate_avg_jct"] == 1.0 and rows["fifo"]["ratio_avg_jct"] == 1.0
