@@ -59,7 +59,8 @@ def check_output_folder(path: "str | Path", flag: str = "--out", hint: str = "")
 
 def check_run(args: argparse.Namespace, policies: Sequence[str], env_kwargs: dict) -> None:
     """Everything a ``run`` needs, checked before its first episode: scenario, seeds, the env
-    arguments (custom CSV files included), every policy (checkpoints loaded) and the output folder."""
+    arguments (custom CSV files included), every policy (checkpoints loaded), the reference and the
+    output folder."""
     import cluster_env
     from baselines.harness.episode import check_fits, env_settings
     from baselines.harness.sweep import resolve_policy
@@ -75,6 +76,7 @@ def check_run(args: argparse.Namespace, policies: Sequence[str], env_kwargs: dic
     except TypeError as exc:
         raise UsageError(str(exc), "--env takes KEY=VALUE with the arguments of cluster_env.parallel_env "
                          "(docs/reference.md, Arguments)") from exc
+    names = []
     for name in policies:
         try:
             policy = resolve_policy(name, args.scenario)
@@ -83,6 +85,12 @@ def check_run(args: argparse.Namespace, policies: Sequence[str], env_kwargs: dic
                              "package.module:attribute (resolved from the current folder)") from exc
         settings = env_settings(policy, env_kwargs, bool(getattr(args, "allow_env_mismatch", False)), args.scenario)
         check_fits(policy, cluster_env.parallel_env(args.scenario, split=args.split, **settings))
+        names.append(str(getattr(policy, "name", type(policy).__name__)))
+    if getattr(args, "reference", None) is not None:     # an unknown --reference: exit 2, nothing written
+        from baselines.cli_checks import settle_reference, unique_labels
+
+        settle_reference(args.reference, list(policies), unique_labels(list(policies), args.scenario, names),
+                         args.scenario)
     check_output_folder(args.out)
 
 

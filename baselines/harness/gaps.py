@@ -27,7 +27,7 @@ class OptimalityGap:
     """``policy``'s gaps over the ``windows`` its records share with the shipped table."""
 
     policy: str
-    windows: int                         # distinct windows the table covers among the policy's records
+    windows: int                         # the table's entries (test seeds) among the policy's records
     best_known: float = math.nan         # geometric mean of avg_jct / best_known, minus 1
     best_known_lo: float = math.nan      # its 95% bootstrap interval
     best_known_hi: float = math.nan
@@ -52,7 +52,7 @@ def optimality_gap(records: Sequence[dict[str, Any]], policy: str) -> Optimality
     has (no such window: ``windows`` 0 and NaN gaps)."""
     from baselines.optimality import reference_for
 
-    by_window: dict[str, tuple[float, float]] = {}
+    by_window: dict[tuple[str, int], tuple[float, float]] = {}      # a table entry: (window, seed)
     for r in records:
         if r.get("policy") != policy:
             continue
@@ -60,7 +60,7 @@ def optimality_gap(records: Sequence[dict[str, Any]], policy: str) -> Optimality
         value = float(r.get(GAP_METRIC, math.nan))
         if ref is None or not (value > 0 and math.isfinite(value)) or not (ref.best_known > 0 and ref.lower_bound > 0):
             continue
-        by_window[ref.window] = (value / ref.best_known, value / ref.lower_bound)
+        by_window[(ref.window, ref.seed)] = (value / ref.best_known, value / ref.lower_bound)
     if not by_window:
         return OptimalityGap(policy, 0)
     to_best = geo_mean_ci([b for b, _ in by_window.values()])
