@@ -242,7 +242,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     import cluster_env
     from baselines.harness.episode import env_settings, policy_name
     from baselines.harness.gaps import fmt_gap, optimality_gap
-    from baselines.harness.report import format_value, summarize
+    from baselines.harness.report import fallback_summary, format_value
     from baselines.harness.stats import UNIT_WORLD_DRAW, claim_note, lower_is_better, paired_summary, truncation, verdict
     from baselines.harness.sweep import make_tasks, resolve_policy, run_tasks
     from cluster_env.core.metrics import METRIC_KEYS
@@ -295,7 +295,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             print(f"  {name}: gap to best-known {fmt_gap(gap.best_known, gap.best_known_lo, gap.best_known_hi)}, "
                   f"to the lower bound {fmt_gap(gap.lower_bound, gap.lower_bound_lo, gap.lower_bound_hi)} "
                   f"(on the {gap.windows} window(s) of the shipped optimality table)")
-    fallback = {name: summarize([r for r in records if r["policy"] == name], paired_metrics=())[0] for name in (a, b)}
+    fallback = {name: fallback_summary([r for r in records if r["policy"] == name]) for name in (a, b)}
     print("  fallback (decisions the fallback rule replaced): "
           + ", ".join(f"{name} {row['fallback_share']:.1%}" for name, row in fallback.items()))
     for name in (a, b):

@@ -82,12 +82,14 @@ def test_compare_without_b_pairs_with_the_yardstick(capsys):
     ["run", "--scenario", "toy-v0", "--policies", "fifo", "--seeds", "0"],
     ["sweep", "--scenario", "toy-v0", "--loads", "0.9", "--policies", "fifo", "--seeds", "0"]])
 def test_an_unknown_reference_exits_2_before_any_episode(command, tmp_path, monkeypatch, capsys):
+    import baselines.harness.load_sweep as load_sweep
     import baselines.harness.sweep as sweep
 
     def no_episodes(*args, **kwargs):
         raise AssertionError("an episode ran")
 
     monkeypatch.setattr(sweep, "run_tasks", no_episodes)
+    monkeypatch.setattr(load_sweep, "run_tasks", no_episodes)
     out = tmp_path / "out"
     assert cluster_bench([*command, "--reference", "fiffo", "--out", str(out), "--quiet"]) == 2
     err = capsys.readouterr().err

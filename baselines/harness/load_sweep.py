@@ -18,6 +18,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from baselines.harness.gaps import optimality_gap
+from baselines.harness.report import fallback_summary, verdict_notes
 from baselines.harness.stats import (DEFAULT_REFERENCE, UNIT_WORLD_DRAW, PairingError, claim_note, mean_ci,
                                      paired_summary, window_values)
 from baselines.harness.labels import policy_labels
@@ -110,10 +111,7 @@ def sweep_rows(records: Sequence[dict[str, Any]], reference: Optional[str] = DEF
             values, unit = window_values(rs, metric)
             row[metric], row[metric + "_lo"], row[metric + "_hi"] = mean_ci(values)
             row["windows"], row["unit"] = len(values) if unit != UNIT_WORLD_DRAW else 1, unit
-        counted = [r for r in rs if "fallbacks" in r]
-        steps = sum(int(r.get("steps", 0)) for r in counted)
-        row["fallback_share"] = (sum(int(r["fallbacks"]) for r in counted) / steps if steps else 0.0) \
-            if counted else math.nan
+        row["fallback_share"] = fallback_summary(rs)["fallback_share"]
         row.update(optimality_gap(rs, policy).columns())
         if reference is not None:
             at_load = [r for r in records if float(r["load"]) == load]
@@ -196,8 +194,6 @@ def format_sweep(sweep: LoadSweep, metric: str = "avg_jct") -> str:
                     "rescales its arrivals)")
     distinct = min(windows.values(), key=len) if windows else set()
     if sweep.reference:
-        from baselines.harness.report import verdict_notes
-
         head += verdict_notes(len(distinct))
     elif claim_note(len(distinct)):
         head.append(claim_note(len(distinct)))

@@ -79,7 +79,7 @@ def summarize(records: Sequence[dict[str, Any]], metrics: Iterable[str] = SUMMAR
             values = np.array([metric_value(r, key) for r in rs], dtype=np.float64)
             row[key] = float(values.mean())
             row[key + "_std"] = float(values.std(ddof=1)) if len(values) > 1 else 0.0
-        row.update(_fallback_columns(rs))
+        row.update(fallback_summary(rs))
         scenario_records = [r for r in records if r["scenario"] == scenario]
         if scenario not in references:
             references[scenario] = resolve_reference(scenario_records, reference)
@@ -96,9 +96,10 @@ def summarize(records: Sequence[dict[str, Any]], metrics: Iterable[str] = SUMMAR
     return rows
 
 
-def _fallback_columns(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """``fallbacks`` (total) and ``fallback_share`` (of the decisions of the episodes that count
-    them; NaN when none does, e.g. records of older files)."""
+def fallback_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """``fallbacks`` (total over ``records``, one policy's) and ``fallback_share``: the share of
+    their decisions (steps) that the fallback rule played instead of a forbidden action (NaN when
+    no record counts them, e.g. records of older files)."""
     counted = [r for r in records if "fallbacks" in r]
     if not counted:
         return {"fallbacks": math.nan, "fallback_share": math.nan}
