@@ -346,7 +346,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.scenario not in cluster_env.list_scenarios():
         print(f"unknown scenario {args.scenario!r}; scenarios: {cluster_env.list_scenarios()}", file=sys.stderr)
         return 2
-    policies = _split_names(args.policies or DEFAULT_SWEEP_POLICIES)
+    policies = _split_names(DEFAULT_SWEEP_POLICIES if args.policies is None else args.policies)
     labels = unique_labels(policies, args.scenario)       # resolves each; refuses one policy twice
     given = args.reference is not None
     args.reference, added = settle_reference(args.reference, policies, labels, args.scenario)

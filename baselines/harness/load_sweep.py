@@ -118,7 +118,8 @@ def sweep_rows(records: Sequence[dict[str, Any]], reference: Optional[str] = DEF
             try:
                 s = paired_summary(at_load, policy, reference, "avg_jct")
                 row.update({"ratio_avg_jct": s.geo_mean, "ratio_avg_jct_lo": s.ci_low, "ratio_avg_jct_hi": s.ci_high,
-                            "win_rate_avg_jct": s.win_rate, "ratio_avg_jct_windows": s.distinct})
+                            "win_rate_avg_jct": s.win_rate, "ratio_avg_jct_windows": s.distinct,
+                            "ratio_avg_jct_units": s.units, "ratio_avg_jct_unit": s.unit})
             except PairingError as exc:
                 raise PairingError(f"load {load}: {exc}") from None
         rows.append(row)
