@@ -73,7 +73,7 @@ def yardstick(scenario: str) -> str:
 def yardstick_of_records(records: Sequence[dict]) -> Optional[str]:
     """The yardstick of the scenario the records ran on; None when they span several scenarios
     whose yardsticks differ (a table of them then names each scenario's own)."""
-    names = {yardstick(str(r.get("scenario", ""))) for r in records}
+    names = {yardstick(scenario) for scenario in {str(r.get("scenario", "")) for r in records}}
     return names.pop() if len(names) == 1 else None
 
 
