@@ -4,7 +4,7 @@ Subcommands:
 
     cluster-bench run       [--scenario philly-v1] [--split test] [--policies P1,P2,...]
                             [--seeds 0-19] [--out DIR] [--backend auto|serial|process|ray] [--workers N]
-    cluster-bench compare   A B [--scenario S] [--split test] [--seeds 0-19] [--env K=V ...] [--metric avg_jct]
+    cluster-bench compare   A [B] [--scenario S] [--split test] [--seeds 0-19] [--env K=V ...] [--metric avg_jct]
                             [--out FILE.json]
     cluster-bench sweep     --scenario S --loads 0.5,0.7,0.9,1.1 [--policies ...] [--seeds ...] [--out DIR]
     cluster-bench scenarios
@@ -16,8 +16,10 @@ Subcommands:
 
 A bare "cluster-bench run" scores the named baselines (and the agents that ship for the scenario:
 the dual agent's checkpoint, the priority agent; listed below) on philly-v1's
-test split over 20 windows (seeds 0-19), prints the table with each policy's paired ratio to FIFO,
-and writes results.csv, results.json and PNG plots to cluster-bench-results/.
+test split over 20 windows (seeds 0-19), prints the table with each policy's paired ratio to the
+scenario's yardstick (its strongest duration-blind rule: baselines/yardstick.py), its gap to the
+best-known schedule where the optimality table has the windows, and the share of its decisions the
+fallback rule replaced, and writes results.csv, results.json and PNG plots to cluster-bench-results/.
 Every mistake in the arguments is one line and a hint (exit code 2); --debug shows the traceback.
 """
 from __future__ import annotations
@@ -31,13 +33,15 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
-from baselines.cli_checks import arrivals_note, check_reference_gpu, reference_label, unique_labels
+from baselines.cli_checks import (arrivals_note, check_reference_gpu, reference_label, settle_reference,
+                                  unique_labels)
 from baselines.cli_outputs import (RUN_FILES, RUN_PARTIAL_FILES, SWEEP_FILES, SWEEP_PARTIAL_FILES, partial_file,
                                    previous_run_files, timeline_file, write_partial)
 from baselines.cli_support import (USER_ERRORS, OneLineParser, UsageError, check_run, column_overrides, csv_overrides,
                                    custom_trace_notes, policy_listing, pop_flag, report)
 from baselines.model_trust import add_trust_flag, trust_from_args
 from baselines.registry import BASELINE_NAMES, default_baselines
+from baselines.yardstick import yardstick
 from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 
 #: Seeds (windows) of ``run``, ``compare`` and ``sweep`` when ``--seeds`` is not given.
@@ -112,7 +116,7 @@ def parse_env_overrides(items: Sequence[str]) -> dict:
 
 def default_policies(scenario: str) -> list[str]:
     """The named baselines (``las-migrate`` too where the GPU types differ in speed by its threshold:
-    ``baselines.registry.default_baselines``), plus the
+    ``baselines.registry.default_baselines``; the scenario's yardstick always), plus the
     policies installed packages offer for ``scenario`` (entry points ``cluster_bench.policies``
     whose ``default_for(scenario)`` is true: the dual agent where a checkpoint ships)."""
     import cluster_env
@@ -124,6 +128,8 @@ def default_policies(scenario: str) -> list[str]:
         names = list(default_baselines(chosen.cluster().gpu_type_names, chosen.world.reference_gpu))
     except (KeyError, ValueError):      # not a registered scenario name: the plain baselines
         pass
+    if yardstick(scenario) not in names:      # the default reference is always scored
+        names.append(yardstick(scenario))
     for name, ep in plugin_policies().items():
         try:
             entry = ep.load()
@@ -171,7 +177,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     for name in policies:                      # fail fast, before any worker starts
         resolved.append(resolve_policy(name, args.scenario))
     labels = unique_labels(policies, args.scenario, [policy_name(p) for p in resolved])
-    args.reference = reference_label(args.reference, policies, labels)
+    # The reference (the scenario's yardstick unless named): checked, and added when not listed.
+    given = args.reference is not None
+    args.reference, added = settle_reference(args.reference, policies, labels, args.scenario)
+    if added is not None:
+        policies = [*policies, added]
+        resolved.append(resolve_policy(added, args.scenario))
+        labels = unique_labels(policies, args.scenario, [policy_name(p) for p in resolved])
+        args.reference = reference_label(added, policies, labels)
+        why = "--reference" if given else f"{args.scenario}'s yardstick"
+        print(f"note: added {args.reference}, the reference of the paired ratios ({why}), to the policies")
     for name, policy in zip(policies, resolved):
         policy_env[name] = env_settings(policy, env_kwargs, allow, args.scenario)
         if env_mismatch(policy, env_kwargs, args.scenario):
@@ -269,8 +284,9 @@ def _run_plots(args: argparse.Namespace, results, records, labels, out: Path) ->
 def cmd_compare(args: argparse.Namespace) -> int:
     import cluster_env
     from baselines.harness.episode import env_settings, policy_name
-    from baselines.harness.report import format_value
-    from baselines.harness.stats import lower_is_better, paired_summary, truncation
+    from baselines.harness.gaps import fmt_gap, optimality_gap
+    from baselines.harness.report import fallback_summary, format_value
+    from baselines.harness.stats import UNIT_WORLD_DRAW, claim_note, lower_is_better, paired_summary, truncation, verdict
     from baselines.harness.sweep import make_tasks, resolve_policy, run_tasks, stopped_results
     from cluster_env.core.metrics import METRIC_KEYS
 
@@ -285,6 +301,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         args.resources.enter_context(reserve_file(args.out, need_bytes=estimate_bytes(2 * len(args.seeds)),
                                                   beside=[partial.name]))
     env_kwargs = parse_env_overrides(args.env)
+    if args.b is None:                 # the scenario's yardstick, its strongest duration-blind rule
+        args.b = yardstick(args.scenario)
+        print(f"note: comparing with {args.b}, {args.scenario}'s yardstick (give B to compare with another policy)")
     resolved = [resolve_policy(name, args.scenario) for name in (args.a, args.b)]
     for policy in resolved:                  # a policy made for another environment: refused before any episode
         env_settings(policy, env_kwargs, False, args.scenario)
@@ -309,20 +328,28 @@ def cmd_compare(args: argparse.Namespace) -> int:
           f"(over the {s.n} paired episodes)")
     print(f"  ratio {a}/{b}: geometric mean {s.geo_mean:.4f}, 95% CI [{s.ci_low:.4f}, {s.ci_high:.4f}] "
           f"on {s.distinct} distinct window(s)")
-    print(f"  {a} better on {s.wins} of {s.distinct} distinct windows (win rate {s.win_rate:.2f})")
-    if s.distinct < s.n:
+    unit = "world draws (window, seed) of 1 window" if s.unit == UNIT_WORLD_DRAW else "distinct windows"
+    print(f"  {a} better on {s.wins} of {s.units} {unit} (win rate {s.win_rate:.2f})")
+    if s.unit == UNIT_WORLD_DRAW:
+        print(f"  ONE WINDOW: every seed plays the same jobs, so the interval rests on the {s.units} world draws of "
+              "that window (paired per (window, seed)), not on windows; windows differ where jobs_per_episode is "
+              "below the split's size")
+    elif s.distinct < s.n:
         print(f"  REPEATED WINDOWS: the {s.n} episodes play only {s.distinct} distinct window(s) (seeds that play "
               "the same jobs count once)")
-    verdict = ("the interval excludes 1: " + (f"{a} is better" if (s.ci_high < 1) == lower_is_better(args.metric)
-                                                else f"{a} is worse")) if s.significant else \
-        "the interval contains 1 (or is undefined): no difference shown on these windows"
-    if s.distinct == 1 and s.n > 1:
-        verdict = (f"{s.distinct} distinct window: no interval, no difference shown (these seeds all play the same "
-                   "jobs; windows differ where jobs_per_episode is below the split's size)")
-    elif s.distinct < 2:
-        verdict = (f"{s.distinct} window{'s' * (s.distinct != 1)} to pair: no interval, no difference shown (an "
-                   "interval needs at least two distinct windows; give more seeds, e.g. --seeds 0-19)")
-    print(f"  {verdict}")
+    print(f"  {verdict(s)}")
+    note = claim_note(s.distinct)
+    if note:
+        print(f"  {note}")
+    gaps = {name: optimality_gap(records, name) for name in (a, b)}
+    for name, gap in gaps.items():
+        if gap.windows:
+            print(f"  {name}: gap to best-known {fmt_gap(gap.best_known, gap.best_known_lo, gap.best_known_hi)}, "
+                  f"to the lower bound {fmt_gap(gap.lower_bound, gap.lower_bound_lo, gap.lower_bound_hi)} "
+                  f"(on the {gap.windows} window(s) of the shipped optimality table)")
+    fallback = {name: fallback_summary([r for r in records if r["policy"] == name]) for name in (a, b)}
+    print("  fallback (decisions the fallback rule replaced): "
+          + ", ".join(f"{name} {row['fallback_share']:.1%}" for name, row in fallback.items()))
     world = cluster_env.parallel_env(args.scenario, split=args.split, **env_kwargs).world_summary()
     print(f"  {world.line()}")
     for name in (a, b):
@@ -336,7 +363,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
         from baselines.harness.files import atomic_write, json_text, written_together
 
         text = json_text({"meta": {**meta, "world": world.as_dict(), "complete": True},
-                          "comparison": s.to_dict(), "episodes": records})
+                          "comparison": {**s.to_dict(), "verdict": verdict(s)},
+                          "optimality": {name: gap.columns() for name, gap in gaps.items()},
+                          "fallback_share": {name: row["fallback_share"] for name, row in fallback.items()},
+                          "episodes": records})
         with written_together("the comparison", replaces=[partial]):
             out = atomic_write(args.out, lambda f: f.write(text))
         print(f"wrote {out}")
@@ -371,6 +401,10 @@ def parse_loads(text: str) -> list[float]:
     return loads
 
 
+#: ``sweep``'s policies when ``--policies`` is not given (the reference, the yardstick by default, is added).
+DEFAULT_SWEEP_POLICIES = "fifo,sjf,tiresias"
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     import cluster_env
     from baselines.harness.load_sweep import format_sweep, partial_sweep, run_load_sweep, write_sweep, write_sweep_plot
@@ -378,13 +412,17 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.scenario not in cluster_env.list_scenarios():
         print(f"unknown scenario {args.scenario!r}; scenarios: {cluster_env.list_scenarios()}", file=sys.stderr)
         return 2
-    policies = _split_names(args.policies)
+    policies = _split_names(DEFAULT_SWEEP_POLICIES if args.policies is None else args.policies)
     labels = unique_labels(policies, args.scenario)       # resolves each; refuses one policy twice
-    args.reference = reference_label(args.reference, policies, labels)
-    reference = args.reference if args.reference in labels else None
-    if reference is None:
-        print(f"note: the reference {args.reference!r} is not swept, so there are no paired ratios "
-              "(add it to --policies or pick --reference)")
+    given = args.reference is not None
+    args.reference, added = settle_reference(args.reference, policies, labels, args.scenario)
+    if added is not None:              # the reference is swept too: the ratios need it on every window
+        policies = [*policies, added]
+        labels = unique_labels(policies, args.scenario)
+        args.reference = reference_label(added, policies, labels)
+        why = "--reference" if given else f"{args.scenario}'s yardstick"
+        print(f"note: added {args.reference}, the reference of the paired ratios ({why}), to the policies")
+    reference = args.reference
     from baselines.harness.files import estimate_bytes, reserve_folder, written_together
 
     need = estimate_bytes(len(policies) * len(args.seeds) * len(args.loads), 0 if args.no_plots else 1)
@@ -565,8 +603,10 @@ def build_parser() -> argparse.ArgumentParser:
                           f"(for {DEFAULT_SCENARIO}: {bare})")
     run.add_argument("--seeds", type=parse_seeds, default=parse_seeds(DEFAULT_SEEDS),
                      help=f"e.g. 0-4 or 0,3,7 (default {DEFAULT_SEEDS})")
-    run.add_argument("--reference", default="fifo",
-                     help="the policy the paired ratios are taken against (default fifo)")
+    run.add_argument("--reference", default=None,
+                     help="the policy the paired ratios are taken against (default: the scenario's yardstick, "
+                          f"its strongest duration-blind rule: {yardstick(DEFAULT_SCENARIO)} for {DEFAULT_SCENARIO}; "
+                          "added to the policies when missing)")
     run.add_argument("--out", default="cluster-bench-results", help="output folder")
     run.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                      help="environment override, repeatable (e.g. --env fluctuation=False)")
@@ -591,7 +631,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     comp = sub.add_parser("compare", help="paired comparison of two policies on the same windows")
     comp.add_argument("a", help="the policy to judge")
-    comp.add_argument("b", help="the policy it is compared with (the ratio is A/B)")
+    comp.add_argument("b", nargs="?", default=None,
+                      help="the policy it is compared with (the ratio is A/B; default: the scenario's yardstick, "
+                           f"{yardstick(DEFAULT_SCENARIO)} for {DEFAULT_SCENARIO})")
     comp.add_argument("--scenario", default=DEFAULT_SCENARIO,
                       help=f"scenario name (default {DEFAULT_SCENARIO}; cluster-bench scenarios lists them)")
     comp.add_argument("--split", default="test", choices=["train", "validation", "test"])
@@ -607,12 +649,15 @@ def build_parser() -> argparse.ArgumentParser:
     swp = sub.add_parser("sweep", help="metrics against offered load, one curve per policy")
     swp.add_argument("--scenario", required=True, help="scenario name (cluster-bench scenarios lists them)")
     swp.add_argument("--loads", type=parse_loads, required=True, help="target offered loads, e.g. 0.5,0.7,0.9,1.1")
-    swp.add_argument("--policies", default="fifo,sjf,tiresias", help="comma-separated names")
+    swp.add_argument("--policies", default=None,
+                     help=f"comma-separated names (default {DEFAULT_SWEEP_POLICIES}, and the reference)")
     swp.add_argument("--split", default="test", choices=["train", "validation", "test"])
     swp.add_argument("--seeds", type=parse_seeds, default=parse_seeds(DEFAULT_SEEDS),
                      help=f"windows per point (default {DEFAULT_SEEDS})")
     swp.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="environment override")
-    swp.add_argument("--reference", default="fifo", help="ratios to this policy when it is swept (default fifo)")
+    swp.add_argument("--reference", default=None,
+                     help="the policy of the paired ratios (default: the scenario's yardstick; added to the "
+                          "policies when missing)")
     swp.add_argument("--out", default="cluster-bench-sweep", help="output folder")
     swp.add_argument("--no-plots", action="store_true", help="skip the PNG")
     swp.add_argument("--ray-address", default=None, help="join this Ray cluster (with --backend ray)")

@@ -1,6 +1,7 @@
 """Checks and notes of ``cluster-bench run`` and ``compare`` that keep a score from being silently
-wrong: unique policy labels, ``--reference-gpu`` only with a trace of one's own, and what the
-arrivals of the run's windows are (the trace's own times, or rescaled to an offered load)."""
+wrong: unique policy labels, a reference that names a policy (the scenario's yardstick by
+default), ``--reference-gpu`` only with a trace of one's own, and what the arrivals of the run's
+windows are (the trace's own times, or rescaled to an offered load)."""
 from __future__ import annotations
 
 import argparse
@@ -36,6 +37,31 @@ def reference_label(reference: str, specs: Sequence[str], labels: Sequence[str])
             if spec_file(spec) == ref_file:
                 return label
     return reference
+
+
+def settle_reference(given: Optional[str], specs: list, labels: list, scenario: str,
+                     flag: str = "--reference") -> tuple[str, Optional[str]]:
+    """The reference of a run, checked before any episode: ``given`` (a policy of the run, or a
+    policy name that resolves), or by default the scenario's yardstick (:mod:`baselines.yardstick`).
+
+    Returns ``(label, added)``: the row label the paired ratios are taken against, and the spec to
+    add to the run when the reference is not among its policies (None when it is). A name that
+    resolves to no policy is a :class:`UsageError` (exit 2).
+    """
+    from baselines.harness.sweep import resolve_policy
+    from baselines.yardstick import yardstick
+
+    spec = given if given is not None else yardstick(scenario)
+    label = reference_label(spec, specs, labels)
+    if label in labels:
+        return label, None
+    try:
+        resolve_policy(spec, scenario)
+    except (ValueError, ImportError, LookupError, OSError, TypeError, AttributeError):
+        raise UsageError(f"unknown {flag} {spec!r}: none of the run's policies ({', '.join(labels)}) and no policy name",
+                         f"give one of the run's policies (cluster-bench policies lists the names), or leave {flag} "
+                         f"out for {scenario}'s yardstick, {yardstick(scenario)}") from None
+    return spec, spec
 
 
 def check_reference_gpu(args: argparse.Namespace) -> None:

@@ -59,7 +59,8 @@ def check_output_folder(path: "str | Path", flag: str = "--out", hint: str = "")
 
 def check_run(args: argparse.Namespace, policies: Sequence[str], env_kwargs: dict) -> None:
     """Everything a ``run`` needs, checked before its first episode: scenario, seeds, the env
-    arguments (custom CSV files included), every policy (checkpoints loaded) and the output folder."""
+    arguments (custom CSV files included), every policy (checkpoints loaded), the reference and the
+    output folder."""
     import cluster_env
     from baselines.harness.episode import check_fits, env_settings
     from baselines.harness.sweep import resolve_policy
@@ -75,6 +76,7 @@ def check_run(args: argparse.Namespace, policies: Sequence[str], env_kwargs: dic
     except TypeError as exc:
         raise UsageError(str(exc), "--env takes KEY=VALUE with the arguments of cluster_env.parallel_env "
                          "(docs/reference.md, Arguments)") from exc
+    names = []
     for name in policies:
         try:
             policy = resolve_policy(name, args.scenario)
@@ -83,6 +85,12 @@ def check_run(args: argparse.Namespace, policies: Sequence[str], env_kwargs: dic
                              "package.module:attribute (resolved from the current folder)") from exc
         settings = env_settings(policy, env_kwargs, bool(getattr(args, "allow_env_mismatch", False)), args.scenario)
         check_fits(policy, cluster_env.parallel_env(args.scenario, split=args.split, **settings))
+        names.append(str(getattr(policy, "name", type(policy).__name__)))
+    if getattr(args, "reference", None) is not None:     # an unknown --reference: exit 2, nothing written
+        from baselines.cli_checks import settle_reference, unique_labels
+
+        settle_reference(args.reference, list(policies), unique_labels(list(policies), args.scenario, names),
+                         args.scenario)
     check_output_folder(args.out)
 
 
@@ -147,6 +155,11 @@ def custom_trace_notes(scenario: str, split: str, env_kwargs: dict) -> list[str]
             mix = ", ".join(f"{JOB_TYPES[i]} x{int(c)}" for i, c in enumerate(counts) if c)
             notes.append(f"{note}; the trace's job types now: {mix}")
     size = env_kwargs.get("jobs_per_episode")
+    if not (isinstance(size, int) and 0 < size < workload.num_jobs):
+        notes.append(f"every seed plays all {workload.num_jobs} jobs of {Path(str(env_kwargs['workload_csv'])).name}: "
+                     "one window, and the seeds are its world draws; the paired intervals rest on them, per "
+                     "(window, seed), not on windows, and carry no verdict (--env jobs_per_episode=N plays "
+                     "N-job windows of the trace)")
     if isinstance(size, int) and 0 < size < workload.num_jobs:
         notes.append(f"each seed plays {size} consecutive jobs of the {workload.num_jobs} in "
                      f"{Path(str(env_kwargs['workload_csv'])).name} from a random start: windows can overlap "

@@ -383,7 +383,7 @@ class AgentScore:
 
 def score_agent(agent: Any, env: Any = None, policies: Sequence[str] = (), scenario: Optional[str] = None,
                 split: str = "test", seeds: Iterable[int] = range(20), env_kwargs: Optional[dict] = None,
-                reference: str = "fifo", backend: str = "auto", workers: Optional[int] = None,
+                reference: Optional[str] = None, backend: str = "auto", workers: Optional[int] = None,
                 progress: bool = False, trust_model: bool = False) -> AgentScore:
     """Score a trained agent next to the baselines on the same windows, in one call.
 
@@ -395,7 +395,8 @@ def score_agent(agent: Any, env: Any = None, policies: Sequence[str] = (), scena
         scenario: default the one the agent was trained on, else the benchmark's (``philly-v1``).
         split, seeds, env_kwargs, backend, workers, progress: as :func:`baselines.evaluate`
             (default: the test split's windows 0-19, as ``cluster-bench run``).
-        reference: the policy of the paired ratios (default ``fifo``; added when missing).
+        reference: the policy of the paired ratios (default: the scenario's yardstick,
+            :mod:`baselines.yardstick`; added when missing).
         trust_model: let the agent's file run code when loaded, here and in the episode workers
             (see :func:`load_agent`; only for a file you made or trust).
     """
@@ -407,7 +408,7 @@ def score_agent(agent: Any, env: Any = None, policies: Sequence[str] = (), scena
 
 
 def _score_agent(agent: Any, env: Any, policies: Sequence[str], scenario: Optional[str], split: str,
-                 seeds: Iterable[int], env_kwargs: Optional[dict], reference: str, backend: str,
+                 seeds: Iterable[int], env_kwargs: Optional[dict], reference: Optional[str], backend: str,
                  workers: Optional[int], progress: bool) -> AgentScore:
     from baselines.harness.episode import policy_name
     from baselines.harness.report import format_table, summarize
@@ -432,6 +433,10 @@ def _score_agent(agent: Any, env: Any, policies: Sequence[str], scenario: Option
         policy = spec = FlatViewPolicy.from_torch(agent, env)
     scenario = scenario or getattr(policy, "scenario", None) or DEFAULT_SCENARIO
     names = list(policies) or list(BASELINE_NAMES)
+    if reference is None:
+        from baselines.yardstick import yardstick
+
+        reference = yardstick(scenario)
     if reference not in names:
         names.insert(0, reference)
     seeds = list(seeds)

@@ -313,8 +313,12 @@ def main(argv=None) -> dict:
     best = min((n for n in names if n != "ppo"), key=lambda n: result[n]["mean_avg_jct"])
     ratio = result["ppo"]["mean_avg_jct"] / result[best]["mean_avg_jct"]
     per_step = train_wall / max(result["timesteps"], 1)
+    # A ratio of means on a few windows is no verdict: that is paired, on 10 distinct windows or more
+    # (baselines.harness.stats.MIN_VERDICT_WINDOWS; cluster-bench compare prints it).
+    judged = f"({'better' if ratio < 1 else 'not better yet'})" if len(seeds) >= 10 else \
+        f"(on {len(seeds)} windows: no verdict, which needs 10 distinct windows, paired)"
     print(f"\nThis run: ppo's average JCT is {ratio:.2f}x that of {best}, the best reference here "
-          f"({'better' if ratio < 1 else 'not better yet'}). A real run is 400,000 steps: about "
+          f"{judged}. A real run is 400,000 steps: about "
           f"{per_step * 400_000 / 60:.0f} minutes at this run's speed (the recorded one: --timesteps 400000 "
           "--max-train-minutes 10).")
     if args.out:

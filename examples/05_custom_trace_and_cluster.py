@@ -22,6 +22,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import baselines
 import cluster_env
 from baselines.harness.report import format_table
+from baselines.yardstick import yardstick
 from cluster_env.loaders import load_cluster_csv, load_workload_csv
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -51,7 +52,8 @@ def main(argv=None) -> list[dict]:
     print(f"scenario: {env.scenario.name}")
     print(env.world_summary().line() + "\n")          # the world of your hardware (docs/world_model.md)
     records = []
-    for name in args.policies:
+    # The table's reference: the base scenario's yardstick, its strongest duration-blind rule.
+    for name in dict.fromkeys([*args.policies, yardstick(args.base_scenario)]):
         records += baselines.evaluate(name, args.base_scenario, seeds=args.seeds, env_kwargs=env_kwargs,
                                       backend="serial")
     print(format_table(records))

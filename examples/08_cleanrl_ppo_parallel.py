@@ -41,6 +41,7 @@ from torch import nn  # noqa: E402
 import baselines  # noqa: E402
 import baselines.trained  # noqa: E402
 from baselines import BASELINE_NAMES  # noqa: E402
+from baselines.harness.report import paired_verdict  # noqa: E402
 from cluster_env import DEFAULT_SCENARIO  # noqa: E402
 from cluster_env.vector import ClusterVectorEnv  # noqa: E402
 
@@ -180,9 +181,10 @@ def main(argv=None) -> dict:
     jobs = f"{args.eval_jobs} jobs" if args.eval_jobs else "the scenario's windows"
     print(f"{args.scenario} / test, {args.eval_seeds} windows x {jobs}, paired with the baselines:\n{score}")
     ratio = next(r for r in score.summary if r["policy"] == score.agent)["ratio_avg_jct"]
-    verdict = "beats" if ratio < 1 else "does not beat yet"
-    print(f"\nThis short run ({iterations * T * N:,} decisions, {train_s:.0f} s of training) {verdict} FIFO "
-          f"({ratio:.2f}x its avg JCT, paired geometric mean). A real run is a few hundred thousand decisions: about "
+    # Paired with the scenario's yardstick; no verdict below 10 distinct windows (the default is 3).
+    print(f"\nThis short run ({iterations * T * N:,} decisions, {train_s:.0f} s of training), paired with "
+          f"{score.reference}:\n{paired_verdict(score.records, score.agent, score.reference)}\n"
+          f"A real run is a few hundred thousand decisions: about "
           f"{train_s / max(iterations * T * N, 1) * 300_000 / 60:.0f} minutes at this speed "
           f"(--total-timesteps 300000). Score the saved policy next to every baseline on full windows "
           f"(--trust-model: loading TorchScript runs its program; give it for your own files only):\n"

@@ -176,7 +176,7 @@ def test_parse_seeds_refuses_a_repeated_seed(capsys):
 def test_cluster_bench_run_writes_table_files_and_plots(tmp_path, capsys):
     out = tmp_path / "res"
     code = cluster_bench(["run", "--scenario", "philly-v0", "--policies", "fifo,tiresias+fastest",
-                          "--seeds", "0-1", "--out", str(out), "--env", "jobs_per_episode=60",
+                          "--reference", "fifo", "--seeds", "0-1", "--out", str(out), "--env", "jobs_per_episode=60",
                           "--backend", "serial", "--quiet"])
     assert code == 0
     text = capsys.readouterr().out
@@ -270,7 +270,8 @@ def test_run_records_only_the_first_seed_and_every_episode_brings_its_jcts(tmp_p
         return results
 
     monkeypatch.setattr(sweep, "run_tasks", spy)
-    assert cluster_bench(["run", "--scenario", "philly-hetero-v1", "--policies", "las", "--seeds", "0-2",
+    assert cluster_bench(["run", "--scenario", "philly-hetero-v1", "--policies", "las", "--reference", "las",
+                          "--seeds", "0-2",
                           "--out", str(tmp_path / "res"), "--env", "jobs_per_episode=60",
                           "--backend", "serial", "--quiet"]) == 0
     assert [(seed, record) for seed, record, _, _ in seen] == [(0, True), (1, False), (2, False)]

@@ -120,7 +120,7 @@ def test_custom_csv_flags_and_the_table_names_the_custom_scenario(tmp_path, caps
     from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 
     assert f"{DEFAULT_SCENARIO}+my_cluster.csv+my_jobs.csv" in out
-    assert "note:" not in out                               # the reference GPU was given
+    assert "read as measured on" not in out                 # the reference GPU was given
     cluster_bench(["run", "--policies", "fifo", "--seeds", "0", "--workload-csv", str(DATA / "my_jobs.csv"),
                    "--cluster-csv", str(DATA / "my_cluster.csv"), "--no-plots", "--backend", "serial", "--quiet",
                    "--out", str(tmp_path)])

@@ -255,7 +255,7 @@ def test_issue_reproduction_end_to_end_with_fifo_first_fit(tmp_path, model, expe
     out = tmp_path / "out"
     code = cluster_bench(["run", "--scenario", "modern-v1", "--workload-csv", str(tmp_path / "jobs.csv"),
                           "--cluster-csv", str(tmp_path / "cluster.csv"), "--reference-gpu", "A100",
-                          "--policies", "fifo", "--seeds", "0", "--env", "all_effects_off=True",
+                          "--policies", "fifo", "--reference", "fifo", "--seeds", "0", "--env", "all_effects_off=True",
                           "--env", "spread_penalty=True", "--env", f"spread_model={model}",
                           "--backend", "serial", "--no-plots", "--quiet", "--out", str(out)])
     assert code == 0

@@ -33,7 +33,13 @@ def test_bare_cluster_bench_run(tmp_path):
     assert {e["policy"] for e in episodes} >= set(baselines.BASELINE_NAMES)
     assert len(episodes) == 20 * len({e["policy"] for e in episodes})
     assert all(abs(e["offered_load"] - 1.5) < 1e-9 and not e["truncated"] for e in episodes)
-    # The printed table carries the paired ratio to FIFO, and the plots exist.
-    assert "vs fifo" in done.stdout and "Traceback" not in done.stderr
+    # The printed table carries the paired ratio to the scenario's yardstick and the fallback's
+    # share; the plots exist.
+    from baselines.yardstick import yardstick
+
+    assert data["meta"]["reference"] == yardstick(DEFAULT_SCENARIO) == "las"
+    assert "vs las, the scenario's yardstick" in done.stdout and "fallback" in done.stdout
+    assert "Traceback" not in done.stderr
+    assert {"fifo", "random"} <= {e["policy"] for e in episodes}
     for name in ("results.csv", "summary.csv", "jct_cdf.png", "paired_avg_jct.png", "utilization.png"):
         assert (out / name).stat().st_size > 0, name

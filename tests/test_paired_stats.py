@@ -88,7 +88,8 @@ def test_unpaired_and_duplicate_windows_are_errors():
     assert window_key(records[0]) == ("s-v0", "test", 0, "")
     with pytest.raises(PairingError, match="has no seed"):
         paired_summary([{k: v for k, v in r.items() if k != "seed"} for r in records], "new", "fifo")
-    rows = summarize([{k: v for k, v in r.items() if k != "seed"} for r in records], metrics=("avg_jct",))
+    rows = summarize([{k: v for k, v in r.items() if k != "seed"} for r in records], metrics=("avg_jct",),
+                     reference="fifo")
     assert all("has no seed" in r["pairing_error"] and math.isnan(r["ratio_avg_jct"]) for r in rows)
 
 
@@ -97,7 +98,7 @@ def test_truncated_windows_are_excluded_from_ratios_and_flagged_in_the_table():
     records[3] = dict(records[3], truncated=True, jobs_unfinished=17, avg_jct=1.0)   # new, seed 1
     s = paired_summary(records, "new", "fifo")
     assert (s.n, s.truncated) == (3, 1) and s.geo_mean == pytest.approx(0.5)
-    table = format_table(records, metrics=("avg_jct", "gpu_utilization"))
+    table = format_table(records, metrics=("avg_jct", "gpu_utilization"), reference="fifo")
     line = next(ln for ln in table.splitlines() if ln.startswith("s-v0") and " new " in ln)
     assert "TRUNCATED 1/4 (17 jobs unfinished)" in line
     assert "0.500 [0.500, 0.500]" in line and "3/3" in line
@@ -106,25 +107,27 @@ def test_truncated_windows_are_excluded_from_ratios_and_flagged_in_the_table():
 
 def test_table_names_the_pending_window_and_reference_and_says_when_it_is_missing():
     records = records_with_ratio([0.5, 0.6, 0.7])
-    table = format_table(records, metrics=("avg_jct",))
+    table = format_table(records, metrics=("avg_jct",), reference="fifo")
     assert "pending window K=32" in table and "vs fifo" in table
-    assert "avg_jct vs fifo" in table.splitlines()[2]
-    no_ref = format_table([r for r in records if r["policy"] == "new"], metrics=("avg_jct",))
+    assert "avg_jct vs fifo" in table.splitlines()[3]
+    no_ref = format_table([r for r in records if r["policy"] == "new"], metrics=("avg_jct",), reference="fifo")
     assert "no ratios: the reference policy 'fifo' is not among the policies" in no_ref
-    rows = {r["policy"]: r for r in summarize(records, metrics=("avg_jct",))}
+    # By default the reference is the scenario's yardstick (s-v0 is no registered scenario: las).
+    assert "no ratios: the reference policy 'las' (the scenario's yardstick) is not among" in format_table(records, metrics=("avg_jct",))
+    rows = {r["policy"]: r for r in summarize(records, metrics=("avg_jct",), reference="fifo")}
     assert rows["new"]["ratio_avg_jct"] == pytest.approx((0.5 * 0.6 * 0.7) ** (1 / 3))
     assert rows["new"]["win_rate_avg_jct"] == 1.0 and rows["fifo"]["ratio_avg_jct"] == 1.0
 
 
 def test_unpaired_records_are_reported_in_the_table_not_mixed():
     records = records_with_ratio([0.5, 0.6, 0.7])[:-1]
-    table = format_table(records, metrics=("avg_jct",))
+    table = format_table(records, metrics=("avg_jct",), reference="fifo")
     assert "UNPAIRED" in table and "only 'fifo' ran" in table
 
 
 def test_paired_table_covers_every_policy():
     records = records_with_ratio([0.5, 0.6]) + [rec("x", s, 3000.0 * (s + 1)) for s in range(2)]
-    table = paired_table(records)
+    table = paired_table(records, "fifo")
     assert list(table) == ["fifo", "new", "x"] and table["x"].geo_mean == pytest.approx(3.0)
 
 
@@ -135,13 +138,15 @@ def test_cluster_bench_compare_prints_the_paired_ratio_and_writes_json(tmp_path,
                           "--backend", "serial", "--quiet", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     # toy-v0: fifo's avg JCT is 440/6 s, SJF's 430/6 s, and every seed plays the same six jobs
-    # (tests/test_toy_dynamics.py): one distinct window, so no interval and no verdict.
-    assert "ratio sjf/fifo: geometric mean 0.9773, 95% CI [nan, nan] on 1 distinct window(s)" in text
-    assert "sjf better on 1 of 1 distinct windows" in text and "REPEATED WINDOWS" in text
-    assert "excludes 1" not in text and "1 distinct window: no interval" in text
+    # (tests/test_toy_dynamics.py): one distinct window, its seeds the world draws, paired per
+    # (window, seed); the report names that unit and draws no verdict.
+    assert "ratio sjf/fifo: geometric mean 0.9773, 95% CI [0.9773, 0.9773] on 1 distinct window(s)" in text
+    assert "sjf better on 4 of 4 world draws (window, seed) of 1 window" in text and "ONE WINDOW" in text
+    assert "excludes 1" not in text and "no verdict: the interval rests on 4 world draws of 1 window" in text
     data = json.loads(out.read_text())
     assert data["comparison"]["n"] == 4 and data["comparison"]["geo_mean"] == pytest.approx(430 / 440)
-    assert data["comparison"]["distinct"] == 1
+    assert data["comparison"]["distinct"] == 1 and data["comparison"]["units"] == 4
+    assert data["comparison"]["unit"] == "world draw (window, seed)"
     assert len(data["episodes"]) == 8
 
 
@@ -151,7 +156,7 @@ def test_cluster_bench_compare_on_one_seed_does_not_claim_repeated_windows(capsy
                           "--backend", "serial", "--quiet"]) == 0
     text = capsys.readouterr().out
     assert "REPEATED WINDOWS" not in text and "these seeds all play the same jobs" not in text
-    assert "1 window to pair: no interval" in text and "--seeds 0-19" in text
+    assert "1 value to pair: no interval" in text and "--seeds 0-19" in text
 
 
 def test_cluster_bench_sweep_flags_seeds_that_play_one_window(tmp_path, capsys):
@@ -176,9 +181,9 @@ def test_cluster_bench_compare_rejects_bad_arguments(tmp_path, capsys):
 def test_cluster_bench_run_shows_ratios_and_writes_the_paired_plot(tmp_path, capsys):
     out = tmp_path / "res"
     assert cluster_bench(["run", "--scenario", "toy-v0", "--policies", "fifo,sjf", "--seeds", "0-2",
-                          "--out", str(out), "--backend", "serial", "--quiet"]) == 0
+                          "--reference", "fifo", "--out", str(out), "--backend", "serial", "--quiet"]) == 0
     text = capsys.readouterr().out
-    assert "pending window K=8" in text and "0.977 [nan, nan]" in text and "REPEATED WINDOWS" in text
+    assert "pending window K=8" in text and "0.977 [0.977, 0.977]" in text and "WORLD DRAWS" in text
     summary = json.loads((out / "results.json").read_text())["summary"]
     sjf = next(r for r in summary if r["policy"] == "sjf")
     assert sjf["ratio_avg_jct"] == pytest.approx(430 / 440) and sjf["win_rate_avg_jct"] == 1.0
@@ -204,7 +209,8 @@ def test_truncated_episodes_are_marked_in_the_record_and_the_table(capsys, tmp_p
 def test_cluster_bench_sweep_writes_curves_with_intervals(tmp_path, capsys):
     out = tmp_path / "sweep"
     assert cluster_bench(["sweep", "--scenario", "toy-v0", "--loads", "0.5,2", "--policies", "fifo,sjf",
-                          "--seeds", "0-2", "--backend", "serial", "--quiet", "--out", str(out)]) == 0
+                          "--reference", "fifo", "--seeds", "0-2", "--backend", "serial", "--quiet",
+                          "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "load 0.5" in text and "load 2" in text and "measured offered load: 0.500, 2.000" in text
     data = json.loads((out / "load_sweep.json").read_text())
@@ -227,6 +233,8 @@ def test_load_sweep_refuses_bad_settings():
     with pytest.raises(ValueError, match="positive"):
         run_load_sweep("toy-v0", [0.5, -1], ["fifo"], [0])
     with pytest.raises(ValueError, match="reference policy 'fifo'"):
+        run_load_sweep("toy-v0", [0.5], ["sjf"], [0], reference="fifo")
+    with pytest.raises(ValueError, match="reference policy 'las'"):     # toy-v0's yardstick, by default
         run_load_sweep("toy-v0", [0.5], ["sjf"], [0])
     assert cluster_bench(["sweep", "--scenario", "toy-v0", "--loads", "0.5,x"]) == 2    # one line, exit 2
 

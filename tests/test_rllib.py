@@ -124,7 +124,7 @@ def test_example_09_tiny_run_prints_a_paired_table():
 
     text = run_example("09_rllib_dual_agent.py", "--tiny", "--baselines", "fifo", timeout=300)
     assert "iteration 1/1" in text and "rllib (this run)" in text
-    assert "avg_jct vs fifo" in text and "the best baseline here" in text
+    assert "avg_jct vs las" in text and "paired with the yardstick" in text and "no verdict" in text
 
 
 def test_example_09_without_rllib_stops_with_one_line_naming_the_extra():

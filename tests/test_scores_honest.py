@@ -41,8 +41,8 @@ def two_last_agents(tmp_path, monkeypatch):
 def test_two_agents_with_one_file_name_are_two_rows(two_last_agents, tmp_path, capsys):
     a, b = two_last_agents
     out = tmp_path / "res"
-    assert cluster_bench(["run", "--scenario", "philly-hetero-v1", "--policies", f"fifo,{a},{b}", "--out", str(out),
-                          *SHORT]) == 0
+    assert cluster_bench(["run", "--scenario", "philly-hetero-v1", "--policies", f"fifo,{a},{b}", "--reference", "fifo",
+                          "--out", str(out), *SHORT]) == 0
     text = capsys.readouterr().out
     assert "dual-priority(trA/last)" in text and "dual-priority(tp8/last)" in text
     data = json.loads((out / "results.json").read_text())
@@ -185,13 +185,16 @@ def _rec(policy: str, seed: int, value: float, window: str) -> dict:
 
 
 def test_seeds_that_play_the_same_jobs_are_one_window_in_the_interval():
-    from baselines.harness.stats import PairingError, geo_mean_ci, paired_summary
+    from baselines.harness.stats import UNIT_WORLD_DRAW, PairingError, geo_mean_ci, paired_summary, verdict
 
     same = [_rec(p, s, v, "w0") for s in range(20) for p, v in (("a", 97.7), ("b", 100.0))]
     s = paired_summary(same, "a", "b")
     assert s.n == 20 and s.distinct == 1 and s.geo_mean == pytest.approx(0.977)
-    assert math.isnan(s.ci_low) and not s.significant and s.wins == 1
-    assert "20 episodes on 1 distinct window" in s.describe()
+    # One window: its seeds are world draws, paired per (window, seed) (issue 32), and said so;
+    # however narrow their interval, they carry no verdict.
+    assert (s.units, s.unit) == (20, UNIT_WORLD_DRAW) and s.wins == 20
+    assert "20 world draws of 1 window" in s.describe()
+    assert verdict(s).startswith("no verdict: the interval rests on 20 world draws of 1 window")
     # Three windows, each played by two seeds: the interval is the one of the three windows' means.
     ratios = {"w0": (0.8, 0.9), "w1": (1.1, 1.0), "w2": (0.7, 0.75)}
     recs = [r for i, (w, rs) in enumerate(ratios.items()) for j, q in enumerate(rs)
@@ -208,9 +211,11 @@ def test_seeds_that_play_the_same_jobs_are_one_window_in_the_interval():
 def test_a_load_sweep_counts_distinct_windows_too():
     from baselines.harness.load_sweep import run_load_sweep
 
-    sweep = run_load_sweep("toy-v0", [1.0], ["fifo", "sjf"], [0, 1, 2], backend="serial")
+    sweep = run_load_sweep("toy-v0", [1.0], ["fifo", "sjf"], [0, 1, 2], reference="fifo", backend="serial")
     sjf = next(r for r in sweep.rows if r["policy"] == "sjf")
-    assert sjf["ratio_avg_jct_windows"] == 1 and math.isnan(sjf["ratio_avg_jct_lo"])
+    # toy-v0's seeds play one window: its world draws, paired per (window, seed), and named so.
+    assert sjf["ratio_avg_jct_windows"] == 1 and sjf["ratio_avg_jct_unit"] == "world draw (window, seed)"
+    assert sjf["windows"] == 1 and sjf["unit"] == "world draw (window, seed)"
 
 
 def test_records_name_the_jobs_they_played():

@@ -72,7 +72,9 @@ def test_a_model_trained_on_the_default_view_scores_in_one_line(torch, tmp_path,
                                   env_kwargs={"jobs_per_episode": JOBS}, backend="serial")
     _finite_records(score.records, name)
     row = next(r for r in score.summary if r["policy"] == name)
-    assert row["reference"] == "fifo" and math.isfinite(row["ratio_avg_jct"]) and row["ratio_avg_jct_n"] == 2
+    # Paired with the scenario's yardstick (las on philly-v1); the fallback's share is counted.
+    assert row["reference"] == "las" and math.isfinite(row["ratio_avg_jct"]) and row["ratio_avg_jct_n"] == 2
+    assert 0.0 <= row["fallback_share"] <= 1.0 and score.reference == "las"
     assert name in str(score) and "las" in str(score)
 
 
@@ -159,6 +161,8 @@ def test_fallback_is_accepted_by_the_harness_and_plays_the_lowest_allowed_action
     bad = baselines.evaluate(forbidden, "philly-v0", seeds=[3], env_kwargs=kw, backend="serial")[0]
     first = baselines.evaluate(FirstAllowedPolicy(), "philly-v0", seeds=[3], env_kwargs=kw, backend="serial")[0]
     assert bad["jobs_finished"] == JOBS and bad["avg_jct"] == first["avg_jct"] and bad["steps"] == first["steps"]
+    # Each replaced decision is counted (issue 32): nearly all of "bad"'s, none of the rule's.
+    assert bad["fallback_share"] > 0.5 and bad["fallbacks"] <= bad["steps"] and first["fallbacks"] == 0
     # ...and asked for by the user, for any policy
     asked = baselines.evaluate(FirstAllowedPolicy(), "philly-v0", seeds=[3],
                                env_kwargs={**kw, "invalid_action": "fallback"}, backend="serial")[0]

@@ -313,7 +313,7 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     array (:func:`_migration_array`), None for ``policy``'s orderer's."""
     from gymnasium.utils import seeding
 
-    from baselines.harness.episode import EpisodeResult, check_fits, env_label, world_line
+    from baselines.harness.episode import EpisodeResult, check_fits, env_label, fallback_columns, world_line
     from baselines.orderers import TIRESIAS_QUEUE_LIMITS
     from cluster_env.core.metrics import METRIC_KEYS, compute_metrics
     from cluster_env.core.simulator import ClusterSimulator
@@ -400,6 +400,7 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
                 "offered_load": float(load), "pending_window": int(env.sched.pending_window),
                 "world": world_line(env),
                 "return": float(sc[L.RETURN]), "steps": int(ic[L.STEPS]), "wall_s": wall})
+    row.update(fallback_columns(0, int(ic[L.STEPS])))      # the compiled rules never choose a forbidden action
     done = ~np.isnan(jf[L.FINISH])
     return EpisodeResult(record=row, engine="compiled", jct=(jf[L.FINISH] - sim.submit)[done])
 

@@ -27,7 +27,8 @@ class EpisodeResult:
     environment settings as text: part of the window's identity), ``window`` (the digest of the
     jobs the episode played, :meth:`cluster_env.core.instance.Workload.digest`: seeds that play
     the same jobs count as one window in the confidence intervals), every metric, ``truncated``,
-    ``jobs_unfinished``, ``offered_load``, ``pending_window``, steps, return, wall time). ``jct``
+    ``jobs_unfinished``, ``offered_load``, ``pending_window``, steps, return, wall time,
+    ``fallbacks`` and ``fallback_share``: :func:`fallback_columns`). ``jct``
     is there for every episode (compiled ones too); the other arrays when it was recorded.
     """
 
@@ -199,6 +200,7 @@ def run_episode(policy: Any, scenario: "str | Scenario", split: str, seed: int, 
                 "offered_load": float(getattr(base, "offered_load", float("nan"))),
                 "pending_window": _pending_window(base), "world": world_line(base),
                 "return": total, "steps": steps, "wall_s": wall})
+    row.update(fallback_columns(int(infos["orderer"].get("fallbacks", 0)), steps))
     result = EpisodeResult(record=row)
     done = ~np.isnan(sim.jobs.finish)
     result.jct = (sim.jobs.finish - sim.submit)[done]        # every episode: the JCT CDF pools all seeds
@@ -218,6 +220,13 @@ def world_line(env: Any) -> str:
     (``baselines.harness.stats.window_key``)."""
     summary = getattr(env, "world_summary", None)
     return summary().line() if callable(summary) else ""
+
+
+def fallback_columns(fallbacks: int, steps: int) -> dict[str, Any]:
+    """A record's ``fallbacks`` (decisions the fallback rule played instead of a policy's forbidden
+    action, ``invalid_action="fallback"``) and ``fallback_share`` (of the episode's decisions, its
+    steps; 0 for an episode without steps)."""
+    return {"fallbacks": int(fallbacks), "fallback_share": fallbacks / steps if steps else 0.0}
 
 
 def bound_steps(env: Any) -> None:

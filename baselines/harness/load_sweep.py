@@ -17,7 +17,10 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from baselines.harness.files import number
-from baselines.harness.stats import DEFAULT_REFERENCE, PairingError, mean_ci, paired_summary
+from baselines.harness.gaps import optimality_gap
+from baselines.harness.report import fallback_summary, verdict_notes
+from baselines.harness.stats import (DEFAULT_REFERENCE, UNIT_WORLD_DRAW, PairingError, claim_note, mean_ci,
+                                     paired_summary, window_values)
 from baselines.harness.labels import policy_labels
 from baselines.harness.sweep import PolicySpec, make_tasks, run_tasks, stopped_results
 
@@ -51,8 +54,9 @@ def run_load_sweep(scenario: str, loads: Sequence[float], policies: Sequence[Pol
         loads: target offered loads (positive), passed to the environment as ``load=``.
         policies: names or policy objects (see :func:`baselines.harness.sweep.run_tasks`).
         env_kwargs: other environment settings; ``load`` is the sweep's and may not be among them.
-        reference: the policy the paired ratios are taken against (None: no ratios; it must be
-            among ``policies`` otherwise).
+        reference: the policy the paired ratios are taken against (default: the scenario's
+            yardstick, :mod:`baselines.yardstick`; None: no ratios; it must be among ``policies``
+            otherwise).
     """
     env_kwargs = dict(env_kwargs or {})
     if "load" in env_kwargs:
@@ -63,6 +67,10 @@ def run_load_sweep(scenario: str, loads: Sequence[float], policies: Sequence[Pol
     if len(set(loads)) != len(loads):
         raise ValueError(f"loads must be distinct, got {loads}")
     names = policy_labels(list(policies), scenario)      # the records' labels; one policy twice is an error
+    if reference == DEFAULT_REFERENCE:
+        from baselines.yardstick import yardstick
+
+        reference = yardstick(scenario)
     if reference is not None and reference not in names:
         raise ValueError(f"the reference policy {reference!r} is not among the policies {names}")
     tasks, task_load = [], []
@@ -100,8 +108,12 @@ def partial_sweep(stop: BaseException) -> Optional[LoadSweep]:
 def sweep_rows(records: Sequence[dict[str, Any]], reference: Optional[str] = DEFAULT_REFERENCE,
                metrics: Sequence[str] = SWEEP_METRICS) -> list[dict[str, Any]]:
     """One row per (policy, load) of records that carry ``load``: ``n``, ``truncated``, the mean
-    and 95% bootstrap interval of each metric and of the measured ``offered_load``, and (with a
-    reference) ``ratio_avg_jct`` with ``_lo``/``_hi`` and ``win_rate_avg_jct`` against it."""
+    and 95% bootstrap interval of each metric (over distinct windows: seeds that play one window
+    count once, :func:`~baselines.harness.stats.window_values`; ``windows`` and ``unit`` say what
+    they rest on) and of the measured ``offered_load``, ``fallback_share`` (of the decisions), the
+    gaps to the optimality table (:mod:`baselines.harness.gaps`: none where the load changes the
+    scenario's default world), and (with a reference) ``ratio_avg_jct`` with ``_lo``/``_hi`` and
+    ``win_rate_avg_jct`` against it."""
     groups: dict[tuple[str, float], list[dict]] = {}
     for r in records:
         groups.setdefault((r["policy"], float(r["load"])), []).append(r)
@@ -112,13 +124,18 @@ def sweep_rows(records: Sequence[dict[str, Any]], reference: Optional[str] = DEF
         row["offered_load"] = float(np.nanmean([float(r.get("offered_load", math.nan)) for r in rs])) \
             if any(math.isfinite(float(r.get("offered_load", math.nan))) for r in rs) else math.nan
         for metric in metrics:
-            row[metric], row[metric + "_lo"], row[metric + "_hi"] = mean_ci([number(r[metric]) for r in rs])
+            values, unit = window_values(rs, metric)
+            row[metric], row[metric + "_lo"], row[metric + "_hi"] = mean_ci(values)
+            row["windows"], row["unit"] = len(values) if unit != UNIT_WORLD_DRAW else 1, unit
+        row["fallback_share"] = fallback_summary(rs)["fallback_share"]
+        row.update(optimality_gap(rs, policy).columns())
         if reference is not None:
             at_load = [r for r in records if float(r["load"]) == load]
             try:
                 s = paired_summary(at_load, policy, reference, "avg_jct")
                 row.update({"ratio_avg_jct": s.geo_mean, "ratio_avg_jct_lo": s.ci_low, "ratio_avg_jct_hi": s.ci_high,
-                            "win_rate_avg_jct": s.win_rate, "ratio_avg_jct_windows": s.distinct})
+                            "win_rate_avg_jct": s.win_rate, "ratio_avg_jct_windows": s.distinct,
+                            "ratio_avg_jct_units": s.units, "ratio_avg_jct_unit": s.unit})
             except PairingError as exc:
                 raise PairingError(f"load {load}: {exc}") from None
         rows.append(row)
@@ -161,7 +178,7 @@ def format_sweep(sweep: LoadSweep, metric: str = "avg_jct") -> str:
     """A compact text table: one line per policy, ``mean [lo, hi]`` of ``metric`` per load."""
     loads = sweep.loads
     by = {(r["policy"], r["load"]): r for r in sweep.rows}
-    head = [f"{metric} (mean [95% CI]) against target load; {len(sweep.seeds)} windows per point"
+    head = [f"{metric} (mean [95% CI] over distinct windows) against target load; {len(sweep.seeds)} seeds per point"
             + (f"; ratio to {sweep.reference} in ()" if sweep.reference else "")]
     width = max(len(p) for p in sweep.policies)
     head.append(" " * width + "  " + "  ".join(f"{'load ' + format(x, 'g'):>34}" for x in loads))
@@ -183,7 +200,21 @@ def format_sweep(sweep: LoadSweep, metric: str = "avg_jct") -> str:
         windows.setdefault(float(r["load"]), set()).add(str(r.get("window", r["seed"])))
     repeated = {x: len(windows.get(float(x), ())) for x in loads if len(windows.get(float(x), ())) < len(sweep.seeds)}
     if repeated:
+        one = any(d == 1 for d in repeated.values())
         head.append(f"REPEATED WINDOWS: the {len(sweep.seeds)} seeds play only "
                     + ", ".join(f"{d} distinct window{'s' * (d != 1)} at load {x:g}" for x, d in repeated.items())
-                    + "; the ratios count each distinct window once, the means' intervals count every seed")
+                    + "; the means, ratios and intervals count each distinct window once"
+                    + (" (where all seeds play one window, they rest on its world draws, per (window, seed))"
+                       if one else ""))
+    shares = {p: max(by[(p, x)].get("fallback_share", math.nan) for x in loads) for p in sweep.policies}
+    head.append("fallback (largest share of decisions the fallback rule replaced, over the loads): "
+                + ", ".join(f"{p} {'-' if math.isnan(v) else format(v, '.1%')}" for p, v in shares.items()))
+    if not any(r.get("optimality_windows", 0) for r in sweep.rows):
+        head.append("gap to best-known: none (the optimality tables hold the scenario's default world; a load sweep "
+                    "rescales its arrivals)")
+    distinct = min(windows.values(), key=len) if windows else set()
+    if sweep.reference:
+        head += verdict_notes(len(distinct))
+    elif claim_note(len(distinct)):
+        head.append(claim_note(len(distinct)))
     return "\n".join(head)

@@ -63,7 +63,8 @@ def plot_paired(records: Sequence[dict[str, Any]], path: "str | Path", reference
     """One column per policy: a point per window at ``metric(policy) / metric(reference)`` on that
     window (log scale), the geometric mean as a bar and its 95% bootstrap interval as a band.
     Truncated windows are left out (see :mod:`baselines.harness.stats`)."""
-    summaries = [s for p, s in paired_table(records, reference, metric).items() if p != reference]
+    table = paired_table(records, reference, metric)
+    summaries = [s for p, s in table.items() if p != s.reference]
     plt = _pyplot()
     width = max(5.0, 1.1 * len(summaries) + 2.5)
     fig, ax = plt.subplots(figsize=(width, 4.5))

@@ -2,8 +2,13 @@
 
 Every policy runs on the same windows (scenario, split, seed, environment settings), so the table
 shows, next to each policy's mean, the geometric mean over windows of ``policy / reference`` with
-its 95% bootstrap interval and the win rate (:mod:`baselines.harness.stats`). Truncated episodes
-are marked ``TRUNCATED`` and left out of the ratios.
+its 95% bootstrap interval and the win rate (:mod:`baselines.harness.stats`). The reference is the
+scenario's yardstick unless one is named (:mod:`baselines.yardstick`). Where the shipped
+optimality table has the windows, each policy's gap to the best-known schedule and to the lower
+bound (:mod:`baselines.harness.gaps`); and the share of its decisions that the fallback rule
+replaced (``invalid_action="fallback"``). Truncated episodes are marked ``TRUNCATED`` and left out
+of the ratios. Below :data:`~baselines.harness.stats.MIN_VERDICT_WINDOWS` distinct windows the
+table says that its intervals carry no verdict, below 100 that claims rest on 100.
 """
 from __future__ import annotations
 
@@ -17,13 +22,16 @@ import numpy as np
 from cluster_env.core.metrics import METRIC_KEYS
 
 from baselines.harness.files import json_text, number
+from baselines.harness.gaps import GAP_METRIC, fmt_gap, optimality_gap
 from baselines.harness.metric_labels import table_header
-
-from baselines.harness.stats import (DEFAULT_METRIC, DEFAULT_REFERENCE, PairingError, fmt_interval, fmt_ratio,
-                                     lower_is_better, paired_summary, truncation)
+from baselines.harness.gaps import GAP_METRIC, fmt_gap, optimality_gap
+from baselines.harness.stats import (DEFAULT_METRIC, DEFAULT_REFERENCE, MIN_VERDICT_WINDOWS, UNIT_WORLD_DRAW,
+                                     PairingError, claim_note, fmt_interval, fmt_ratio, lower_is_better, paired_summary,
+                                     resolve_reference, truncation)
 
 RECORD_KEYS = ("policy", "scenario", "split", "seed", *METRIC_KEYS, "return", "steps", "wall_s",
-               "env", "window", "truncated", "jobs_unfinished", "offered_load", "pending_window")
+               "env", "window", "truncated", "jobs_unfinished", "offered_load", "pending_window",
+               "fallbacks", "fallback_share")
 #: Columns the summaries derive per episode from two metrics (not metrics of the environment, so
 #: records and score files keep their keys): name -> (numerator, denominator); NaN when the
 #: denominator is 0. ``preemptions_per_job``: preemptions (of every job, finished or not) per
@@ -53,12 +61,18 @@ def summarize(records: Sequence[dict[str, Any]], metrics: Iterable[str] = SUMMAR
     """One row per (scenario, policy): mean and sample standard deviation of each metric (and
     derived column, :data:`DERIVED_METRICS`) over seeds, truncation counts, and for each of ``paired_metrics`` the paired ratio to ``reference``
     (``ratio_M``, ``ratio_M_lo``, ``ratio_M_hi``, ``win_rate_M``, ``ratio_M_n`` paired episodes,
-    ``ratio_M_windows`` distinct windows among them, the unit of the interval; NaN when the
-    reference did not run on the scenario; ``pairing_error`` says why when windows do not pair)."""
+    ``ratio_M_windows`` distinct windows among them, ``ratio_M_units`` the values the interval
+    rests on and ``ratio_M_unit`` what one is (a window, or one window's world draw); NaN when the
+    reference did not run on the scenario; ``pairing_error`` says why when windows do not pair).
+    ``reference`` :data:`~baselines.harness.stats.DEFAULT_REFERENCE` is each scenario's yardstick.
+    Each row also has ``fallbacks`` and ``fallback_share`` (of all its episodes' decisions, NaN for
+    records without the count) and the gaps of :func:`baselines.harness.gaps.optimality_gap`
+    (``gap_best_known``, ``gap_lower_bound`` with ``_lo``/``_hi``, ``optimality_windows``)."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in records:
         groups.setdefault((r["scenario"], r["policy"]), []).append(r)
     rows = []
+    references: dict[str, Optional[str]] = {}
     for (scenario, policy), rs in groups.items():
         bad, total, unfinished = truncation(rs, policy)
         row: dict[str, Any] = {"scenario": scenario, "policy": policy, "seeds": len(rs),
@@ -67,22 +81,41 @@ def summarize(records: Sequence[dict[str, Any]], metrics: Iterable[str] = SUMMAR
             values = np.array([metric_value(r, key) for r in rs], dtype=np.float64)
             row[key] = float(values.mean())
             row[key + "_std"] = float(values.std(ddof=1)) if len(values) > 1 else 0.0
+        row.update(fallback_summary(rs))
         scenario_records = [r for r in records if r["scenario"] == scenario]
-        has_reference = reference is not None and any(r["policy"] == reference for r in scenario_records)
-        row["reference"] = reference if has_reference else None
+        if scenario not in references:
+            references[scenario] = resolve_reference(scenario_records, reference)
+        ref = references[scenario]
+        has_reference = ref is not None and any(r["policy"] == ref for r in scenario_records)
+        row["reference"] = ref if has_reference else None
         for metric in paired_metrics:
             if not all(metric in r for r in rs):
                 continue                      # records from elsewhere may lack a metric
-            row.update(_paired_columns(scenario_records, policy, reference if has_reference else None, metric, row))
+            row.update(_paired_columns(scenario_records, policy, ref if has_reference else None, metric, row))
+        if all(GAP_METRIC in r for r in rs):
+            row.update(optimality_gap(rs, policy).columns())
         rows.append(row)
     return rows
+
+
+def fallback_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """``fallbacks`` (total over ``records``, one policy's) and ``fallback_share``: the share of
+    their decisions (steps) that the fallback rule played instead of a forbidden action (NaN when
+    no record counts them, e.g. records of older files)."""
+    counted = [r for r in records if "fallbacks" in r]
+    if not counted:
+        return {"fallbacks": math.nan, "fallback_share": math.nan}
+    fallbacks = sum(int(r["fallbacks"]) for r in counted)
+    steps = sum(int(r.get("steps", 0)) for r in counted)
+    return {"fallbacks": fallbacks, "fallback_share": fallbacks / steps if steps else 0.0}
 
 
 def _paired_columns(records: Sequence[dict], policy: str, reference: Optional[str], metric: str,
                     row: dict) -> dict[str, Any]:
     nan = math.nan
     cols = {f"ratio_{metric}": nan, f"ratio_{metric}_lo": nan, f"ratio_{metric}_hi": nan,
-            f"win_rate_{metric}": nan, f"ratio_{metric}_n": 0, f"ratio_{metric}_windows": 0}
+            f"win_rate_{metric}": nan, f"ratio_{metric}_n": 0, f"ratio_{metric}_windows": 0,
+            f"ratio_{metric}_units": 0, f"ratio_{metric}_unit": ""}
     if reference is None:
         return cols
     try:
@@ -91,7 +124,8 @@ def _paired_columns(records: Sequence[dict], policy: str, reference: Optional[st
         row["pairing_error"] = str(exc)
         return cols
     cols.update({f"ratio_{metric}": s.geo_mean, f"ratio_{metric}_lo": s.ci_low, f"ratio_{metric}_hi": s.ci_high,
-                 f"win_rate_{metric}": s.win_rate, f"ratio_{metric}_n": s.n, f"ratio_{metric}_windows": s.distinct})
+                 f"win_rate_{metric}": s.win_rate, f"ratio_{metric}_n": s.n, f"ratio_{metric}_windows": s.distinct,
+                 f"ratio_{metric}_units": s.units, f"ratio_{metric}_unit": s.unit})
     return cols
 
 
@@ -113,17 +147,39 @@ def _pending_windows(records: Sequence[dict[str, Any]]) -> str:
 
 def table_caption(records: Sequence[dict[str, Any]], reference: Optional[str] = DEFAULT_REFERENCE,
                   metric: str = DEFAULT_METRIC) -> str:
-    """The lines above a table: pending window, reference, what a ratio and a win mean."""
+    """The lines above a table: pending window, reference, what a ratio, a win, a gap and the
+    fallback share mean."""
     better = "lower" if lower_is_better(metric) else "higher"
-    present = reference is not None and any(r["policy"] == reference for r in records)
+    named = resolve_reference(records, reference)
+    present = named is not None and any(r["policy"] == named for r in records)
     lines = [f"pending window K={_pending_windows(records)} (jobs a policy sees, oldest first); "
              "means over seeds ± sample std"]
+    from baselines.yardstick import yardstick_of_records
+
+    what = f"{named}, the scenario's yardstick" if named is not None and named == yardstick_of_records(records) \
+        else named
     if present:
-        lines.append(f"vs {reference}: geometric mean over windows of {metric}(policy)/{metric}({reference}) "
+        lines.append(f"vs {what}: geometric mean over windows of {metric}(policy)/{metric}({named}) "
                      f"[95% bootstrap CI]; wins: windows where the policy's {metric} is {better}")
+    elif reference == DEFAULT_REFERENCE and named is None:
+        lines.append("no ratios: these scenarios have different yardsticks; name the reference")
     else:
-        lines.append(f"no ratios: the reference policy {reference!r} is not among the policies")
+        yard = " (the scenario's yardstick)" if what != named else ""
+        lines.append(f"no ratios: the reference policy {named!r}{yard} is not among the policies")
+    lines.append("fallback: share of the policy's decisions that the fallback rule played instead of a forbidden "
+                 "action (invalid_action='fallback': FIFO's / first-fit's choice)")
     return "\n".join(lines)
+
+
+def _gap_caption(rows: Sequence[dict[str, Any]]) -> Optional[str]:
+    """The line that says what the gap columns rest on, or None when no row has a gap."""
+    counts = sorted({int(r.get("optimality_windows", 0)) for r in rows} - {0})
+    if not counts:
+        return None
+    n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    return (f"gap to best-known / to bound: geometric mean over the {n} window(s) the shipped optimality table "
+            f"has of {GAP_METRIC}(policy)/best-known (/lower bound) - 1 [95% bootstrap CI] "
+            "(baselines/optimality/tables; the scenario's default world only)")
 
 
 def format_table(records: Sequence[dict[str, Any]], metrics: Sequence[str] = TABLE_METRICS,
@@ -135,22 +191,41 @@ def format_table(records: Sequence[dict[str, Any]], metrics: Sequence[str] = TAB
     a caption naming the pending window and the reference. Rows with truncated episodes are
     flagged ``TRUNCATED k/n`` (those windows are left out of the ratios)."""
     rows = summarize(records, metrics, reference, paired_metrics=(paired_metric,))
-    ratio_head = f"{paired_metric} vs {reference}"
+    named = resolve_reference(records, reference)
+    ratio_head = f"{paired_metric} vs {named if named is not None else 'yardstick'}"
+    gaps = any(int(r.get("optimality_windows", 0)) for r in rows)
+    counts = {int(r.get("optimality_windows", 0)) for r in rows}
     header = ["scenario", "policy", "seeds", table_header(metrics[0] if metrics else paired_metric), ratio_head,
-              "wins", *map(table_header, metrics[1:]), "flags"]
+              "wins", *(["gap to best-known", "gap to bound"] if gaps else []), "fallback",
+              *map(table_header, metrics[1:]), "flags"]
     cells = []
     notes = []
     repeats: list[str] = []
+    draws: list[str] = []
+    distinct: list[int] = []
     for r in rows:
         n = r.get(f"ratio_{paired_metric}_n", 0)
         if r["reference"] is None or n == 0:
             ratio, wins = "-", "-"
         else:
             ratio = f"{fmt_ratio(r[f'ratio_{paired_metric}'])} {fmt_interval(r[f'ratio_{paired_metric}_lo'], r[f'ratio_{paired_metric}_hi'])}"
-            d = r[f"ratio_{paired_metric}_windows"]
-            wins = f"{round(r[f'win_rate_{paired_metric}'] * d)}/{d}"
-            if d < n:
+            d, u = r[f"ratio_{paired_metric}_windows"], r[f"ratio_{paired_metric}_units"]
+            wins = f"{round(r[f'win_rate_{paired_metric}'] * u)}/{u}"
+            distinct.append(d)
+            if r[f"ratio_{paired_metric}_unit"] == UNIT_WORLD_DRAW:
+                draws.append(f"{r['scenario']}/{r['policy']}: {u} world draws of 1 window")
+            elif d < n:
                 repeats.append(f"{r['scenario']}/{r['policy']}: {n} episodes on {d} distinct window{'s' * (d != 1)}")
+        gap_cells = []
+        if gaps:
+            k = int(r.get("optimality_windows", 0))
+            suffix = f" ({k})" if len(counts) > 1 and k else ""
+            gap_cells = [fmt_gap(r.get("gap_best_known", math.nan), r.get("gap_best_known_lo", math.nan),
+                                 r.get("gap_best_known_hi", math.nan)) + suffix,
+                         fmt_gap(r.get("gap_lower_bound", math.nan), r.get("gap_lower_bound_lo", math.nan),
+                                 r.get("gap_lower_bound_hi", math.nan)) + suffix]
+        share = r.get("fallback_share", math.nan)
+        fallback = "-" if math.isnan(share) else f"{share:.1%}"
         flags = []
         if r["truncated"]:
             flags.append(f"TRUNCATED {r['truncated']}/{r['seeds']} ({r['jobs_unfinished']} jobs unfinished)")
@@ -159,17 +234,25 @@ def format_table(records: Sequence[dict[str, Any]], metrics: Sequence[str] = TAB
             notes.append(f"UNPAIRED {r['scenario']}/{r['policy']}: {r['pairing_error']}")
         first = metrics[0] if metrics else paired_metric
         cells.append([r["scenario"], r["policy"], str(r["seeds"]), f"{format_value(r[first])} ± {format_value(r[first + '_std'])}",
-                      ratio, wins, *[f"{format_value(r[m])} ± {format_value(r[m + '_std'])}" for m in metrics[1:]],
+                      ratio, wins, *gap_cells, fallback,
+                      *[f"{format_value(r[m])} ± {format_value(r[m + '_std'])}" for m in metrics[1:]],
                       "; ".join(flags)])
     caption = table_caption(records, reference, paired_metric)
+    gap_line = _gap_caption(rows)
+    if gap_line:
+        caption += "\n" + gap_line
     if not any(c[-1] for c in cells):            # no flags: drop the column
         header, cells = header[:-1], [c[:-1] for c in cells]
     if repeats:
         notes.append(f"REPEATED WINDOWS: seeds that play the same jobs count once in the ratio, its interval and "
                      f"the wins ({'; '.join(repeats)}); one distinct window gives no interval")
+    if draws:
+        notes.append(f"WORLD DRAWS: every seed plays one window, so each ratio's interval rests on that window's world "
+                     f"draws, paired per (window, seed), not on windows ({'; '.join(draws)}): no verdict")
     if any(r["truncated"] for r in rows):
         notes.append("TRUNCATED: episodes cut by max_steps/max_time are not comparable; "
                      "they are left out of the ratios and their means cover unfinished episodes")
+    notes += verdict_notes(min(distinct) if distinct else 0, bool(distinct))
     if markdown:
         lines = [caption.replace("\n", "  \n"), "",
                  "| " + " | ".join(header) + " |",
@@ -182,6 +265,35 @@ def format_table(records: Sequence[dict[str, Any]], metrics: Sequence[str] = TAB
     for c in cells:
         lines.append("  ".join(v.ljust(w) if i < 2 else v.rjust(w) for i, (v, w) in enumerate(zip(c, widths))))
     return "\n".join(lines + notes)
+
+
+def paired_verdict(records: Sequence[dict[str, Any]], policy: str, reference: Optional[str] = DEFAULT_REFERENCE,
+                   metric: str = DEFAULT_METRIC) -> str:
+    """One line: ``policy``'s paired ratio to ``reference`` (default the scenario's yardstick) with
+    its interval and wins, and the verdict it supports (:func:`baselines.harness.stats.verdict`:
+    none below 10 distinct windows), then the 100-window note where it applies."""
+    from baselines.harness.stats import verdict
+
+    s = paired_summary(records, policy, reference, metric)
+    line = f"{policy}: {s.describe()}; {verdict(s)}"
+    note = claim_note(s.distinct)
+    return line + (f"\n{note}" if note else "")
+
+
+def verdict_notes(distinct: int, paired: bool = True) -> list[str]:
+    """The lines under a paired table on ``distinct`` windows (the fewest of its rows): no
+    verdict below :data:`~baselines.harness.stats.MIN_VERDICT_WINDOWS`, and below
+    :data:`~baselines.harness.stats.CLAIM_WINDOWS` that claims rest on 100."""
+    if not paired:
+        return []
+    lines = []
+    if distinct < MIN_VERDICT_WINDOWS:
+        lines.append(f"NO VERDICT: the ratios rest on {distinct} distinct window{'s' * (distinct != 1)}; reading an "
+                     f"interval as better/worse needs at least {MIN_VERDICT_WINDOWS} (the intervals are printed all the same)")
+    note = claim_note(distinct)
+    if note:
+        lines.append(note)
+    return lines
 
 
 def write_summary_csv(records: Sequence[dict[str, Any]], path: "str | Path",
@@ -218,7 +330,10 @@ def write_json(records: Sequence[dict[str, Any]], path: "str | Path", **meta: An
     written atomically (a failure, e.g. a full disk, keeps the old file)."""
     from baselines.harness.files import atomic_write
 
-    payload = {"meta": meta, "summary": summarize(records, reference=meta.get("reference", DEFAULT_REFERENCE)),
+    reference = meta.get("reference", DEFAULT_REFERENCE)
+    if reference == DEFAULT_REFERENCE:          # the files name the policy, not the rule that chose it
+        meta = {**meta, "reference": resolve_reference(records, reference)}
+    payload = {"meta": meta, "summary": summarize(records, reference=reference),
                "episodes": [dict(r) for r in records]}
     text = json_text(payload)            # standard JSON: NaN is written as null
     return atomic_write(path, lambda f: f.write(text))

@@ -20,8 +20,15 @@ Rules, so that nothing is mixed silently:
   settings). Seeds that play the same jobs (every seed of ``toy-v0``, or of a user's trace
   without ``jobs_per_episode``) are one window: their log ratios are averaged into one value
   before the bootstrap, so identical episodes never pass for independent evidence, and
-  ``distinct`` says how many windows the interval rests on (one: no interval). Records without
-  ``window`` (from older files) count one window per seed;
+  ``distinct`` says how many windows the interval rests on. Records without ``window`` (from
+  older files) count one window per seed;
+* except where every seed plays ONE window (a user's trace without ``jobs_per_episode``, every
+  seed of ``toy-v0``): the seeds are that window's world draws (fluctuation, static factors,
+  restart costs), and they are paired per (window, seed): the interval then says how the ratio
+  varies over world draws of this one window, ``unit`` says so, and no verdict is drawn from it;
+* a verdict ("better"/"worse", :func:`verdict`) needs :data:`MIN_VERDICT_WINDOWS` distinct windows
+  and an interval that excludes 1; below :data:`CLAIM_WINDOWS` windows a claim still rests on a
+  run over 100 (DESIGN section 9, :func:`claim_note`);
 * a window where either run was truncated (``record["truncated"]``) is left out of the ratios
   and counted in ``truncated``;
 * a window where either value is NaN or not positive (a log ratio is undefined) is left out of the
@@ -43,9 +50,17 @@ from baselines.harness.files import number
 HIGHER_IS_BETTER = frozenset({"jobs_finished", "gpu_utilization", "fairness", "jobs_per_hour"})
 #: The record fields that identify a window.
 WINDOW_FIELDS = ("scenario", "split", "seed", "env")
-DEFAULT_REFERENCE = "fifo"
+#: A paired table's reference when none is given: each scenario's yardstick
+#: (:mod:`baselines.yardstick`), resolved from the records' scenario.
+DEFAULT_REFERENCE = "yardstick"
 DEFAULT_METRIC = "avg_jct"
 CONFIDENCE = 0.95
+#: Fewest distinct windows a "better"/"worse" verdict is drawn from (the interval is printed below it).
+MIN_VERDICT_WINDOWS = 10
+#: Distinct test windows a claim that one scheduler beats another rests on (DESIGN section 9).
+CLAIM_WINDOWS = 100
+#: The units of a paired interval: distinct windows, or one window's world draws (its seeds).
+UNIT_WINDOW, UNIT_WORLD_DRAW = "window", "world draw (window, seed)"
 
 
 class PairingError(ValueError):
@@ -84,7 +99,9 @@ class PairedSummary:
     undefined: int = 0                  # windows left out: NaN or non-positive value
     windows: list[tuple] = field(default_factory=list)     # window keys of the ratios, sorted
     ratios: list[float] = field(default_factory=list)      # per window, same order
-    distinct: int = 0                   # distinct windows (jobs played) among the n: the interval's unit
+    distinct: int = 0                   # distinct windows (jobs played) among the n
+    units: int = 0                      # values the interval and the win rate rest on
+    unit: str = UNIT_WINDOW             # what one of them is: a distinct window, or one window's world draw
 
     @property
     def significant(self) -> bool:
@@ -98,11 +115,14 @@ class PairedSummary:
 
     @property
     def wins(self) -> int:
-        """Distinct windows where the policy is better."""
-        return round(self.win_rate * self.distinct) if self.distinct else 0
+        """Units (distinct windows, or one window's world draws) where the policy is better."""
+        return round(self.win_rate * self.units) if self.units else 0
 
     def windows_text(self) -> str:
-        """``20 windows``, or ``20 episodes on 1 distinct window`` when seeds repeat a window."""
+        """``20 windows``, ``20 episodes on 2 distinct windows`` when seeds repeat windows, or
+        ``20 world draws of 1 window`` when every seed plays one window."""
+        if self.unit == UNIT_WORLD_DRAW:
+            return f"{self.units} world draws of 1 window"
         if self.distinct == self.n:
             return f"{self.n} windows"
         return f"{self.n} episodes on {self.distinct} distinct window{'s' * (self.distinct != 1)}"
@@ -110,7 +130,7 @@ class PairedSummary:
     def describe(self) -> str:
         """``0.781x fifo [0.702, 0.866], wins 17/20 (avg_jct, 20 windows)``."""
         text = (f"{fmt_ratio(self.geo_mean)}x {self.reference} {fmt_interval(self.ci_low, self.ci_high)}, "
-                f"wins {self.wins}/{self.distinct} ({self.metric}, {self.windows_text()}")
+                f"wins {self.wins}/{self.units} ({self.metric}, {self.windows_text()}")
         if self.truncated:
             text += f", {self.truncated} truncated left out"
         if self.undefined:
@@ -177,10 +197,25 @@ def _check_same_windows(policy: str, reference: str, a: dict, b: dict) -> None:
         raise PairingError(f"cannot pair {policy!r} with {reference!r}: " + "; ".join(parts))
 
 
+def resolve_reference(records: Sequence[dict[str, Any]], reference: Optional[str]) -> Optional[str]:
+    """The policy label ``reference`` means: :data:`DEFAULT_REFERENCE` is the yardstick of the
+    records' scenario (:func:`baselines.yardstick.yardstick_of_records`; None when they span
+    scenarios with different yardsticks), anything else itself."""
+    if reference != DEFAULT_REFERENCE:
+        return reference
+    from baselines.yardstick import yardstick_of_records
+
+    return yardstick_of_records(records)
+
+
 def paired_summary(records: Sequence[dict[str, Any]], policy: str, reference: str = DEFAULT_REFERENCE,
                    metric: str = DEFAULT_METRIC, seed: int = 0) -> PairedSummary:
-    """``policy`` against ``reference`` on ``metric`` over their common windows (which must be
-    the same set: see :class:`PairingError`)."""
+    """``policy`` against ``reference`` (default: the scenario's yardstick) on ``metric`` over
+    their common windows (which must be the same set: see :class:`PairingError`)."""
+    resolved = resolve_reference(records, reference)
+    if resolved is None:
+        raise PairingError("the records span scenarios with different yardsticks: name the reference")
+    reference = resolved
     mine, ref = index_by_window(records, policy), index_by_window(records, reference)
     if not ref:
         raise PairingError(f"no record of the reference policy {reference!r}")
@@ -206,6 +241,11 @@ def paired_summary(records: Sequence[dict[str, Any]], policy: str, reference: st
         refs.append(vb)
         units.setdefault(distinct_window(a, b, policy, reference), []).append(
             (va / vb, int((va < vb) if lower else (va > vb))))
+    unit = UNIT_WINDOW
+    if len(units) == 1 and len(ratios) > 1:      # one window, its seeds' world draws: paired per (window, seed)
+        unit = UNIT_WORLD_DRAW
+        units = {(key, i): [member] for key, members in units.items() for i, member in enumerate(members)}
+    distinct = len({key[0] if unit == UNIT_WORLD_DRAW else key for key in units})
     unit_ratios, unit_wins = [], 0
     for members in units.values():
         if len(members) == 1:                # the ratio itself: no rounding through log and exp
@@ -219,7 +259,33 @@ def paired_summary(records: Sequence[dict[str, Any]], policy: str, reference: st
     n, d = len(ratios), len(unit_ratios)
     return PairedSummary(policy, reference, metric, n, g, lo, hi, unit_wins / d if d else math.nan,
                          float(np.mean(values)) if n else math.nan, float(np.mean(refs)) if n else math.nan,
-                         truncated, undefined, windows, ratios, d)
+                         truncated, undefined, windows, ratios, distinct, d, unit)
+
+
+def verdict(s: PairedSummary) -> str:
+    """The one-line verdict of a paired summary: "better"/"worse" only on at least
+    :data:`MIN_VERDICT_WINDOWS` distinct windows with an interval that excludes 1; otherwise why
+    there is none (the interval is printed all the same)."""
+    a = s.policy
+    if s.units < 2:
+        return (f"{s.units} {'value' if s.units == 1 else 'values'} to pair: no interval, no verdict (an interval "
+                "needs at least two distinct windows; give more seeds, e.g. --seeds 0-19)")
+    if s.distinct < MIN_VERDICT_WINDOWS:
+        why = (f"the interval rests on {s.windows_text()}, not on windows" if s.unit == UNIT_WORLD_DRAW
+               else f"{s.distinct} distinct window{'s' * (s.distinct != 1)}")
+        return f"no verdict: {why}; a verdict needs at least {MIN_VERDICT_WINDOWS} distinct windows"
+    if not s.significant:
+        return "the interval contains 1 (or is undefined): no difference shown on these windows"
+    better = (s.ci_high < 1) == lower_is_better(s.metric)
+    return f"the interval excludes 1: {a} is {'better' if better else 'worse'}"
+
+
+def claim_note(distinct: int) -> Optional[str]:
+    """The line a result on fewer than :data:`CLAIM_WINDOWS` distinct windows carries, else None."""
+    if distinct >= CLAIM_WINDOWS:
+        return None
+    return (f"{distinct} distinct window{'s' * (distinct != 1)}: a claim that one scheduler beats another rests on "
+            f"{CLAIM_WINDOWS} test windows against the yardstick (DESIGN section 9; e.g. --seeds 0-{CLAIM_WINDOWS - 1})")
 
 
 def distinct_window(a: dict[str, Any], b: dict[str, Any], policy: str = "", reference: str = "") -> tuple:
@@ -241,7 +307,20 @@ def paired_table(records: Sequence[dict[str, Any]], reference: str = DEFAULT_REF
     """:func:`paired_summary` of every policy (in first-seen order; the reference included, at
     ratio 1) against ``reference``."""
     names = list(policies) if policies is not None else list(dict.fromkeys(r["policy"] for r in records))
+    reference = resolve_reference(records, reference) or reference
     return {p: paired_summary(records, p, reference, metric, seed) for p in names}
+
+
+def window_values(records: Sequence[dict[str, Any]], metric: str) -> tuple[list[float], str]:
+    """The values a mean's interval over ``records`` (one policy's, one setting) rests on, and their
+    unit, by the rules of :func:`paired_summary`: one value per distinct window (the mean of the
+    seeds that played it), or, where every seed played one window, one per seed (its world draws)."""
+    groups: dict[str, list[float]] = {}
+    for r in records:
+        groups.setdefault(str(r.get("window", f"seed {r.get('seed')}")), []).append(number(r[metric]))
+    if len(groups) == 1 and len(records) > 1:
+        return [v for values in groups.values() for v in values], UNIT_WORLD_DRAW
+    return [float(np.mean(values)) for values in groups.values()], UNIT_WINDOW
 
 
 def truncation(records: Sequence[dict[str, Any]], policy: str) -> tuple[int, int, int]:

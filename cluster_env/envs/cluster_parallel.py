@@ -54,7 +54,10 @@ that exists with preemption). Job ids are what a real scheduler knows; they let 
 per-job state.
 
 **Metrics** (``infos[agent]["metrics"]`` on the final step and ``env.unwrapped.metrics()``):
-``cluster_env.core.metrics.METRIC_KEYS``.
+``cluster_env.core.metrics.METRIC_KEYS``. The final step's infos also carry ``fallbacks``: the
+decisions of the episode that the fallback rule played instead of a forbidden action (under
+``invalid_action="fallback"``, here or in a single-agent view; ``env.unwrapped.fallbacks`` while
+it runs), so that a score can say how much of it is FIFO's and first-fit's.
 
 **World**: ``env.unwrapped.world_summary()`` (:mod:`cluster_env.world.summary`) says which world the
 environment plays in: spread model, straggler preset, interconnect source, the effects that are on,
@@ -228,6 +231,7 @@ class ClusterParallelEnv(ParallelEnv):
         check_workload_fits(base.workload(), self.cluster, file=base.workload_file)
         self.possible_agents = list(AGENTS)
         self.agents: list[str] = []
+        self.fallbacks = 0
         #: The observation layout: "default" (the scenario's, pinned), "extended" (observation_ext) or
         #: "extended-v2" (observation_place).
         self.observation_mode = check_observation_mode(other.get("observation", "default"))
@@ -279,6 +283,7 @@ class ClusterParallelEnv(ParallelEnv):
         self.agents = list(AGENTS)
         self.phase = ORDER
         self.num_steps = 0
+        self.fallbacks = 0          # decisions the fallback rule played instead of a forbidden action
         self._preempted_now: tuple[float, dict] = (-1.0, {})   # (instant, {job: preemptions in it})
         self._last = (0.0, 0.0, 0.0, 0.0, 0)
         # Per event: the compiled skip-idle loop (a cold start's largest compile) waits for step.
@@ -315,6 +320,7 @@ class ClusterParallelEnv(ParallelEnv):
             if not self._order_mask[a_order]:
                 invalid = self._forbidden(invalid, "orderer", a_order, "the action mask forbids it")
                 a_order = self._fallback_action(self._order_mask)
+                self.fallbacks += a_order is not None
             if a_order is None:
                 pass
             elif a_order < self.builder.K:
@@ -335,6 +341,7 @@ class ClusterParallelEnv(ParallelEnv):
             if not self._place_mask[a_place]:
                 invalid = self._forbidden(invalid, "placer", a_place, "the action mask forbids it")
                 a_place = self._fallback_action(self._place_mask)
+                self.fallbacks += a_place is not None
             if a_place is not None and sim.place(a_place):
                 self.phase = ORDER
         if self.phase == ORDER:
@@ -355,6 +362,7 @@ class ClusterParallelEnv(ParallelEnv):
         if self.sched.invalid_action == "fallback":     # played as the lowest allowed action, flagged
             act = {a: self._n_actions[a] - 1 for a in AGENTS}
             act[agent] = int(np.argmax(self._mask_of(agent)))
+            self.fallbacks += 1         # counted before the step, whose final infos report it
             obs, rewards, terms, truncs, infos = self.step(act)
             infos[agent]["invalid_action"] = True
             return obs, rewards, terms, truncs, infos
@@ -491,9 +499,15 @@ class ClusterParallelEnv(ParallelEnv):
         for a in infos:
             infos[a]["metrics"] = metrics
             infos[a]["offered_load"] = self.offered_load
+            infos[a]["fallbacks"] = self.fallbacks
         return infos
 
     # ------------------------------------------------------------------ public extras
+    def count_fallback(self) -> None:
+        """Count one decision that a view's fallback rule replaced before this env saw it (the
+        single-agent views replace a forbidden action themselves: :attr:`fallbacks` counts both)."""
+        self.fallbacks += 1
+
     def metrics(self) -> dict[str, float]:
         """Metrics of the current episode so far (all of them once it has ended)."""
         if self.sim is None:

@@ -111,6 +111,7 @@ class ClusterView(gymnasium.Env):
     def _fallback(self, action: int, mask: np.ndarray) -> tuple[int, bool]:
         """``action``, or the lowest allowed one when ``action`` is forbidden in fallback mode."""
         if self.invalid_action == "fallback" and not (action < len(mask) and mask[action]):
+            self.env.count_fallback()        # the episode's count (its final infos' ``fallbacks``)
             return int(np.flatnonzero(mask)[0]), True
         return action, False
 

@@ -110,9 +110,10 @@ class FlatViewPolicy:
     def _padded(self, action: int, mask: np.ndarray) -> int:
         """What a padded index (beyond the acting agent's actions) plays, by the view's rule."""
         mode = self.env_overrides["invalid_action"]
-        if mode == "fallback":
-            return int(np.argmax(mask))
-        if mode == "noop":        # an in-range forbidden action that the env ignores (none: the lowest allowed)
+        if mode in ("fallback", "noop"):
+            # An in-range forbidden action: the env plays its fallback ("fallback": the lowest allowed,
+            # counted in the episode's ``fallbacks``) or ignores it ("noop"). When every action is
+            # allowed there is none: the lowest allowed is played directly (not counted).
             forbidden = np.flatnonzero(mask == 0)
             return int(forbidden[0]) if len(forbidden) else int(np.argmax(mask))
         from cluster_env.errors import InvalidActionError

@@ -1,0 +1,81 @@
+"""The yardstick of a scenario: its strongest duration-blind named rule, the default reference of
+every table (``cluster-bench run``, ``compare``, ``sweep``, :func:`baselines.score_agent` and
+:func:`baselines.harness.report.format_table`).
+
+A paired ratio is only as informative as its reference: against ``fifo``, which ``random`` beats
+on philly-v1 (0.89 of it on 20 windows), an untrained model looks better than FIFO. Against the
+yardstick a ratio below 1 means better than the best rule a scheduler without durations has.
+
+:data:`YARDSTICKS` names it per registered scenario. The choice follows one rule, checked against
+the checked-in scores (``baselines/scores/<scenario>.json``; tests/test_yardstick.py): the
+yardstick is ``las-migrate`` where the GPU types differ in speed by at least its threshold
+(:func:`baselines.registry.speed_spread`) and it is scored, ``las`` otherwise, unless a
+duration-blind named rule beats it there by a paired 95% interval that excludes 1 (openb-full-v0:
+``fifo`` is 0.66 of ``las``, so ``fifo`` is its yardstick). No other duration-blind named rule
+beats a scenario's yardstick by such an interval on the checked-in windows. Compositions
+(``fifo+fastest``...) and clairvoyant references (``sjf``, ``srpt-clairvoyant``) are not
+candidates: the first are not named rules, the second read durations.
+
+A scenario outside the table (a user's own registration) gets the same rule from its cluster:
+:func:`yardstick_for_cluster`. A user's trace or cluster on a base scenario (records named
+``philly-v1+my_jobs.csv``) gets the base scenario's yardstick.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+#: The yardstick of each registered scenario (see the module docstring for the rule).
+YARDSTICKS: dict[str, str] = {
+    "toy-v0": "las",
+    "philly-v0": "las",
+    "philly-v1": "las",                 # speed spread 1.29 < 1.5: las-migrate is not significantly better
+    "philly-hetero-v1": "las-migrate",
+    "philly-hetero-v2": "las-migrate",
+    "openb-v0": "las",                  # las-migrate is not scored on the v0 scenarios
+    "openb-v1": "las-migrate",
+    "openb-full-v0": "fifo",            # las and tiresias are 1.52x fifo here (consolidation waits)
+    "openb-full-v1": "las-migrate",
+    "modern-v1": "las-migrate",
+}
+#: Named rules that read no durations: the candidates for a yardstick.
+DURATION_BLIND_RULES = ("random", "fifo", "fifo-strict", "tiresias", "las", "las-migrate", "gittins")
+
+
+def base_scenario(scenario: str) -> str:
+    """The registered scenario a record's scenario name rests on: ``philly-v1+my_jobs.csv`` ->
+    ``philly-v1`` (a user's trace or cluster on that base); a registered name is itself."""
+    return str(scenario).split("+", 1)[0]
+
+
+def yardstick_for_cluster(gpu_types: Sequence[str], reference_gpu: str = "V100") -> str:
+    """The rule for a scenario outside :data:`YARDSTICKS`: ``las-migrate`` where the GPU types
+    differ in speed by at least its threshold (:func:`baselines.registry.speed_spread`), else ``las``."""
+    from baselines.migrate import DEFAULT_MIGRATE_THRESHOLD
+    from baselines.registry import speed_spread
+
+    return "las-migrate" if speed_spread(gpu_types, reference_gpu) >= DEFAULT_MIGRATE_THRESHOLD else "las"
+
+
+def yardstick(scenario: str) -> str:
+    """The yardstick of ``scenario`` (a registered name, or a record's ``base+file.csv`` name)."""
+    base = base_scenario(scenario)
+    if base in YARDSTICKS:
+        return YARDSTICKS[base]
+    import cluster_env
+
+    try:
+        chosen = cluster_env.get_scenario(base)
+    except (KeyError, ValueError):
+        return "las"                    # not a scenario anyone registered: the rule's default
+    return yardstick_for_cluster(chosen.cluster().gpu_type_names, chosen.world.reference_gpu)
+
+
+def yardstick_of_records(records: Sequence[dict]) -> Optional[str]:
+    """The yardstick of the scenario the records ran on; None when they span several scenarios
+    whose yardsticks differ (a table of them then names each scenario's own)."""
+    names = {yardstick(scenario) for scenario in {str(r.get("scenario", "")) for r in records}}
+    return names.pop() if len(names) == 1 else None
+
+
+__all__ = ["DURATION_BLIND_RULES", "YARDSTICKS", "base_scenario", "yardstick", "yardstick_for_cluster",
+           "yardstick_of_records"]
