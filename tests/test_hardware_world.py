@@ -153,8 +153,9 @@ def test_cluster_bench_run_prints_and_records_the_world(tmp_path, capsys):
     assert printed == [world["line"]]
     assert world["spread"] == "allreduce (fewest_machines)" and world["speed_fallback"] == ["A100"]
     assert world["stragglers"].startswith("DEDICATED_FLUCTUATION")
-    (episode,) = payload["episodes"]
-    assert episode["world"] == world["line"]
+    episodes = payload["episodes"]         # fifo, and the yardstick that run adds as the reference
+    assert {e["policy"] for e in episodes} == {"fifo", payload["meta"]["reference"]}
+    assert all(e["world"] == world["line"] for e in episodes)
 
 
 def test_python_m_cluster_env_prints_the_world(capsys):

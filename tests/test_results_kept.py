@@ -234,7 +234,7 @@ def test_a_plot_that_fails_after_the_episodes_keeps_the_results(tmp_path, monkey
 
     monkeypatch.setattr(plots, "plot_utilization", broken)
     out = tmp_path / "out"
-    assert cluster_bench(["run", "--policies", "fifo,sjf", "--out", str(out)] + TOY) == 2
+    assert cluster_bench(["run", "--policies", "fifo,sjf", "--reference", "fifo", "--out", str(out)] + TOY) == 2
     err = capsys.readouterr().err
     assert "a plot could not be written" in err and "Input/output error" in err
     data = _strict_json(out / "results.json")
@@ -386,7 +386,8 @@ def test_a_sweep_plot_that_fails_after_the_episodes_keeps_the_results(tmp_path, 
 
     monkeypatch.setattr(paired_plots, "plot_load_sweep", broken)
     out = tmp_path / "sweep"
-    assert cluster_bench(["sweep", "--scenario", "toy-v0", "--loads", "0.5", "--policies", "fifo,sjf", "--seeds", "0-1",
+    assert cluster_bench(["sweep", "--scenario", "toy-v0", "--loads", "0.5", "--policies", "fifo,sjf", "--reference", "fifo",
+                          "--seeds", "0-1",
                           "--backend", "serial", "--quiet", "--out", str(out)]) == 2
     assert "a plot could not be written" in capsys.readouterr().err
     data = _strict_json(out / "load_sweep.json")

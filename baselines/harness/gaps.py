@@ -16,6 +16,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any, Sequence
 
+from baselines.harness.files import number
 from baselines.harness.stats import geo_mean_ci
 
 #: The metric the optimality tables hold.
@@ -57,7 +58,7 @@ def optimality_gap(records: Sequence[dict[str, Any]], policy: str) -> Optimality
         if r.get("policy") != policy:
             continue
         ref = reference_for(r)
-        value = float(r.get(GAP_METRIC, math.nan))
+        value = number(r.get(GAP_METRIC, math.nan))          # null in our JSON files is NaN
         if ref is None or not (value > 0 and math.isfinite(value)) or not (ref.best_known > 0 and ref.lower_bound > 0):
             continue
         by_window[(ref.window, ref.seed)] = (value / ref.best_known, value / ref.lower_bound)
