@@ -119,10 +119,11 @@ class ClusterSimulator:
 
         # Public speed tables, per job: speed and spread ratio on each GPU type of the cluster.
         bucket = bucket_index(self.gpus)
-        speed = relative_speed_table(cluster.gpu_type_names, world.reference_gpu)   # (J, T, B)
+        speed = relative_speed_table(cluster.gpu_type_names, world.reference_gpu, speeds=world.speeds,
+                                     shape=world.gavel_shape)                         # (J, T, B)
         self.job_speed = speed[self.job_type, :, bucket]                              # (N, T)
         if world.spread_penalty:
-            spread = spread_ratio_table(cluster.gpu_type_names)
+            spread = spread_ratio_table(cluster.gpu_type_names, world.gavel_shape)
             self.job_spread = spread[self.job_type, :, bucket]                        # (N, T)
         else:
             self.job_spread = np.ones((n, t))
@@ -147,7 +148,8 @@ class ClusterSimulator:
             names = cluster.gpu_type_names
             self.net = network_table(names, world.interconnect)                        # (3, T)
             self.job_demand = communication_demand(names, self.job_type, self.gpus,
-                                                   world.gavel_testbed_gbps)           # (N, T)
+                                                   world.gavel_testbed_gbps, speeds=world.speeds,
+                                                   shape=world.gavel_shape)            # (N, T)
             self.job_xref = reference_ratio(self.job_type, self.gpus, self.allowed, cluster.machine_gpus,
                                             cluster.machine_type, self.job_demand, self.net,
                                             self.free_spread_machines)                 # (N,)

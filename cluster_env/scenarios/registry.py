@@ -31,7 +31,16 @@ with the all-reduce model (``WorldConfig.spread_model="allreduce"``, docs/world_
                      GPU-seconds: the mix holds ~3 P100s of work per GPU); stragglers
                      calibrated on large jobs of A100/H800 clusters (DEDICATED_FLUCTUATION)
 ``philly-hetero-v2`` ``philly-hetero-v1`` with the all-reduce spread model
+``modern-v2``        ``modern-v1`` in world model v3: A100/A800 speeds measured (Sia SOSP'23
+                     profiles; H800 = measured A100 x the spec-sheet H800/A100, A10 by the rule),
+                     Gavel's table capped (per-GPU throughput never rises with the GPU count)
+``philly-hetero-v3`` ``philly-hetero-v2`` with Gavel's table capped (K80/P100/V100 only: no
+                     speed comes from the spec-sheet rule)
 ==================== ======================================================================
+
+Version history of the world-model-v3 scenarios: ``modern-v2`` and ``philly-hetero-v3`` (issue 33)
+add ``WorldConfig(speeds="measured", gavel_shape="capped")``; the scenarios they follow keep their
+worlds, digests and scores.
 
 Every scenario name carries a version; any change to a scenario's dynamics, data or spaces
 bumps it.
@@ -343,9 +352,26 @@ def _philly_hetero_v2() -> Scenario:
                    description=v1.description + ", all-reduce spread model")
 
 
+def _modern_v2() -> Scenario:
+    """modern-v1 in world model v3 (measured modern speeds, capped Gavel shape)."""
+    v1 = _modern_v1()
+    world = replace(v1.world, speeds="measured", gavel_shape="capped")
+    return replace(v1, name="modern-v2", world=world,
+                   description=v1.description + "; measured A100/A800 speeds, capped Gavel shape")
+
+
+def _philly_hetero_v3() -> Scenario:
+    """philly-hetero-v2 with Gavel's table capped (its K80/P100/V100 need no other speed source)."""
+    v2 = _philly_hetero_v2()
+    world = replace(v2.world, speeds="measured", gavel_shape="capped")
+    return replace(v2, name="philly-hetero-v3", world=world,
+                   description=v2.description + ", capped Gavel shape")
+
+
 #: The scenario of a bare ``cluster-bench run``: the one that best shows the differences.
 DEFAULT_SCENARIO = "philly-v1"
 
 for _make in (_toy_scenario, _philly_scenario, _openb_scenario, _openb_full_scenario,
-              _philly_v1, _openb_v1, _openb_full_v1, _philly_hetero_v1, _modern_v1, _philly_hetero_v2):
+              _philly_v1, _openb_v1, _openb_full_v1, _philly_hetero_v1, _modern_v1, _philly_hetero_v2,
+              _modern_v2, _philly_hetero_v3):
     register_scenario(_make())

@@ -43,7 +43,9 @@ from typing import Dict, Sequence, Tuple
 import numpy as np
 
 from cluster_env.world.gpu_catalog import canonical_gpu_name, gpu_spec
-from cluster_env.world.throughputs import GPU_COUNT_BUCKETS, bucket_index, gavel_comm_ratio_table
+from cluster_env.world.throughputs import (
+    GPU_COUNT_BUCKETS, bucket_index, gavel_comm_ratio_table, speed_factor_table,
+)
 
 __all__ = [
     "SPREAD_MODELS",
@@ -239,13 +241,19 @@ def reference_ratio(job_type: np.ndarray, gpus: np.ndarray, allowed, machine_gpu
 
 
 def communication_demand(gpu_type_names: Sequence[str], job_type: np.ndarray, gpus: np.ndarray,
-                         testbed_gbps: float = GAVEL_TESTBED_GBPS) -> np.ndarray:
+                         testbed_gbps: float = GAVEL_TESTBED_GBPS, *, speeds: str = "spec-sheet",
+                         shape: str = "raw") -> np.ndarray:
     """(N, T) float64: each job's communication demand on each GPU type, Gb/s (module docstring,
-    step 3): ``kappa x testbed_gbps x f_t x a(n) / a(n_bucket)``; 0 for 1-GPU jobs."""
+    step 3): ``kappa x testbed_gbps x f_t x a(n) / a(n_bucket)``; 0 for 1-GPU jobs. ``speeds`` and
+    ``shape`` as ``WorldConfig``'s (``f_t`` per job type under ``speeds="measured"``; ``kappa``
+    from the treated table under ``shape="capped"``)."""
     gpus = np.asarray(gpus)
     bucket = bucket_index(gpus)
-    kappa = gavel_comm_ratio_table(gpu_type_names)[job_type, :, bucket]          # (N, T)
-    factor = np.array([gpu_spec(n).factor for n in gpu_type_names], dtype=np.float64)
+    kappa = gavel_comm_ratio_table(gpu_type_names, shape)[job_type, :, bucket]   # (N, T)
     measured_n = np.asarray(GPU_COUNT_BUCKETS)[bucket]
     width = np.where(gpus > 1, ring_factor(np.maximum(gpus, 1)) / ring_factor(np.maximum(measured_n, 2)), 0.0)
-    return np.ascontiguousarray(kappa * float(testbed_gbps) * factor[None, :] * width[:, None])
+    if speeds == "spec-sheet":   # the v2 arithmetic: one factor per type
+        factor = np.array([gpu_spec(n).factor for n in gpu_type_names], dtype=np.float64)
+        return np.ascontiguousarray(kappa * float(testbed_gbps) * factor[None, :] * width[:, None])
+    factor = speed_factor_table(gpu_type_names, speeds)[job_type]                  # (N, T)
+    return np.ascontiguousarray(kappa * float(testbed_gbps) * factor * width[:, None])
