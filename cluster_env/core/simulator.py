@@ -44,6 +44,7 @@ from cluster_env.world.interconnect import (
     communication_demand,
     network_table,
     reference_ratio,
+    spread_floor,
 )
 from cluster_env.world.throughputs import (
     bucket_index,
@@ -153,10 +154,15 @@ class ClusterSimulator:
             self.job_xref = reference_ratio(self.job_type, self.gpus, self.allowed, cluster.machine_gpus,
                                             cluster.machine_type, self.job_demand, self.net,
                                             self.free_spread_machines)                 # (N,)
+            # The spread guard's floor: the lowest multiplier this model can charge each job.
+            self.spread_floor = spread_floor(self.gpus, self.job_demand, self.job_xref, self.net,
+                                             self.allowed, cluster.machine_type, cluster.machine_gpus)
         else:
             self.net = np.zeros((3, t))
             self.job_demand = np.zeros((n, 0))
             self.job_xref = np.zeros(0)
+            # NaN: the guard uses the observation's Gavel bound (baselines.placers.spread_context).
+            self.spread_floor = np.full(n, np.nan)
         usable_speed = self.job_speed if self.allowed is None else np.where(self.allowed, self.job_speed, 0.0)
         self.best_speed = usable_speed.max(axis=1)                                   # (N,) fastest allowed type
         self.ideal_runtime = self.duration / self.best_speed                         # (N,)

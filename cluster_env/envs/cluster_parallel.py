@@ -450,8 +450,13 @@ class ClusterParallelEnv(ParallelEnv):
 
     def _info(self) -> dict:
         sim = self.sim
-        return {"phase": "place" if self.phase == PLACE else "order", "time": sim.now,
+        info = {"phase": "place" if self.phase == PLACE else "order", "time": sim.now,
                 "job_ids": self._job_ids, "placing_job": sim.placing, "tick": sim.last_tick == sim.now}
+        if self.phase == PLACE:
+            floor = float(sim.spread_floor[sim.placing])
+            if floor == floor:   # the all-reduce model's floor for the spread guard (NaN: Gavel's)
+                info["spread_floor"] = floor
+        return info
 
     def _final_infos(self, infos: dict) -> dict:
         metrics = self.metrics()

@@ -60,6 +60,7 @@ __all__ = [
     "allreduce_speed_factor",
     "reference_ratio",
     "communication_demand",
+    "spread_floor",
 ]
 
 #: Values of ``WorldConfig.spread_model``: ``"gavel"`` (Gavel's measured multiplier, the v0/v1
@@ -257,3 +258,38 @@ def communication_demand(gpu_type_names: Sequence[str], job_type: np.ndarray, gp
         return np.ascontiguousarray(kappa * float(testbed_gbps) * factor[None, :] * width[:, None])
     factor = speed_factor_table(gpu_type_names, speeds)[job_type]                  # (N, T)
     return np.ascontiguousarray(kappa * float(testbed_gbps) * factor * width[:, None])
+
+
+def spread_floor(job_type_gpus: np.ndarray, demand: np.ndarray, xref: np.ndarray, net: np.ndarray,
+                 allowed, machine_type: np.ndarray, machine_gpus: np.ndarray) -> np.ndarray:
+    """(N,) the lowest speed multiplier :func:`allreduce_speed_factor` can charge each job on this
+    cluster: over the GPU types present (and allowed to the job), ``min(1, (1 + xref) / (1 + D_t /
+    B_t))`` with ``B_t`` the narrowest piece a placement can have on a machine of type ``t`` (one
+    GPU: ``min(nic_per_gpu, nic_per_machine)``; two or more: the intra-node link too). A placement
+    mixing types has ``D`` at most its bottleneck piece's type's, so no placement is charged less.
+    1 for 1-GPU jobs. The spread guard of the speed-aware placers uses it under ``"allreduce"``
+    (as it uses Gavel's lowest ratio under ``"gavel"``; ``baselines.placers.spread_context``).
+
+    ``job_type_gpus``: (N,) GPUs of each job."""
+    gpus = np.asarray(job_type_gpus)
+    t_count = net.shape[1]
+    widest = np.zeros(t_count, dtype=np.int64)
+    np.maximum.at(widest, np.asarray(machine_type, dtype=np.intp), np.asarray(machine_gpus, dtype=np.int64))
+    narrow = np.full(t_count, np.inf)
+    for t in range(t_count):
+        if widest[t] < 1:
+            continue
+        narrow[t] = min(net[0, t], net[1, t])
+        if widest[t] >= 2:
+            narrow[t] = min(narrow[t], 2.0 * net[0, t], net[1, t], net[2, t])
+    out = np.ones(len(gpus), dtype=np.float64)
+    for j in range(len(gpus)):
+        if gpus[j] <= 1:
+            continue
+        worst = 1.0
+        for t in range(t_count):
+            if not np.isfinite(narrow[t]) or (allowed is not None and not allowed[j][t]):
+                continue
+            worst = min(worst, (1.0 + xref[j]) / (1.0 + demand[j, t] / narrow[t]))
+        out[j] = worst
+    return out
