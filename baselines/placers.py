@@ -61,7 +61,8 @@ def spread_context(obs: dict, info: dict | None = None) -> tuple[int, int, float
     """What the spread guard reads besides speeds and free GPUs: (machines the job already holds,
     the fewest machines of the cluster that can hold its GPUs, its spread ratio).
 
-    Under the all-reduce spread model the environment's PLACE-phase info carries
+    Under the all-reduce spread model, in scenarios with ``SchedulingConfig(spread_floor=True)``
+    (world model v3: ``modern-v2``, ``philly-hetero-v3``), the PLACE-phase info carries
     ``spread_floor``: the lowest multiplier that model can charge the job on this cluster
     (``cluster_env.world.interconnect.spread_floor``); the guard then uses it (issue 33: Gavel's
     worst case made an 8-GPU LM job take two K80 machines, 32,728 s, over eight 1-GPU holes on

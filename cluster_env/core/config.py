@@ -168,9 +168,15 @@ class SchedulingConfig:
     invalid_action: str = "raise"        # "raise", or "noop" / "fallback" for agents that cannot mask
     max_steps: int | None = None         # truncation after this many steps
     max_time: float | None = None        # truncation when the clock passes this (s)
+    # The PLACE-phase info carries ``spread_floor`` (under the all-reduce spread model): the lowest
+    # multiplier that model can charge the job, which the speed-aware placers' spread guard uses
+    # instead of Gavel's worst case (issue 33). Off in the scenarios before world model v3, whose
+    # recorded scores and shipped validation windows were made with Gavel's bound.
+    spread_floor: bool = False
 
     def validate(self) -> None:
         check_bool("preemption", self.preemption)
+        check_bool("spread_floor", self.spread_floor)
         check_bool("clairvoyant", self.clairvoyant)
         check_int("pending_window", self.pending_window, minimum=1)
         check_int("running_window", self.running_window, minimum=0)

@@ -452,7 +452,7 @@ class ClusterParallelEnv(ParallelEnv):
         sim = self.sim
         info = {"phase": "place" if self.phase == PLACE else "order", "time": sim.now,
                 "job_ids": self._job_ids, "placing_job": sim.placing, "tick": sim.last_tick == sim.now}
-        if self.phase == PLACE:
+        if self.phase == PLACE and self.sched.spread_floor:
             floor = float(sim.spread_floor[sim.placing])
             if floor == floor:   # the all-reduce model's floor for the spread guard (NaN: Gavel's)
                 info["spread_floor"] = floor

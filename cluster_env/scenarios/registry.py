@@ -39,8 +39,9 @@ with the all-reduce model (``WorldConfig.spread_model="allreduce"``, docs/world_
 ==================== ======================================================================
 
 Version history of the world-model-v3 scenarios: ``modern-v2`` and ``philly-hetero-v3`` (issue 33)
-add ``WorldConfig(speeds="measured", gavel_shape="capped")``; the scenarios they follow keep their
-worlds, digests and scores.
+add ``WorldConfig(speeds="measured", gavel_shape="capped")`` and ``SchedulingConfig(spread_floor=True)``
+(the spread guard of ``fastest`` and the clairvoyant placer uses the all-reduce model's own floor);
+the scenarios they follow keep their worlds, digests and scores.
 
 Every scenario name carries a version; any change to a scenario's dynamics, data or spaces
 bumps it.
@@ -356,7 +357,7 @@ def _modern_v2() -> Scenario:
     """modern-v1 in world model v3 (measured modern speeds, capped Gavel shape)."""
     v1 = _modern_v1()
     world = replace(v1.world, speeds="measured", gavel_shape="capped")
-    return replace(v1, name="modern-v2", world=world,
+    return replace(v1, name="modern-v2", world=world, scheduling=replace(v1.scheduling, spread_floor=True),
                    description=v1.description + "; measured A100/A800 speeds, capped Gavel shape")
 
 
@@ -364,7 +365,7 @@ def _philly_hetero_v3() -> Scenario:
     """philly-hetero-v2 with Gavel's table capped (its K80/P100/V100 need no other speed source)."""
     v2 = _philly_hetero_v2()
     world = replace(v2.world, speeds="measured", gavel_shape="capped")
-    return replace(v2, name="philly-hetero-v3", world=world,
+    return replace(v2, name="philly-hetero-v3", world=world, scheduling=replace(v2.scheduling, spread_floor=True),
                    description=v2.description + ", capped Gavel shape")
 
 
