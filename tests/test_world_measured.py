@@ -113,16 +113,19 @@ def test_superlinear_v100_entries_are_counted_and_capped():
 def test_new_scenario_versions_and_old_ones_unchanged():
     for old in ("modern-v1", "philly-hetero-v2"):
         w = cluster_env.get_scenario(old).world
-        assert (w.speeds, w.gavel_shape) == ("spec-sheet", "raw")
+        assert (w.speeds, w.gavel_shape, w.comm_source) == ("spec-sheet", "raw", "gavel")
     for new, base in (("modern-v2", "modern-v1"), ("philly-hetero-v3", "philly-hetero-v2")):
         s, b = cluster_env.get_scenario(new), cluster_env.get_scenario(base)
-        assert (s.world.speeds, s.world.gavel_shape) == ("measured", "capped")
-        assert replace(s.world, speeds="spec-sheet", gavel_shape="raw") == b.world
+        assert (s.world.speeds, s.world.gavel_shape, s.world.comm_source) == ("measured", "capped", "measured")
+        assert replace(s.world, speeds="spec-sheet", gavel_shape="raw", comm_source="gavel") == b.world
+        assert s.scheduling.spread_floor and not b.scheduling.spread_floor
         assert s.load == b.load
 
 
 def test_world_config_rejects_unknown_values():
     with pytest.raises(ValueError, match="speeds"):
         WorldConfig(speeds="guess").validate()
+    with pytest.raises(ValueError, match="comm_source"):
+        WorldConfig(comm_source="assumed").validate()
     with pytest.raises(ValueError, match="gavel_shape"):
         WorldConfig(gavel_shape="smooth").validate()

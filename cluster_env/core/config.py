@@ -13,6 +13,7 @@ import numpy as np
 
 from cluster_env.world.fluctuation import DEFAULT_FLUCTUATION, FluctuationParams
 from cluster_env.world.interconnect import GAVEL_TESTBED_GBPS, SPREAD_MODELS, validate_interconnect_overrides
+from cluster_env.world.comm_calibration import COMM_SOURCES
 from cluster_env.world.measured_speeds import SPEED_SOURCES
 from cluster_env.world.throughputs import DEFAULT_CONTENTION_ALPHA, GAVEL_SHAPES
 
@@ -101,6 +102,10 @@ class WorldConfig:
     # Gavel's consolidated throughputs "raw" (v0-v2) or "capped" (per-GPU throughput never rises
     # with the GPU count: cluster_env.world.throughputs.GAVEL_SHAPES; docs/world_model.md).
     gavel_shape: str = "raw"
+    # spread_model="allreduce" only: where each job's communication demand comes from: "gavel"
+    # (Gavel's ratio at the assumed testbed network, gavel_testbed_gbps) or "measured" (Pollux's
+    # multi-node runs where a profile covers the job type: cluster_env.world.comm_calibration).
+    comm_source: str = "gavel"
     restart_overhead: float = DEFAULT_RESTART_OVERHEAD_S   # seconds; 0 switches it off
     fluctuation_params: FluctuationParams = DEFAULT_FLUCTUATION
     quiet_fluctuation_interval: float = DEFAULT_QUIET_FLUCTUATION_INTERVAL_S   # s, while no job waits
@@ -133,6 +138,8 @@ class WorldConfig:
         validate_interconnect_overrides(self.interconnect)
         if self.speeds not in SPEED_SOURCES:
             raise ValueError(f"speeds must be one of {SPEED_SOURCES}, got {self.speeds!r}")
+        if self.comm_source not in COMM_SOURCES:
+            raise ValueError(f"comm_source must be one of {COMM_SOURCES}, got {self.comm_source!r}")
         if self.gavel_shape not in GAVEL_SHAPES:
             raise ValueError(f"gavel_shape must be one of {GAVEL_SHAPES}, got {self.gavel_shape!r}")
         check_number("gavel_testbed_gbps", self.gavel_testbed_gbps, positive=True)

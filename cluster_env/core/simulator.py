@@ -150,7 +150,8 @@ class ClusterSimulator:
             self.net = network_table(names, world.interconnect)                        # (3, T)
             self.job_demand = communication_demand(names, self.job_type, self.gpus,
                                                    world.gavel_testbed_gbps, speeds=world.speeds,
-                                                   shape=world.gavel_shape)            # (N, T)
+                                                   shape=world.gavel_shape,
+                                                   comm=world.comm_source)             # (N, T)
             self.job_xref = reference_ratio(self.job_type, self.gpus, self.allowed, cluster.machine_gpus,
                                             cluster.machine_type, self.job_demand, self.net,
                                             self.free_spread_machines)                 # (N,)

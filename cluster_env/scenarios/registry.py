@@ -33,13 +33,16 @@ with the all-reduce model (``WorldConfig.spread_model="allreduce"``, docs/world_
 ``philly-hetero-v2`` ``philly-hetero-v1`` with the all-reduce spread model
 ``modern-v2``        ``modern-v1`` in world model v3: A100/A800 speeds measured (Sia SOSP'23
                      profiles; H800 = measured A100 x the spec-sheet H800/A100, A10 by the rule),
-                     Gavel's table capped (per-GPU throughput never rises with the GPU count)
-``philly-hetero-v3`` ``philly-hetero-v2`` with Gavel's table capped (K80/P100/V100 only: no
-                     speed comes from the spec-sheet rule)
+                     Gavel's table capped (per-GPU throughput never rises with the GPU count),
+                     communication demand measured on multi-node runs (Pollux's T4 servers)
+``philly-hetero-v3`` ``philly-hetero-v2`` with Gavel's table capped and measured communication
+                     demand (K80/P100/V100 only: no speed comes from the spec-sheet rule)
 ==================== ======================================================================
 
 Version history of the world-model-v3 scenarios: ``modern-v2`` and ``philly-hetero-v3`` (issue 33)
-add ``WorldConfig(speeds="measured", gavel_shape="capped")`` and ``SchedulingConfig(spread_floor=True)``
+add ``WorldConfig(speeds="measured", gavel_shape="capped", comm_source="measured")`` (communication
+demand from Pollux's multi-node runs where a profile covers the job type) and
+``SchedulingConfig(spread_floor=True)``
 (the spread guard of ``fastest`` and the clairvoyant placer uses the all-reduce model's own floor);
 the scenarios they follow keep their worlds, digests and scores.
 
@@ -356,7 +359,7 @@ def _philly_hetero_v2() -> Scenario:
 def _modern_v2() -> Scenario:
     """modern-v1 in world model v3 (measured modern speeds, capped Gavel shape)."""
     v1 = _modern_v1()
-    world = replace(v1.world, speeds="measured", gavel_shape="capped")
+    world = replace(v1.world, speeds="measured", gavel_shape="capped", comm_source="measured")
     return replace(v1, name="modern-v2", world=world, scheduling=replace(v1.scheduling, spread_floor=True),
                    description=v1.description + "; measured A100/A800 speeds, capped Gavel shape")
 
@@ -364,7 +367,7 @@ def _modern_v2() -> Scenario:
 def _philly_hetero_v3() -> Scenario:
     """philly-hetero-v2 with Gavel's table capped (its K80/P100/V100 need no other speed source)."""
     v2 = _philly_hetero_v2()
-    world = replace(v2.world, speeds="measured", gavel_shape="capped")
+    world = replace(v2.world, speeds="measured", gavel_shape="capped", comm_source="measured")
     return replace(v2, name="philly-hetero-v3", world=world, scheduling=replace(v2.scheduling, spread_floor=True),
                    description=v2.description + ", capped Gavel shape")
 

@@ -43,8 +43,9 @@ from typing import Dict, Sequence, Tuple
 import numpy as np
 
 from cluster_env.world.gpu_catalog import canonical_gpu_name, gpu_spec
+from cluster_env.world.comm_calibration import measured_demand
 from cluster_env.world.throughputs import (
-    GPU_COUNT_BUCKETS, bucket_index, gavel_comm_ratio_table, speed_factor_table,
+    GPU_COUNT_BUCKETS, JOB_TYPES, bucket_index, gavel_comm_ratio_table, relative_speed_table, speed_factor_table,
 )
 
 __all__ = [
@@ -243,11 +244,26 @@ def reference_ratio(job_type: np.ndarray, gpus: np.ndarray, allowed, machine_gpu
 
 def communication_demand(gpu_type_names: Sequence[str], job_type: np.ndarray, gpus: np.ndarray,
                          testbed_gbps: float = GAVEL_TESTBED_GBPS, *, speeds: str = "spec-sheet",
-                         shape: str = "raw") -> np.ndarray:
+                         shape: str = "raw", comm: str = "gavel") -> np.ndarray:
     """(N, T) float64: each job's communication demand on each GPU type, Gb/s (module docstring,
     step 3): ``kappa x testbed_gbps x f_t x a(n) / a(n_bucket)``; 0 for 1-GPU jobs. ``speeds`` and
     ``shape`` as ``WorldConfig``'s (``f_t`` per job type under ``speeds="measured"``; ``kappa``
-    from the treated table under ``shape="capped"``)."""
+    from the treated table under ``shape="capped"``). ``comm="measured"``: the demand measured on
+    multi-node runs (:func:`cluster_env.world.comm_calibration.measured_demand`) x ``a(n)`` for the
+    job types it covers, the derivation above for the others."""
+    gavel = _gavel_demand(gpu_type_names, job_type, gpus, testbed_gbps, speeds, shape)
+    if comm == "gavel":
+        return gavel
+    gpus = np.asarray(gpus)
+    over_t4 = relative_speed_table(list(gpu_type_names), "T4", speeds=speeds, shape=shape)[:, :, 0]  # (J, T)
+    per_ring = measured_demand(JOB_TYPES, over_t4)[job_type]                                      # (N, T)
+    ring = np.where(gpus > 1, ring_factor(np.maximum(gpus, 1)), 0.0)[:, None]
+    return np.ascontiguousarray(np.where(np.isnan(per_ring), gavel, per_ring * ring))
+
+
+def _gavel_demand(gpu_type_names: Sequence[str], job_type: np.ndarray, gpus: np.ndarray,
+                  testbed_gbps: float, speeds: str, shape: str) -> np.ndarray:
+    """The demand derived from Gavel's ratio at the testbed network (:func:`communication_demand`)."""
     gpus = np.asarray(gpus)
     bucket = bucket_index(gpus)
     kappa = gavel_comm_ratio_table(gpu_type_names, shape)[job_type, :, bucket]   # (N, T)
