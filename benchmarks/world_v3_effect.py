@@ -3,7 +3,7 @@
 For each (old, new) scenario pair (``modern-v1`` -> ``modern-v2``, ``philly-hetero-v2`` ->
 ``philly-hetero-v3``: the same windows and load), the script runs each policy on the same windows
 (seeds) of both, and on the old scenario with one v3 change at a time (``speeds="measured"``,
-``gavel_shape="capped"``, ``spread_floor=True``), and prints the mean average JCT and the
+``gavel_shape="capped"``, ``comm_source="measured"``, ``spread_floor=True``), and prints the mean average JCT and the
 geometric-mean ratio to the old scenario with its 95% bootstrap interval and the share of windows
 where it is lower. Usage::
 
@@ -24,6 +24,7 @@ PAIRS = "modern-v1:modern-v2,philly-hetero-v2:philly-hetero-v3"
 POLICIES = "fifo,fifo+fastest,sjf,las,las+fastest,tiresias,srpt-clairvoyant,las-migrate"
 #: One v3 change at a time on the old scenario.
 PARTS = (("measured speeds", {"speeds": "measured"}), ("capped Gavel shape", {"gavel_shape": "capped"}),
+         ("measured comm", {"comm_source": "measured"}),
          ("spread floor", {"spread_floor": True}))
 
 
