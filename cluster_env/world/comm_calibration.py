@@ -5,28 +5,35 @@ demand ``D`` (Gb/s: the bandwidth at which it would communicate as long as it co
 other data it derives ``D`` from Gavel's consolidated/unconsolidated ratio at an *assumed* testbed
 network (10 Gb/s, ``GAVEL_TESTBED_GBPS``). This module measures it instead where a profile exists.
 
-Data: Pollux's placement profiles on AWS g4dn.12xlarge servers (4 x T4 each, one shared NIC;
-shipped as ``cluster_env/data/sia/<model>/placements-aws.csv.gz``, byte-identical to Pollux's), the
-same model at every placement from one GPU to 4 servers x 4 GPUs, at several local batch sizes.
-The servers' network is AWS's listed "50 Gigabit" for g4dn.12xlarge (:data:`POLLUX_NETWORK_GBPS`).
+Data: the shipped Sia/Pollux placement profiles (``cluster_env/data/sia``), the same model at
+every placement from one GPU to several servers, at several local batch sizes, on two server
+classes: Pollux's AWS g4dn.12xlarge (4 x T4, one shared NIC, AWS's listed "50 Gigabit":
+:data:`POLLUX_NETWORK_GBPS`; up to 4 servers x 4 GPUs) and Sia's DGX A100 (8 x A100 with NVLink;
+two nodes, every split of up to 16 GPUs; its network is not stated in the artifact: ASSUMPTION, the
+DGX A100 layout of ``INTERCONNECT_DEFAULTS``, one 200 Gb/s NIC per GPU).
 
-Fit (:func:`fit_sync_cost`): for a model, every multi-server row (``k >= 2`` servers, ``n`` GPUs in
-all) gives ``X = step_time(placement, b) - step_time("1", b)``, the time the all-reduce adds to a
-step at local batch size ``b``; the model says ``X = a(n) s`` with ``a(n) = 2 (n - 1) / n`` (the
-ring factor) and ``s = S / B`` one number per model. ``s`` is the least-squares fit over all rows;
-the fit's error per model is the relative error of the predicted step time
-``step_time("1", b) + a(n) s`` (median, 90th percentile over rows).
+Fit (:func:`fit_sync_cost`): every multi-server row gives ``X``, the time the all-reduce across
+servers adds to a step, and the model says ``X = a(n) S / b`` with ``a(n) = 2 (n - 1) / n`` (the
+ring factor), ``b`` the placement's bottleneck bandwidth as the all-reduce model computes it, and
+``S`` one number per (model, server class): the *effective* gradient traffic (Gb), least squares
+over all rows. The fit's error per model is the relative error of the predicted step time.
 
-Demand (:func:`measured_demand`): ``D = s B_aws / C_t(b_j)`` Gb/s per unit ring factor, where
-``C_t(b_j)`` is the model's one-GPU step time at the job type's batch size ``b_j`` (Gavel's batch
-size taken as the per-GPU batch, log-log interpolated between the profiled local batch sizes and
-clamped to their range) on the job's GPU type: ``C_T4 x speed(T4) / speed(t)`` with the world's
-relative speeds. The model's ``s B_aws`` is the *effective* gradient traffic at the NIC's nominal
-bandwidth (it absorbs the stack's efficiency: the fitted ``s`` implies 13-25 % of the nominal 50
-Gb/s for the fp32 gradients of ResNet-18, ResNet-50 and BERT-base:
-docs/world_model.md; conservative on RDMA fabrics). Job families without a profiled
+Demand (:func:`measured_demand`): ``D = S / C_t(b_j)`` Gb/s per unit ring factor for a GPU type of
+a measured server class (:data:`SERVER_CLASS`: A100, A800, H800 and the DGX-class codes from the
+DGX A100 profile; T4 and A10 from the g4dn profile), where ``C_t(b_j)`` is the model's one-GPU
+step time on the class's GPU at the job type's batch size ``b_j`` (Gavel's batch size taken as the
+per-GPU batch, log-log interpolated between the profiled local batch sizes, clamped to their range)
+divided by the type's speed over that GPU (the world's table). Job families without a profiled
 model (A3C, CycleGAN, Recommendation: :data:`~cluster_env.world.measured_speeds.MODEL_OF_FAMILY`)
-keep Gavel's derivation. ``WorldConfig(comm_source="measured")`` selects it.
+and GPU types without a measured class (Gavel's K80/P100/V100 servers, on which Gavel's own
+unconsolidated runs are the measurement and the assumed testbed bandwidth cancels) keep Gavel's
+derivation. ``WorldConfig(comm_source="measured")`` selects it.
+
+What the fits say: on the DGX A100 nodes a 7+1 or 4+4 split costs the profiled models almost
+nothing (step time within a few percent of 8 on one node: ``S`` near 0); on the g4dn servers the
+same models lose up to 2x across servers (``S`` implies 13-25 % of the nominal 50 Gb/s for the
+fp32 gradients of ResNet-18, ResNet-50 and BERT-base: TCP over Ethernet). docs/world_model.md,
+"World model v3", has the table.
 """
 from __future__ import annotations
 
@@ -45,6 +52,7 @@ __all__ = [
     "fit_table",
     "one_gpu_step_time",
     "measured_demand",
+    "SERVER_CLASS",
 ]
 
 #: Values of ``WorldConfig.comm_source``: ``"gavel"`` (Gavel's ratio at the assumed testbed
@@ -55,40 +63,73 @@ COMM_SOURCES = ("gavel", "measured")
 POLLUX_NETWORK_GBPS = 50.0
 
 
+#: Measured server class of each GPU type whose demand comes from a multi-node profile, and the
+#: GPU type that class measured: DGX-class nodes (one NIC per GPU, NVLink) from the DGX A100
+#: profile; PCIe servers with one shared NIC from Pollux's g4dn (T4) profile. Other types (Gavel's
+#: K80/P100/V100 servers and their kin) keep Gavel's derivation: on those servers Gavel's own
+#: unconsolidated runs are the measurement, and the assumed testbed bandwidth cancels.
+SERVER_CLASS: Dict[str, str] = {"A100": "dgx-ext", "A800": "dgx-ext", "G3": "dgx-ext", "H800": "dgx-ext",
+                                "GPU-series-2": "dgx-ext", "T4": "aws", "A10": "aws", "GPU-series-1": "aws"}
+_CLASS_GPU = {"dgx-ext": "A100", "aws": "T4"}
+
+
+def _piece_bandwidth(server: str, pieces: Sequence[int]) -> float:
+    """The all-reduce model's bottleneck bandwidth (Gb/s) of a placement on ``server``'s nodes:
+    the g4dn's one shared 50 Gb/s NIC, or the DGX A100 layout's (one NIC per GPU, NVLink)."""
+    if server == "aws":
+        return POLLUX_NETWORK_GBPS
+    from cluster_env.world.interconnect import INTERCONNECT_DEFAULTS   # (interconnect imports this module)
+
+    net = INTERCONNECT_DEFAULTS[_CLASS_GPU[server]]
+    return min(min(g * net.nic_per_gpu, net.nic_per_machine, net.intra if g > 1 else math.inf) for g in pieces)
+
+
 @functools.lru_cache(maxsize=None)
 def fit_sync_cost(model: str, server: str = "aws") -> Dict[str, float]:
-    """The fit of ``X = a(n) s`` on ``model``'s multi-server rows (module docstring): ``s`` (s),
-    ``rows``, ``median_error`` and ``p90_error`` (relative error of the predicted step time),
-    ``max_servers`` and ``max_gpus``."""
+    """The fit of ``X = a(n) S / b`` on ``model``'s multi-server rows on ``server`` (module
+    docstring): ``X`` is the step time over the step time at the same local batch size on one
+    server: with the same ``n`` GPUs on the 8-GPU DGX (``"n"``; rows wider than one node, 9-16 GPUs,
+    have no twin and are left out), at one GPU on the 4-GPU g4dn (``"1"``: its 5-16-GPU runs have no
+    one-server twin, so ``X`` holds the intra-server part too), ``b``
+    the placement's bottleneck bandwidth (:func:`_piece_bandwidth`), ``S`` (Gb per unit ring
+    factor, the *effective* gradient traffic; clipped at 0) the least-squares fit. Returns ``S``,
+    ``s`` (= S / 50 Gb/s, seconds, for comparison across servers), ``rows``, ``median_error`` and
+    ``p90_error`` (relative error of the predicted step time), ``max_servers``, ``max_gpus``."""
     p = load_placements(model, server)
     place, bsz, step = p["placement"], p["local_bsz"], p["step_time"]
-    one = {int(b): float(t) for b, t, q in zip(bsz, step, place) if q == "1"}
-    a, extra, base, servers, gpus = [], [], [], [], []
+    table = {(q, int(b)): float(t) for q, b, t in zip(place, bsz, step)}
+    z, extra, base, servers, gpus = [], [], [], [], []
     for q, b, t in zip(place, bsz, step):
-        if len(q) < 2 or int(b) not in one:
+        if len(q) < 2:
             continue
-        n = sum(int(c) for c in q)
-        a.append(2.0 * (n - 1) / n)
-        extra.append(float(t) - one[int(b)])
-        base.append(one[int(b)])
+        pieces = [int(c) for c in q]
+        n = sum(pieces)
+        if server != "aws" and n > 8:
+            continue    # no one-node twin (and "16" would read as a 1 + 6 placement)
+        ref = "1" if server == "aws" else str(n)
+        if (ref, int(b)) not in table:
+            continue
+        z.append(2.0 * (n - 1) / n / _piece_bandwidth(server, pieces))
+        extra.append(float(t) - table[(ref, int(b))])
+        base.append(table[(ref, int(b))])
         servers.append(len(q))
         gpus.append(n)
-    a, extra, base = np.asarray(a), np.asarray(extra), np.asarray(base)
-    s = float(np.sum(a * extra) / np.sum(a * a))
-    err = np.abs((base + a * s) - (base + extra)) / (base + extra)
-    return {"s": s, "rows": int(len(a)), "median_error": float(np.median(err)),
-            "p90_error": float(np.quantile(err, 0.9)), "max_servers": int(max(servers)),
-            "max_gpus": int(max(gpus))}
+    z, extra, base = np.asarray(z), np.asarray(extra), np.asarray(base)
+    big_s = max(0.0, float(np.sum(z * extra) / np.sum(z * z)))
+    err = np.abs((base + z * big_s) - (base + extra)) / (base + extra)
+    return {"S": big_s, "s": big_s / POLLUX_NETWORK_GBPS, "rows": int(len(z)),
+            "median_error": float(np.median(err)), "p90_error": float(np.quantile(err, 0.9)),
+            "max_servers": int(max(servers)), "max_gpus": int(max(gpus))}
 
 
 def fit_table() -> List[Dict[str, object]]:
-    """One row per profiled model: :func:`fit_sync_cost` on the T4 servers, with the model name."""
-    return [{"model": m, **fit_sync_cost(m)} for m in SIA_MODELS]
+    """One row per (server, profiled model): :func:`fit_sync_cost`, with the server and model."""
+    return [{"server": srv, "model": m, **fit_sync_cost(m, srv)} for srv in ("aws", "dgx-ext") for m in SIA_MODELS]
 
 
 def one_gpu_step_time(model: str, local_bsz: float, server: str = "aws") -> float:
-    """``model``'s one-GPU step time (s) at ``local_bsz``, log-log interpolated between the
-    profiled batch sizes and clamped to their range."""
+    """``model``'s one-GPU step time (s) at ``local_bsz`` on ``server``, log-log interpolated
+    between the profiled batch sizes and clamped to their range."""
     p = load_placements(model, server)
     one = p["placement"] == "1"
     b = p["local_bsz"][one].astype(np.float64)
@@ -103,17 +144,23 @@ def _batch_size(job_type: str) -> Optional[float]:
     return float(job_type.split("(batch size ", 1)[1].rstrip(")"))
 
 
-def measured_demand(job_types: Sequence[str], speed_over_t4: np.ndarray) -> np.ndarray:
-    """(J, T) measured communication demand per unit ring factor, Gb/s; NaN for a job type without
-    a profiled model (or without a batch size). ``speed_over_t4``: (J, T) each GPU type's
-    one-GPU speed over T4's for each job type (the world's speed table)."""
-    out = np.full(speed_over_t4.shape, np.nan)
-    for j, name in enumerate(job_types):
-        model = MODEL_OF_FAMILY.get(name.split(" (", 1)[0])
-        b = _batch_size(name)
-        if model is None or model in EXCLUDED_MODELS or b is None:
+def measured_demand(job_types: Sequence[str], gpu_type_names: Sequence[str],
+                    speed_over_class: np.ndarray) -> np.ndarray:
+    """(J, T) measured communication demand per unit ring factor, Gb/s: ``S / C_t(b_j)`` for a GPU
+    type of a measured server class (:data:`SERVER_CLASS`) and a job type with a profiled model;
+    NaN elsewhere (Gavel's derivation applies). ``speed_over_class``: (J, T) each GPU type's
+    one-GPU speed over its class's measured GPU (A100 or T4) per job type (the world's table;
+    any value where the type has no class)."""
+    out = np.full((len(job_types), len(gpu_type_names)), np.nan)
+    for t, name in enumerate(gpu_type_names):
+        server = SERVER_CLASS.get(name)
+        if server is None:
             continue
-        s = fit_sync_cost(model)["s"]
-        c_t4 = one_gpu_step_time(model, b)
-        out[j] = s * POLLUX_NETWORK_GBPS / c_t4 * speed_over_t4[j]
+        for j, job in enumerate(job_types):
+            model = MODEL_OF_FAMILY.get(job.split(" (", 1)[0])
+            b = _batch_size(job)
+            if model is None or model in EXCLUDED_MODELS or b is None:
+                continue
+            c = one_gpu_step_time(model, b, server) / speed_over_class[j, t]
+            out[j, t] = fit_sync_cost(model, server)["S"] / c
     return out

@@ -43,7 +43,7 @@ from typing import Dict, Sequence, Tuple
 import numpy as np
 
 from cluster_env.world.gpu_catalog import canonical_gpu_name, gpu_spec
-from cluster_env.world.comm_calibration import measured_demand
+from cluster_env.world.comm_calibration import _CLASS_GPU, SERVER_CLASS, measured_demand
 from cluster_env.world.throughputs import (
     GPU_COUNT_BUCKETS, JOB_TYPES, bucket_index, gavel_comm_ratio_table, relative_speed_table, speed_factor_table,
 )
@@ -255,10 +255,18 @@ def communication_demand(gpu_type_names: Sequence[str], job_type: np.ndarray, gp
     if comm == "gavel":
         return gavel
     gpus = np.asarray(gpus)
-    over_t4 = relative_speed_table(list(gpu_type_names), "T4", speeds=speeds, shape=shape)[:, :, 0]  # (J, T)
-    per_ring = measured_demand(JOB_TYPES, over_t4)[job_type]                                      # (N, T)
+    names = list(gpu_type_names)
+    speed = relative_speed_table(names + list(CLASS_GPUS), "V100", speeds=speeds, shape=shape)[:, :, 0]
+    t_count = len(names)
+    cls = [CLASS_GPUS.index(_CLASS_GPU[SERVER_CLASS[n]]) if n in SERVER_CLASS else 0 for n in names]
+    over_class = speed[:, :t_count] / speed[:, [t_count + c for c in cls]]                      # (J, T)
+    per_ring = measured_demand(JOB_TYPES, names, over_class)[job_type]                          # (N, T)
     ring = np.where(gpus > 1, ring_factor(np.maximum(gpus, 1)), 0.0)[:, None]
     return np.ascontiguousarray(np.where(np.isnan(per_ring), gavel, per_ring * ring))
+
+
+#: The GPUs the measured server classes profiled (comm_calibration's DGX A100 and g4dn T4).
+CLASS_GPUS = ("A100", "T4")
 
 
 def _gavel_demand(gpu_type_names: Sequence[str], job_type: np.ndarray, gpus: np.ndarray,
