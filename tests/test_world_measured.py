@@ -129,3 +129,35 @@ def test_world_config_rejects_unknown_values():
         WorldConfig(comm_source="assumed").validate()
     with pytest.raises(ValueError, match="gavel_shape"):
         WorldConfig(gavel_shape="smooth").validate()
+
+
+def _doc_rows(first_cell: str) -> list:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "world_model.md").read_text(encoding="utf-8")
+    return [[c.strip() for c in line.strip().strip("|").split("|")]
+            for line in text.splitlines() if line.startswith(f"| {first_cell} |")]
+
+
+def test_docs_tables_are_the_codes():
+    from cluster_env.world.comm_calibration import dgx_split_ratios, fit_table
+
+    rule = {(r["gpu"], r["model"]): r for r in rule_error_table()}
+    rows = _doc_rows("A100") + _doc_rows("T4")
+    rows = [r for r in rows if len(r) == 6]
+    assert len(rows) == 12
+    for gpu, model, measured, rule_v, error, _ in rows:
+        r = rule[(gpu, model)]
+        assert measured == f"{r['measured']:.3f}" and rule_v == f"{r['rule']:.3f}"
+        assert error == f"{r['error'] * 100:+.0f}%"
+    fits = {(r["server"], r["model"]): r for r in fit_table()}
+    rows = [r for r in _doc_rows("aws") + _doc_rows("dgx-ext") if len(r) == 6]
+    assert len(rows) == 12
+    for server, model, big_s, n, med, p90 in rows:
+        f = fits[(server, model)]
+        assert (big_s, n) == (f"{f['S']:.2f}", str(f["rows"]))
+        assert (med, p90) == (f"{f['median_error'] * 100:.1f}%", f"{f['p90_error'] * 100:.1f}%")
+    for model in ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3"):
+        (row,) = [r for r in _doc_rows(model) if len(r) == 3]
+        d = dgx_split_ratios(model)
+        assert row[1:] == [f"{d['17']:.3f}", f"{d['44']:.3f}"]

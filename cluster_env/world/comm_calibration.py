@@ -53,6 +53,7 @@ __all__ = [
     "one_gpu_step_time",
     "measured_demand",
     "SERVER_CLASS",
+    "dgx_split_ratios",
 ]
 
 #: Values of ``WorldConfig.comm_source``: ``"gavel"`` (Gavel's ratio at the assumed testbed
@@ -163,4 +164,17 @@ def measured_demand(job_types: Sequence[str], gpu_type_names: Sequence[str],
                 continue
             c = one_gpu_step_time(model, b, server) / speed_over_class[j, t]
             out[j, t] = fit_sync_cost(model, server)["S"] / c
+    return out
+
+
+def dgx_split_ratios(model: str) -> Dict[str, float]:
+    """The direct measurement behind the DGX A100 fit: ``model``'s step time split 1+7 (``"17"``)
+    and 4+4 (``"44"``) over two DGX A100 nodes, over its step time on 8 GPUs of one node, median
+    over the local batch sizes profiled at both."""
+    p = load_placements(model, "dgx-ext")
+    table = {(q, int(b)): float(t) for q, b, t in zip(p["placement"], p["local_bsz"], p["step_time"])}
+    out = {}
+    for split in ("17", "44"):
+        r = [t / table[("8", b)] for (q, b), t in table.items() if q == split and ("8", b) in table]
+        out[split] = float(np.median(r))
     return out
