@@ -29,6 +29,11 @@ by a cost model that knows what crosses machines. Every step and every number is
    ``(1 + x_ref) / (1 + x)`` of its measured one, at most 1, where ``x_ref`` is ``x`` at the
    fewest-machines placement the trace duration was measured on (0 on one machine).
 
+``WorldConfig(comm_source="measured")`` (world model v3) replaces step 3's derivation, where a
+multi-node profile exists, by the demand fitted on measured runs
+(:mod:`cluster_env.world.comm_calibration`). :func:`spread_floor` gives the speed-aware placers'
+spread guard the lowest multiplier this model can charge a job.
+
 :func:`allreduce_speed_factor` is the one function both the Python simulator and the compiled
 engine call at launch (plain arithmetic: the same bits in both). Defaults per GPU type:
 :data:`INTERCONNECT_DEFAULTS`, each number with its source; ``WorldConfig(interconnect=...)``
