@@ -35,8 +35,9 @@ with the all-reduce model (``WorldConfig.spread_model="allreduce"``, docs/world_
                      profiles; H800 = measured A100 x the spec-sheet H800/A100, A10 by the rule),
                      Gavel's table capped (per-GPU throughput never rises with the GPU count),
                      communication demand measured on multi-node runs (Pollux's T4 servers)
-``philly-hetero-v3`` ``philly-hetero-v2`` with Gavel's table capped and measured communication
-                     demand (K80/P100/V100 only: no speed comes from the spec-sheet rule)
+``philly-hetero-v3`` ``philly-hetero-v2`` with Gavel's table capped and the spread guard on the
+                     all-reduce floor (its K80/P100/V100 servers need no other speed or
+                     communication source: the v3 world's other settings change nothing there)
 ==================== ======================================================================
 
 Version history of the world-model-v3 scenarios: ``modern-v2`` and ``philly-hetero-v3`` (issue 33)
@@ -361,15 +362,17 @@ def _modern_v2() -> Scenario:
     v1 = _modern_v1()
     world = replace(v1.world, speeds="measured", gavel_shape="capped", comm_source="measured")
     return replace(v1, name="modern-v2", world=world, scheduling=replace(v1.scheduling, spread_floor=True),
-                   description=v1.description + "; measured A100/A800 speeds, capped Gavel shape")
+                   description=v1.description + "; measured A100/A800 speeds and communication, capped Gavel "
+                                                "shape, spread guard on the all-reduce floor")
 
 
 def _philly_hetero_v3() -> Scenario:
-    """philly-hetero-v2 with Gavel's table capped (its K80/P100/V100 need no other speed source)."""
+    """philly-hetero-v2 in world model v3: Gavel's table capped, the spread guard on the all-reduce
+    floor (measured speeds and communication cover no K80/P100/V100: they change nothing here)."""
     v2 = _philly_hetero_v2()
     world = replace(v2.world, speeds="measured", gavel_shape="capped", comm_source="measured")
     return replace(v2, name="philly-hetero-v3", world=world, scheduling=replace(v2.scheduling, spread_floor=True),
-                   description=v2.description + ", capped Gavel shape")
+                   description=v2.description + ", capped Gavel shape, spread guard on the all-reduce floor")
 
 
 #: The scenario of a bare ``cluster-bench run``: the one that best shows the differences.
