@@ -161,3 +161,18 @@ def test_docs_tables_are_the_codes():
         (row,) = [r for r in _doc_rows(model) if len(r) == 3]
         d = dgx_split_ratios(model)
         assert row[1:] == [f"{d['17']:.3f}", f"{d['44']:.3f}"]
+
+
+def test_before_after_benchmark_runs(capsys):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "world_v3_effect.py"
+    spec = importlib.util.spec_from_file_location("world_v3_effect", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(["--pairs", "philly-hetero-v2:philly-hetero-v3", "--policies", "fifo", "--seeds", "0-1"]) == 0
+    out = capsys.readouterr().out
+    assert "philly-hetero-v2 -> philly-hetero-v3, test windows 0-1 (2)" in out
+    row = next(line for line in out.splitlines() if line.strip().startswith("fifo "))
+    assert "[" in row and row.strip().endswith("%")
