@@ -63,6 +63,9 @@ def test_derived_types_and_fallbacks_are_named():
     assert speed_source("A800", "measured").startswith("measured")
     assert speed_source("A100", "spec-sheet").startswith("fallback")
     assert fallback_speed_types(("A100", "A800", "H800", "A10", "V100", "K80"), "measured") == ("H800", "A10")
+    # Undisclosed codes follow the class the node-shape rule gives them, and say so.
+    assert fallback_speed_types(("G3", "GPU-series-2", "G2"), "measured") == ("GPU-series-2",)
+    assert "node-shape rule" in speed_source("G3", "measured")
     lm = JOB_TYPES.index("LM (batch size 5)")
     t = relative_speed_table(["A100", "A800", "H800"], "V100", speeds="measured")[lm, :, 0]
     assert t[0] == t[1] == measured_ratio("A100", "deepspeech2")

@@ -35,8 +35,9 @@ Derived types: A800 is the A100 chip with NVLink cut to 400 GB/s (NVIDIA A800 da
 GPU computes as an A100, so it takes A100's measured ratios (its NVLink is priced by the
 interconnect model). G3 (A100-class by the node-shape rule of :mod:`~cluster_env.world.gpu_catalog`)
 takes A100's too. No source here measures an H100/H800, A10 or P40: those keep the spec-sheet rule
-(:func:`~cluster_env.world.gpu_catalog.spec_sheet_factor`), H800 as measured A100 x the rule's
-H800/A100 ratio; :func:`fallback_speed_types` names them, so a run can say so.
+(:func:`~cluster_env.world.gpu_catalog.spec_sheet_factor`), H800 (and ``GPU-series-2``, H800-class)
+as measured A100 x the rule's H800/A100 ratio; :func:`fallback_speed_types` names them, so a run
+can say so.
 """
 from __future__ import annotations
 
@@ -94,6 +95,8 @@ MODEL_OF_FAMILY: Dict[str, Optional[str]] = {
     "Recommendation": None,
 }
 _MEASURED = {"A100": "A100", "A800": "A100", "G3": "A100", "T4": "T4"}
+#: H800 and the code the node-shape rule makes H800-class: measured A100 x the rule's H800/A100.
+_H800_CLASS = ("H800", "GPU-series-2")
 _REQUIRED = ("placement", "local_bsz", "step_time", "sync_time")
 
 
@@ -174,7 +177,7 @@ def job_type_factors(gpu_type: str, job_types: Sequence[str], speeds: str) -> np
     """(J,) speed of ``gpu_type`` over its Gavel anchor for each job type: the catalog's
     spec-sheet factor under ``speeds="spec-sheet"`` (or for a type no source measures); under
     ``"measured"`` the measured ratio for A100/A800/G3/T4 and measured A100 x the rule's
-    H800/A100 for H800."""
+    H800/A100 for H800 and GPU-series-2."""
     if speeds not in SPEED_SOURCES:
         raise ValueError(f"speeds must be one of {SPEED_SOURCES}, got {speeds!r}")
     name = canonical_gpu_name(gpu_type)
@@ -182,25 +185,27 @@ def job_type_factors(gpu_type: str, job_types: Sequence[str], speeds: str) -> np
     if speeds == "measured":
         if name in _MEASURED:
             return np.array([family_ratio(_MEASURED[name], _family(j)) for j in job_types])
-        if name == "H800":
+        if name in _H800_CLASS:
             over_a100 = spec.factor / gpu_spec("A100").factor
             return np.array([family_ratio("A100", _family(j)) * over_a100 for j in job_types])
     return np.full(len(job_types), spec.factor)
 
 
 def speed_source(gpu_type: str, speeds: str) -> str:
-    """Where ``gpu_type``'s speed comes from under ``speeds``: "measured (...)" or "fallback (...)"."""
+    """Where ``gpu_type``'s speed comes from under ``speeds``: "measured (...)" or "fallback (...)"
+    (an undisclosed code adds the class the catalog's node-shape rule assumes)."""
     name = canonical_gpu_name(gpu_type)
     spec = gpu_spec(name)
-    if spec.measured or (spec.anchor == name):
+    assumed = "; undisclosed code, class assumed by the node-shape rule" if spec.source.startswith("ASSUMPTION") else ""
+    if spec.anchor == name:
         return "measured (Gavel, OSDI'20)"
-    if spec.factor == 1.0 and spec.anchor == "V100" and name in ("V100M16", "V100M32", "G2", "MISC"):
-        return "measured (Gavel's V100: the same chip)"
+    if spec.factor == 1.0 and spec.anchor == "V100" and not (speeds == "measured" and name in _MEASURED):
+        return f"measured (Gavel's V100: the same chip{assumed})"
     if speeds == "measured" and name in _MEASURED:
-        return f"measured (Sia SOSP'23 profiles, as {_MEASURED[name]})"
-    if speeds == "measured" and name == "H800":
-        return "fallback (measured A100 x spec-sheet rule H800/A100)"
-    return "fallback (spec-sheet rule)"
+        return f"measured (Sia/Pollux profiles, as {_MEASURED[name]}{assumed})"
+    if speeds == "measured" and name in _H800_CLASS:
+        return f"fallback (measured A100 x spec-sheet rule H800/A100{assumed})"
+    return f"fallback (spec-sheet rule{assumed})"
 
 
 def fallback_speed_types(gpu_type_names: Sequence[str], speeds: str) -> Tuple[str, ...]:
