@@ -17,7 +17,8 @@ import cluster_env
 from cluster_env.core.config import WorldConfig
 from cluster_env.world.gpu_catalog import gpu_spec
 from cluster_env.world.measured_speeds import (
-    SIA_DATA_DIR, fallback_speed_types, measured_ratio, rule_error_table, speed_source,
+    MLPERF_DATA_DIR, MLPERF_SYSTEMS, SIA_DATA_DIR, fallback_speed_types, measured_ratio, mlperf_h100_over_a100,
+    rule_error_table, speed_source,
 )
 from cluster_env.world.throughputs import (
     GPU_COUNT_BUCKETS, JOB_TYPES, relative_speed_table, spread_ratio_table, superlinear_entries,
@@ -52,6 +53,41 @@ def test_shipped_ratio_is_the_sources_figure(gpu, server):
     assert table[j, 1, 0] == 1.0
 
 
+def test_shipped_mlperf_logs_match_sources_md():
+    text = (MLPERF_DATA_DIR / "SOURCES.md").read_text(encoding="utf-8")
+    listed = dict(re.findall(r"^\| `([^`]+\.gz)` \| `([0-9a-f]{64})` \|$", text, re.M))
+    shipped = sorted(str(p.relative_to(MLPERF_DATA_DIR)) for p in MLPERF_DATA_DIR.glob("*/*/*.gz"))
+    assert sorted(listed) == shipped and len(shipped) == 60
+    for name, sha in listed.items():
+        assert hashlib.sha256(gzip.decompress((MLPERF_DATA_DIR / name).read_bytes())).hexdigest() == sha
+
+
+def _time_to_train(system: str, benchmark: str) -> list:
+    """(seconds, status) of each shipped run, read with the json module line by line."""
+    import json
+
+    out = []
+    for path in sorted((MLPERF_DATA_DIR / system / benchmark).glob("result_*.txt.gz")):
+        events = {}
+        for line in gzip.open(path, "rt").read().splitlines():
+            if line.startswith(":::MLLOG "):
+                e = json.loads(line[9:])
+                if e["key"] in ("run_start", "run_stop"):
+                    events[e["key"]] = e
+        out.append(((events["run_stop"]["time_ms"] - events["run_start"]["time_ms"]) / 1000,
+                    events["run_stop"]["metadata"]["status"]))
+    return out
+
+
+@pytest.mark.parametrize("benchmark", sorted(MLPERF_SYSTEMS))
+def test_shipped_h100_ratio_is_mlperfs_figure(benchmark):
+    h100, a100 = MLPERF_SYSTEMS[benchmark]
+    med = [statistics.median(t for t, status in _time_to_train(s, benchmark) if status == "success")
+           for s in (h100, a100)]
+    assert mlperf_h100_over_a100(benchmark) == pytest.approx(med[1] / med[0], rel=1e-12)
+    assert 1.2 < med[1] / med[0] < 3.5                            # H100 is faster, as published
+
+
 def test_a_known_step_time_of_each_server():
     # One row of each source, against the upstream file's text (rows 2 of the CIFAR-10 profiles).
     assert _one_gpu("cifar10", "aws")[32] > 0 and _one_gpu("cifar10", "azure")[32] > 0
@@ -62,19 +98,20 @@ def test_derived_types_and_fallbacks_are_named():
     assert speed_source("A100", "measured").startswith("measured")
     assert speed_source("A800", "measured").startswith("measured")
     assert speed_source("A100", "spec-sheet").startswith("fallback")
-    assert fallback_speed_types(("A100", "A800", "H800", "A10", "V100", "K80"), "measured") == ("H800", "A10")
+    assert fallback_speed_types(("A100", "A800", "H800", "A10", "V100", "K80"), "measured") == ("A10",)
+    assert fallback_speed_types(("A100", "H800", "T4"), "spec-sheet") == ("A100", "H800", "T4")
     # Undisclosed codes follow the class the node-shape rule gives them, and say so.
-    assert fallback_speed_types(("G3", "GPU-series-2", "G2"), "measured") == ("GPU-series-2",)
+    assert fallback_speed_types(("G3", "GPU-series-2", "G2", "GPU-series-1"), "measured") == ("GPU-series-1",)
     assert "node-shape rule" in speed_source("G3", "measured")
     lm = JOB_TYPES.index("LM (batch size 5)")
     t = relative_speed_table(["A100", "A800", "H800"], "V100", speeds="measured")[lm, :, 0]
     assert t[0] == t[1] == measured_ratio("A100", "deepspeech2")
-    assert t[2] == pytest.approx(t[0] * gpu_spec("H800").factor / gpu_spec("A100").factor, rel=1e-12)
+    assert t[2] == pytest.approx(t[0] * mlperf_h100_over_a100("rnnt"), rel=1e-12)
 
 
 def test_rule_error_table_covers_every_measured_pair():
     rows = rule_error_table()
-    assert len(rows) == 12
+    assert len(rows) == 16
     for r in rows:
         assert r["rule"] / r["measured"] - 1.0 == pytest.approx(r["error"])
     a100 = {r["model"]: r for r in rows if r["gpu"] == "A100"}
@@ -146,9 +183,9 @@ def test_docs_tables_are_the_codes():
     from cluster_env.world.comm_calibration import dgx_split_ratios, fit_table
 
     rule = {(r["gpu"], r["model"]): r for r in rule_error_table()}
-    rows = _doc_rows("A100") + _doc_rows("T4")
+    rows = _doc_rows("A100") + _doc_rows("T4") + _doc_rows("H100/A100")
     rows = [r for r in rows if len(r) == 6]
-    assert len(rows) == 12
+    assert len(rows) == 16
     for gpu, model, measured, rule_v, error, _ in rows:
         r = rule[(gpu, model)]
         assert measured == f"{r['measured']:.3f}" and rule_v == f"{r['rule']:.3f}"

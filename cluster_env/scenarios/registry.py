@@ -32,7 +32,7 @@ with the all-reduce model (``WorldConfig.spread_model="allreduce"``, docs/world_
                      calibrated on large jobs of A100/H800 clusters (DEDICATED_FLUCTUATION)
 ``philly-hetero-v2`` ``philly-hetero-v1`` with the all-reduce spread model
 ``modern-v2``        ``modern-v1`` in world model v3: A100/A800 speeds measured (Sia SOSP'23
-                     profiles; H800 = measured A100 x the spec-sheet H800/A100, A10 by the rule),
+                     profiles; H800 = measured A100 x MLPerf v2.1 H100/A100; A10 by the spec-sheet rule),
                      Gavel's table capped (per-GPU throughput never rises with the GPU count),
                      communication demand measured on multi-node runs (Pollux's T4 servers)
 ``philly-hetero-v3`` ``philly-hetero-v2`` with Gavel's table capped and the spread guard on the
@@ -362,7 +362,7 @@ def _modern_v2() -> Scenario:
     v1 = _modern_v1()
     world = replace(v1.world, speeds="measured", gavel_shape="capped", comm_source="measured")
     return replace(v1, name="modern-v2", world=world, scheduling=replace(v1.scheduling, spread_floor=True),
-                   description=v1.description + "; measured A100/A800 speeds and communication, capped Gavel "
+                   description=v1.description + "; measured A100/A800/H800 speeds and communication, capped Gavel "
                                                 "shape, spread guard on the all-reduce floor")
 
 

@@ -34,10 +34,22 @@ which no GPU explains: the run was bound by something else).
 Derived types: A800 is the A100 chip with NVLink cut to 400 GB/s (NVIDIA A800 data sheet): one
 GPU computes as an A100, so it takes A100's measured ratios (its NVLink is priced by the
 interconnect model). G3 (A100-class by the node-shape rule of :mod:`~cluster_env.world.gpu_catalog`)
-takes A100's too. No source here measures an H100/H800, A10 or P40: those keep the spec-sheet rule
-(:func:`~cluster_env.world.gpu_catalog.spec_sheet_factor`), H800 (and ``GPU-series-2``, H800-class)
-as measured A100 x the rule's H800/A100 ratio; :func:`fallback_speed_types` names them, so a run
-can say so.
+takes A100's too.
+
+H800 is the H100 SXM5 chip with NVLink cut to 400 GB/s (NVIDIA H800 data sheet): one GPU computes
+as an H100. Its speed over V100 is the A100's measured ratio times the H100/A100 ratio measured by
+MLPerf Training v2.1 (``mlcommons/training_results_v2.1``, shipped in ``cluster_env/data/mlperf``):
+NVIDIA's one-node DGX H100 (8 x H100-SXM5-80GB, "preview") against its one-node DGX A100 (8 x
+A100-SXM4-80GB) on the same benchmark, the ratio of the median time to train over the successful
+runs (:func:`mlperf_h100_over_a100`). Families map to benchmarks by kind (:data:`MLPERF_OF_FAMILY`:
+ResNet -> ``resnet`` (ResNet-50), Transformer -> ``bert``, LM -> ``rnnt`` (recurrent), Recommendation
+-> ``dlrm``; A3C and CycleGAN the median of the four). ``GPU-series-2`` (H800-class) follows H800.
+Caveats: time to train includes convergence (the systems ran different batch sizes), and the A100's
+ResNet-50, RNN-T and DLRM runs used NGC 22.04 software, five months older than the H100's.
+
+No source here measures A10 or P40: they keep the spec-sheet rule
+(:func:`~cluster_env.world.gpu_catalog.spec_sheet_factor`); :func:`fallback_speed_types` names
+them, so a run can say so.
 """
 from __future__ import annotations
 
@@ -45,6 +57,7 @@ import csv
 import functools
 import gzip
 import io
+import json
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -67,9 +80,29 @@ __all__ = [
     "speed_source",
     "fallback_speed_types",
     "rule_error_table",
+    "MLPERF_DATA_DIR",
+    "MLPERF_SYSTEMS",
+    "MLPERF_OF_FAMILY",
+    "mlperf_time_to_train",
+    "mlperf_h100_over_a100",
 ]
 
 SIA_DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "sia"
+MLPERF_DATA_DIR = Path(__file__).resolve().parent.parent / "data" / "mlperf"
+
+#: MLPerf Training v2.1 benchmark -> (one-node DGX H100 system, one-node DGX A100 system), NVIDIA's
+#: result folders (``cluster_env/data/mlperf/SOURCES.md``).
+MLPERF_SYSTEMS: Dict[str, Tuple[str, str]] = {
+    "bert": ("dgxh100_preview", "dgxa100_ngc22.09_pytorch"),
+    "resnet": ("dgxh100_preview", "dgxa100_ngc22.04_mxnet"),
+    "rnnt": ("dgxh100_preview", "dgxa100_ngc22.04_pytorch"),
+    "dlrm": ("dgxh100_preview", "dgxa100_ngc22.04_merlin_hugectr"),
+}
+#: Gavel job family -> MLPerf benchmark for the H100/A100 ratio; ``None``: the median of the four.
+MLPERF_OF_FAMILY: Dict[str, Optional[str]] = {
+    "ResNet-18": "resnet", "ResNet-50": "resnet", "Transformer": "bert", "LM": "rnnt",
+    "Recommendation": "dlrm", "A3C": None, "CycleGAN": None,
+}
 
 #: Values of ``WorldConfig.speeds``: ``"spec-sheet"`` (every non-Gavel type by the spec-sheet rule,
 #: the v0-v2 worlds) and ``"measured"`` (this module's measured ratios where a source has them).
@@ -95,7 +128,7 @@ MODEL_OF_FAMILY: Dict[str, Optional[str]] = {
     "Recommendation": None,
 }
 _MEASURED = {"A100": "A100", "A800": "A100", "G3": "A100", "T4": "T4"}
-#: H800 and the code the node-shape rule makes H800-class: measured A100 x the rule's H800/A100.
+#: H800 and the code the node-shape rule makes H800-class: measured A100 x MLPerf's H100/A100.
 _H800_CLASS = ("H800", "GPU-series-2")
 _REQUIRED = ("placement", "local_bsz", "step_time", "sync_time")
 
@@ -169,6 +202,52 @@ def family_ratio(gpu_type: str, family: str) -> float:
     return measured_ratio(gpu_type, model)
 
 
+@functools.lru_cache(maxsize=None)
+def mlperf_time_to_train(system: str, benchmark: str) -> float:
+    """Median time to train (s) of ``system``'s successful runs of ``benchmark``: ``run_stop`` -
+    ``run_start`` of each shipped log whose ``run_stop`` status is "success".
+
+    Raises:
+        DataError: a log without run_start / run_stop, naming the file.
+    """
+    folder = MLPERF_DATA_DIR / system / benchmark
+    times = []
+    for path in sorted(folder.glob("result_*.txt.gz")):
+        start = stop = status = None
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            for line in f:
+                if not line.startswith(":::MLLOG "):
+                    continue
+                if '"run_start"' not in line and '"run_stop"' not in line:
+                    continue
+                entry = json.loads(line[len(":::MLLOG "):])
+                if entry["key"] == "run_start":
+                    start = entry["time_ms"]
+                elif entry["key"] == "run_stop":
+                    stop, status = entry["time_ms"], entry.get("metadata", {}).get("status")
+        if start is None or stop is None:
+            raise DataError("MLPerf log without run_start / run_stop", file=str(path))
+        if status == "success":
+            times.append((stop - start) / 1000.0)
+    if not times:
+        raise DataError(f"no successful {benchmark} run of {system}", file=str(folder))
+    return float(np.median(times))
+
+
+def mlperf_h100_over_a100(benchmark: str) -> float:
+    """H100's speed over A100's on ``benchmark`` (MLPerf Training v2.1, one node of 8 GPUs each):
+    the A100's median time to train over the H100's."""
+    h100, a100 = MLPERF_SYSTEMS[benchmark]
+    return mlperf_time_to_train(a100, benchmark) / mlperf_time_to_train(h100, benchmark)
+
+
+def _h100_over_a100(family: str) -> float:
+    bench = MLPERF_OF_FAMILY[family]
+    if bench is None:
+        return float(np.median([mlperf_h100_over_a100(b) for b in MLPERF_SYSTEMS]))
+    return mlperf_h100_over_a100(bench)
+
+
 def _family(job_type: str) -> str:
     return job_type.split(" (", 1)[0]
 
@@ -176,8 +255,8 @@ def _family(job_type: str) -> str:
 def job_type_factors(gpu_type: str, job_types: Sequence[str], speeds: str) -> np.ndarray:
     """(J,) speed of ``gpu_type`` over its Gavel anchor for each job type: the catalog's
     spec-sheet factor under ``speeds="spec-sheet"`` (or for a type no source measures); under
-    ``"measured"`` the measured ratio for A100/A800/G3/T4 and measured A100 x the rule's
-    H800/A100 for H800 and GPU-series-2."""
+    ``"measured"`` the measured ratio for A100/A800/G3/T4 and measured A100 x MLPerf's H100/A100
+    for H800 and GPU-series-2."""
     if speeds not in SPEED_SOURCES:
         raise ValueError(f"speeds must be one of {SPEED_SOURCES}, got {speeds!r}")
     name = canonical_gpu_name(gpu_type)
@@ -186,8 +265,7 @@ def job_type_factors(gpu_type: str, job_types: Sequence[str], speeds: str) -> np
         if name in _MEASURED:
             return np.array([family_ratio(_MEASURED[name], _family(j)) for j in job_types])
         if name in _H800_CLASS:
-            over_a100 = spec.factor / gpu_spec("A100").factor
-            return np.array([family_ratio("A100", _family(j)) * over_a100 for j in job_types])
+            return np.array([family_ratio("A100", _family(j)) * _h100_over_a100(_family(j)) for j in job_types])
     return np.full(len(job_types), spec.factor)
 
 
@@ -204,7 +282,7 @@ def speed_source(gpu_type: str, speeds: str) -> str:
     if speeds == "measured" and name in _MEASURED:
         return f"measured (Sia/Pollux profiles, as {_MEASURED[name]}{assumed})"
     if speeds == "measured" and name in _H800_CLASS:
-        return f"fallback (measured A100 x spec-sheet rule H800/A100{assumed})"
+        return f"measured (Sia/Pollux A100 x MLPerf v2.1 H100/A100{assumed})"
     return f"fallback (spec-sheet rule{assumed})"
 
 
@@ -215,7 +293,8 @@ def fallback_speed_types(gpu_type_names: Sequence[str], speeds: str) -> Tuple[st
 
 def rule_error_table() -> List[Dict[str, object]]:
     """The spec-sheet rule against every measured ratio: one row per (GPU type, model) with
-    ``measured``, ``rule`` (the catalog's factor) and ``error`` (rule / measured - 1)."""
+    ``measured``, ``rule`` (the catalog's factor) and ``error`` (rule / measured - 1): A100 and T4
+    over V100 (Sia/Pollux), and H100 over A100 (MLPerf; the rule's H800/A100, the same chip)."""
     rows = []
     for gpu in ("A100", "T4"):
         rule = gpu_spec(gpu).factor
@@ -223,4 +302,9 @@ def rule_error_table() -> List[Dict[str, object]]:
             m = measured_ratio(gpu, model)
             rows.append({"gpu": gpu, "model": model, "measured": m, "rule": rule,
                          "error": rule / m - 1.0, "retained": model not in EXCLUDED_MODELS})
+    rule = gpu_spec("H800").factor / gpu_spec("A100").factor
+    for bench in MLPERF_SYSTEMS:
+        m = mlperf_h100_over_a100(bench)
+        rows.append({"gpu": "H100/A100", "model": bench, "measured": m, "rule": rule,
+                     "error": rule / m - 1.0, "retained": True})
     return rows
