@@ -20,7 +20,7 @@
 
 The v1 scenarios (``philly-v1``, ``openb-v1``, ``openb-full-v1``, ``philly-hetero-v1``) carry the
 benchmark protocol (default offered load, spread penalty relative to the fewest machines); their
-defaults are documented in ``docs/reference.md`` ("Scenarios"). Two scenarios price a spread job
+defaults are documented in ``docs/reference.md`` ("Scenarios"). Four scenarios price a spread job
 with the all-reduce model (``WorldConfig.spread_model="allreduce"``, docs/world_model.md
 "Interconnect") instead of Gavel's single measured ratio:
 
@@ -31,10 +31,12 @@ with the all-reduce model (``WorldConfig.spread_model="allreduce"``, docs/world_
                      GPU-seconds: the mix holds ~3 P100s of work per GPU); stragglers
                      calibrated on large jobs of A100/H800 clusters (DEDICATED_FLUCTUATION)
 ``philly-hetero-v2`` ``philly-hetero-v1`` with the all-reduce spread model
-``modern-v2``        ``modern-v1`` in world model v3: A100/A800 speeds measured (Sia SOSP'23
-                     profiles; H800 = measured A100 x MLPerf v2.1 H100/A100; A10 by the spec-sheet rule),
+``modern-v2``        ``modern-v1`` in world model v3: A100/A800 speeds measured (Sia/Pollux
+                     profiles; H800 = measured A100 x MLPerf v2.1 H100/A100; A10 by the
+                     spec-sheet rule),
                      Gavel's table capped (per-GPU throughput never rises with the GPU count),
-                     communication demand measured on multi-node runs (Pollux's T4 servers)
+                     communication demand measured on multi-node runs (Sia's DGX A100 nodes,
+                     Pollux's T4 servers)
 ``philly-hetero-v3`` ``philly-hetero-v2`` with Gavel's table capped and the spread guard on the
                      all-reduce floor (its K80/P100/V100 servers need no other speed or
                      communication source: the v3 world's other settings change nothing there)
@@ -42,10 +44,10 @@ with the all-reduce model (``WorldConfig.spread_model="allreduce"``, docs/world_
 
 Version history of the world-model-v3 scenarios: ``modern-v2`` and ``philly-hetero-v3`` (issue 33)
 add ``WorldConfig(speeds="measured", gavel_shape="capped", comm_source="measured")`` (communication
-demand from Pollux's multi-node runs where a profile covers the job type) and
-``SchedulingConfig(spread_floor=True)``
-(the spread guard of ``fastest`` and the clairvoyant placer uses the all-reduce model's own floor);
-the scenarios they follow keep their worlds, digests and scores.
+demand fitted on measured multi-node runs where a profile covers the job type and server class) and
+``SchedulingConfig(spread_floor=True)`` (the spread guard of ``fastest`` and the clairvoyant placer
+uses the all-reduce model's own floor); the scenarios they follow keep their worlds, digests and
+scores.
 
 Every scenario name carries a version; any change to a scenario's dynamics, data or spaces
 bumps it.
