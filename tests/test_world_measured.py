@@ -216,3 +216,19 @@ def test_before_after_benchmark_runs(capsys):
     assert "philly-hetero-v2 -> philly-hetero-v3, test windows 0-1 (2)" in out
     row = next(line for line in out.splitlines() if line.strip().startswith("fifo "))
     assert "[" in row and row.strip().endswith("%")
+
+
+def test_numbers_quoted_for_the_anomaly():
+    # docs/world_model.md, "World model v3": kappa 8.56 -> 2.47; the H800 LM batch-5 job 28.4x / 6.5x
+    # a P100 (v2) and 2.11x / 1.33x (v3) at 8 / 1 GPUs.
+    from cluster_env.world.throughputs import gavel_comm_ratio_table
+
+    lm = JOB_TYPES.index("LM (batch size 5)")
+    assert round(float(gavel_comm_ratio_table(["V100"])[lm, 0, 3]), 2) == 8.56
+    assert round(float(gavel_comm_ratio_table(["V100"], "capped")[lm, 0, 3]), 2) == 2.47
+    v2 = relative_speed_table(["H800"], "P100")[lm, 0]
+    v3 = relative_speed_table(["H800"], "P100", speeds="measured", shape="capped")[lm, 0]
+    assert (round(float(v2[3]), 1), round(float(v2[0]), 1)) == (28.4, 6.5)
+    assert (round(float(v3[3]), 2), round(float(v3[0]), 2)) == (2.11, 1.33)
+    counts = {g: superlinear_entries(g)["capped"] for g in ("V100", "K80", "P100")}
+    assert counts == {"V100": 22, "K80": 5, "P100": 2}
