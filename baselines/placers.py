@@ -57,9 +57,17 @@ def speed_and_fit(obs: dict, ok: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
 SPREAD_MARGIN = 0.15
 
 
-def spread_context(obs: dict) -> tuple[int, int, float]:
+def spread_context(obs: dict, info: dict | None = None) -> tuple[int, int, float]:
     """What the spread guard reads besides speeds and free GPUs: (machines the job already holds,
     the fewest machines of the cluster that can hold its GPUs, its spread ratio).
+
+    Under the all-reduce spread model, in scenarios with ``SchedulingConfig(spread_floor=True)``
+    (world model v3: ``modern-v2``, ``philly-hetero-v3``), the PLACE-phase info carries
+    ``spread_floor``: the lowest multiplier that model can charge the job on this cluster
+    (``cluster_env.world.interconnect.spread_floor``); the guard then uses it (issue 33: Gavel's
+    worst case made an 8-GPU LM job take two K80 machines, 32,728 s, over eight 1-GPU holes on
+    shared-NIC V100 machines where the model charges nothing, 3,600 s). Without it (Gavel's model,
+    or a caller that passes no info) the ratio is Gavel's bound below.
 
     The fewest machines count every machine, of any GPU type (the placer cannot see which full
     machines the job may use); the simulator charges Gavel's penalty beyond them.
@@ -79,6 +87,9 @@ def spread_context(obs: dict) -> tuple[int, int, float]:
     gpus = float(np.rint(np.exp2(float(obs["placing"][P["gpus_log2"]]))))
     fewest = min(int(np.searchsorted(capacity, gpus, side="left")) + 1, len(capacity))
     used = int(round(float(obs["placing"][P["machines_used"]])))
+    floor = None if info is None else info.get("spread_floor")
+    if floor is not None:
+        return used, fewest, float(floor)
     return used, fewest, max(0.0, 1.0 - 3.0 * float(obs["placing"][P["comm_intensity"]]))
 
 
@@ -105,7 +116,7 @@ def _pieces(hist: list, need: int) -> int:
 
 
 def split_choice(obs: dict, ok: np.ndarray, speed: np.ndarray, free: np.ndarray, tolerance: float,
-                 spread_margin: float) -> np.ndarray:
+                 spread_margin: float, info: dict | None = None) -> np.ndarray:
     """The machines (a mask over ``ok``) of the placement a speed-aware placer takes for a job that
     no allowed machine holds whole; the placer takes them largest free first.
 
@@ -118,7 +129,8 @@ def split_choice(obs: dict, ok: np.ndarray, speed: np.ndarray, free: np.ndarray,
     consolidating placement (the fewest machines of all) is taken unless a placement over more
     machines is expected faster by more than ``spread_margin``; then, of the placements within
     ``tolerance`` of the fastest, the one with the fewest machines. When the allowed machines
-    cannot hold the need at all, every allowed machine.
+    cannot hold the need at all, every allowed machine. ``info``: the step's info, for
+    :func:`spread_context`.
     """
     need = placing_need(obs)
     n = len(ok)
@@ -130,7 +142,7 @@ def split_choice(obs: dict, ok: np.ndarray, speed: np.ndarray, free: np.ndarray,
     if sum(f) < need:
         return np.ones(n, dtype=bool)
     k_min = _pieces(hist, need)
-    used, fewest, ratio = spread_context(obs)
+    used, fewest, ratio = spread_context(obs, info)
     hist = [0] * len(hist)
     held = 0
     plans = []                                           # (pieces, expected speed, prefix length)
@@ -249,7 +261,7 @@ class FastestFirst(Placer):
             best = speed[pool].max()
             near = pool & (speed >= best * (1.0 - self.tolerance))
             return int(ok[int(np.argmin(np.where(near, free, np.iinfo(np.int64).max)))])
-        cand = split_choice(obs, ok, speed, free, self.tolerance, self.spread_margin).nonzero()[0]
+        cand = split_choice(obs, ok, speed, free, self.tolerance, self.spread_margin, info).nonzero()[0]
         # The placement's largest free machine, then the fastest, then the lowest index (lexsort:
         # the last key is the primary one).
         order = np.lexsort((ok[cand], -speed[cand], -free[cand]))
@@ -297,7 +309,7 @@ class OraclePlacer(Placer):
             return _noop_or_first(obs)
         speed, free, whole, pool = speed_and_fit(obs, ok)
         if not whole.any() or holds_machines(obs):
-            pool = split_choice(obs, ok, speed, free, self.tolerance, SPREAD_MARGIN)
+            pool = split_choice(obs, ok, speed, free, self.tolerance, SPREAD_MARGIN, info)
             whole = np.zeros(len(ok), dtype=bool)         # most free first within the placement
         best = speed[pool].max()
         duration = float(from_log(np.asarray(obs["placing"][P["duration_log"]])))

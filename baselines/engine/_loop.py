@@ -679,8 +679,8 @@ def split_choice(S, ok, job, need, tol_factor, mask):
     """``baselines.placers.split_choice`` for a job no allowed machine holds whole: sets ``mask``
     (M,) for the machines of the placement taken. Candidate placements: the fewest machines
     (largest free first) among the fastest p allowed ones, where that count drops; the expected
-    speed, the slowest :func:`placed_speed` times ``max(0, 1 - 3 x comm_intensity)`` (the float32
-    feature) when the job's machines would outnumber the cluster's fewest for its GPUs. The consolidating
+    speed, the slowest :func:`placed_speed` times the job's spread floor under the all-reduce model,
+    else ``max(0, 1 - 3 x comm_intensity)`` (the float32 feature), when the job's machines would outnumber the cluster's fewest for its GPUs. The consolidating
     placement unless one is faster by the margin, then the fewest machines within the tolerance."""
     jf, ji, mi, pi = S[0], S[1], S[3], S[13]
     m_count = pi[NM]
@@ -720,7 +720,9 @@ def split_choice(S, ok, job, need, tol_factor, mask):
         fewest += 1
     fewest = max(fewest, 1)
     used = ji[ALEN, job]
-    ratio = max(0.0, 1.0 - 3.0 * np.float64(np.float32(jf[COMM, job])))
+    ratio = jf[SPREAD_FLOOR, job]              # the all-reduce model's floor, NaN under Gavel's
+    if ratio != ratio:
+        ratio = max(0.0, 1.0 - 3.0 * np.float64(np.float32(jf[COMM, job])))
     plan_k = np.empty(n, np.int64)
     plan_e = np.empty(n)
     plan_len = np.empty(n, np.int64)

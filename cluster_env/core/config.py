@@ -13,7 +13,9 @@ import numpy as np
 
 from cluster_env.world.fluctuation import DEFAULT_FLUCTUATION, FluctuationParams
 from cluster_env.world.interconnect import GAVEL_TESTBED_GBPS, SPREAD_MODELS, validate_interconnect_overrides
-from cluster_env.world.throughputs import DEFAULT_CONTENTION_ALPHA
+from cluster_env.world.comm_calibration import COMM_SOURCES
+from cluster_env.world.measured_speeds import SPEED_SOURCES
+from cluster_env.world.throughputs import DEFAULT_CONTENTION_ALPHA, GAVEL_SHAPES
 
 # Restart overhead after a preemption: the job reloads its checkpoint and warms up again.
 # ASSUMPTION, "tens of seconds" (DESIGN section 2): restarting a training job costs checkpoint
@@ -101,6 +103,17 @@ class WorldConfig:
     # field one of nic_per_gpu, nic_per_machine, intra; and Gavel's testbed bandwidth (ASSUMPTION).
     interconnect: tuple = ()
     gavel_testbed_gbps: float = GAVEL_TESTBED_GBPS
+    # Where the speeds of GPU types Gavel did not measure come from: "spec-sheet" (the catalog's
+    # sqrt(compute x bandwidth) rule, every v0-v2 scenario) or "measured" (the Sia/Pollux profiles
+    # where they measure the type, the rule only as a fallback: cluster_env.world.measured_speeds).
+    speeds: str = "spec-sheet"
+    # Gavel's consolidated throughputs "raw" (v0-v2) or "capped" (per-GPU throughput never rises
+    # with the GPU count: cluster_env.world.throughputs.GAVEL_SHAPES; docs/world_model.md).
+    gavel_shape: str = "raw"
+    # spread_model="allreduce" only: where each job's communication demand comes from: "gavel"
+    # (Gavel's ratio at the assumed testbed network, gavel_testbed_gbps) or "measured" (Pollux's
+    # multi-node runs where a profile covers the job type: cluster_env.world.comm_calibration).
+    comm_source: str = "gavel"
     restart_overhead: float = DEFAULT_RESTART_OVERHEAD_S   # seconds; 0 switches it off
     fluctuation_params: FluctuationParams = DEFAULT_FLUCTUATION
     quiet_fluctuation_interval: float = DEFAULT_QUIET_FLUCTUATION_INTERVAL_S   # s, while no job waits
@@ -131,6 +144,12 @@ class WorldConfig:
         if self.spread_model not in SPREAD_MODELS:
             raise ValueError(f"spread_model must be one of {SPREAD_MODELS}, got {self.spread_model!r}")
         validate_interconnect_overrides(self.interconnect)
+        if self.speeds not in SPEED_SOURCES:
+            raise ValueError(f"speeds must be one of {SPEED_SOURCES}, got {self.speeds!r}")
+        if self.comm_source not in COMM_SOURCES:
+            raise ValueError(f"comm_source must be one of {COMM_SOURCES}, got {self.comm_source!r}")
+        if self.gavel_shape not in GAVEL_SHAPES:
+            raise ValueError(f"gavel_shape must be one of {GAVEL_SHAPES}, got {self.gavel_shape!r}")
         check_number("gavel_testbed_gbps", self.gavel_testbed_gbps, positive=True)
         if not isinstance(self.fluctuation_params, FluctuationParams):
             raise TypeError(f"fluctuation_params must be a FluctuationParams, got "
@@ -164,9 +183,15 @@ class SchedulingConfig:
     invalid_action: str = "raise"        # "raise", or "noop" / "fallback" for agents that cannot mask
     max_steps: int | None = None         # truncation after this many steps
     max_time: float | None = None        # truncation when the clock passes this (s)
+    # The PLACE-phase info carries ``spread_floor`` (under the all-reduce spread model): the lowest
+    # multiplier that model can charge the job, which the speed-aware placers' spread guard uses
+    # instead of Gavel's worst case (issue 33). Off in the scenarios before world model v3, whose
+    # recorded scores and shipped validation windows were made with Gavel's bound.
+    spread_floor: bool = False
 
     def validate(self) -> None:
         check_bool("preemption", self.preemption)
+        check_bool("spread_floor", self.spread_floor)
         check_bool("clairvoyant", self.clairvoyant)
         check_int("pending_window", self.pending_window, minimum=1, maximum=MAX_PENDING_WINDOW)
         check_int("running_window", self.running_window, minimum=0, maximum=MAX_RUNNING_WINDOW)

@@ -44,6 +44,7 @@ from cluster_env.world.interconnect import (
     communication_demand,
     network_table,
     reference_ratio,
+    spread_floor,
 )
 from cluster_env.world.throughputs import (
     bucket_index,
@@ -119,10 +120,11 @@ class ClusterSimulator:
 
         # Public speed tables, per job: speed and spread ratio on each GPU type of the cluster.
         bucket = bucket_index(self.gpus)
-        speed = relative_speed_table(cluster.gpu_type_names, world.reference_gpu)   # (J, T, B)
+        speed = relative_speed_table(cluster.gpu_type_names, world.reference_gpu, speeds=world.speeds,
+                                     shape=world.gavel_shape)                         # (J, T, B)
         self.job_speed = speed[self.job_type, :, bucket]                              # (N, T)
         if world.spread_penalty:
-            spread = spread_ratio_table(cluster.gpu_type_names)
+            spread = spread_ratio_table(cluster.gpu_type_names, world.gavel_shape)
             self.job_spread = spread[self.job_type, :, bucket]                        # (N, T)
         else:
             self.job_spread = np.ones((n, t))
@@ -147,14 +149,21 @@ class ClusterSimulator:
             names = cluster.gpu_type_names
             self.net = network_table(names, world.interconnect)                        # (3, T)
             self.job_demand = communication_demand(names, self.job_type, self.gpus,
-                                                   world.gavel_testbed_gbps)           # (N, T)
+                                                   world.gavel_testbed_gbps, speeds=world.speeds,
+                                                   shape=world.gavel_shape,
+                                                   comm=world.comm_source)             # (N, T)
             self.job_xref = reference_ratio(self.job_type, self.gpus, self.allowed, cluster.machine_gpus,
                                             cluster.machine_type, self.job_demand, self.net,
                                             self.free_spread_machines)                 # (N,)
+            # The spread guard's floor: the lowest multiplier this model can charge each job.
+            self.spread_floor = spread_floor(self.gpus, self.job_demand, self.job_xref, self.net,
+                                             self.allowed, cluster.machine_type, cluster.machine_gpus)
         else:
             self.net = np.zeros((3, t))
             self.job_demand = np.zeros((n, 0))
             self.job_xref = np.zeros(0)
+            # NaN: the guard uses the observation's Gavel bound (baselines.placers.spread_context).
+            self.spread_floor = np.full(n, np.nan)
         usable_speed = self.job_speed if self.allowed is None else np.where(self.allowed, self.job_speed, 0.0)
         self.best_speed = usable_speed.max(axis=1)                                   # (N,) fastest allowed type
         self.ideal_runtime = self.duration / self.best_speed                         # (N,)

@@ -237,12 +237,15 @@ class ClusterParallelEnv(ParallelEnv):
         self.observation_mode = check_observation_mode(other.get("observation", "default"))
         builder_args = (self.cluster.num_machines, sched.pending_window, sched.running_window,
                         sched.preemption, sched.clairvoyant, self.cluster.gpu_type_names, world.reference_gpu)
+        speed_args = {"speeds": world.speeds, "gavel_shape": world.gavel_shape}
         if self.observation_mode == "extended":
-            self.builder = ExtendedObservationBuilder(*builder_args, scheduling_tick=sched.scheduling_tick)
+            self.builder = ExtendedObservationBuilder(*builder_args, scheduling_tick=sched.scheduling_tick,
+                                                      **speed_args)
         elif self.observation_mode == "extended-v2":
-            self.builder = PlacementObservationBuilder(*builder_args, scheduling_tick=sched.scheduling_tick)
+            self.builder = PlacementObservationBuilder(*builder_args, scheduling_tick=sched.scheduling_tick,
+                                                       **speed_args)
         else:
-            self.builder = ObservationBuilder(*builder_args)
+            self.builder = ObservationBuilder(*builder_args, **speed_args)
         self.observation_spaces = self.builder.observation_spaces
         self.action_spaces = self.builder.action_spaces
         self._order_noop = self.builder.n_orderer_actions - 1
@@ -491,8 +494,13 @@ class ClusterParallelEnv(ParallelEnv):
 
     def _info(self) -> dict:
         sim = self.sim
-        return {"phase": "place" if self.phase == PLACE else "order", "time": sim.now,
+        info = {"phase": "place" if self.phase == PLACE else "order", "time": sim.now,
                 "job_ids": self._job_ids, "placing_job": sim.placing, "tick": sim.last_tick == sim.now}
+        if self.phase == PLACE and self.sched.spread_floor:
+            floor = float(sim.spread_floor[sim.placing])
+            if floor == floor:   # the all-reduce model's floor for the spread guard (NaN: Gavel's)
+                info["spread_floor"] = floor
+        return info
 
     def _final_infos(self, infos: dict) -> dict:
         metrics = self.metrics()

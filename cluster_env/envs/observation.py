@@ -81,7 +81,7 @@ class ObservationBuilder:
 
     def __init__(self, num_machines: int, pending_window: int, running_window: int,
                  preemption: bool, clairvoyant: bool, gpu_type_names: tuple[str, ...],
-                 reference_gpu: str) -> None:
+                 reference_gpu: str, *, speeds: str = "spec-sheet", gavel_shape: str = "raw") -> None:
         self.K = pending_window
         self.R = running_window if preemption else 0
         self.M = num_machines
@@ -103,7 +103,8 @@ class ObservationBuilder:
             "orderer": spaces.Discrete(self.n_orderer_actions),
             "placer": spaces.Discrete(self.n_placer_actions),
         }
-        speed = relative_speed_table(gpu_type_names, reference_gpu)       # (J, T, B)
+        speed = relative_speed_table(gpu_type_names, reference_gpu, speeds=speeds,
+                                     shape=gavel_shape)                   # (J, T, B): the world's
         self._type_speed = speed[:, :, 0].mean(axis=0)                    # (T,)
         self._prices = np.array([gpu_spec(n).price_per_gpu_hour for n in gpu_type_names])
         self._comm = comm_intensity()

@@ -20,7 +20,7 @@
 
 The v1 scenarios (``philly-v1``, ``openb-v1``, ``openb-full-v1``, ``philly-hetero-v1``) carry the
 benchmark protocol (default offered load, spread penalty relative to the fewest machines); their
-defaults are documented in ``docs/reference.md`` ("Scenarios"). Two scenarios price a spread job
+defaults are documented in ``docs/reference.md`` ("Scenarios"). Four scenarios price a spread job
 with the all-reduce model (``WorldConfig.spread_model="allreduce"``, docs/world_model.md
 "Interconnect") instead of Gavel's single measured ratio:
 
@@ -31,7 +31,23 @@ with the all-reduce model (``WorldConfig.spread_model="allreduce"``, docs/world_
                      GPU-seconds: the mix holds ~3 P100s of work per GPU); stragglers
                      calibrated on large jobs of A100/H800 clusters (DEDICATED_FLUCTUATION)
 ``philly-hetero-v2`` ``philly-hetero-v1`` with the all-reduce spread model
+``modern-v2``        ``modern-v1`` in world model v3: A100/A800 speeds measured (Sia/Pollux
+                     profiles; H800 = measured A100 x MLPerf v2.1 H100/A100; A10 by the
+                     spec-sheet rule),
+                     Gavel's table capped (per-GPU throughput never rises with the GPU count),
+                     communication demand measured on multi-node runs (Sia's DGX A100 nodes,
+                     Pollux's T4 servers)
+``philly-hetero-v3`` ``philly-hetero-v2`` with Gavel's table capped and the spread guard on the
+                     all-reduce floor (its K80/P100/V100 servers need no other speed or
+                     communication source: the v3 world's other settings change nothing there)
 ==================== ======================================================================
+
+Version history of the world-model-v3 scenarios: ``modern-v2`` and ``philly-hetero-v3`` (issue 33)
+add ``WorldConfig(speeds="measured", gavel_shape="capped", comm_source="measured")`` (communication
+demand fitted on measured multi-node runs where a profile covers the job type and server class) and
+``SchedulingConfig(spread_floor=True)`` (the spread guard of ``fastest`` and the clairvoyant placer
+uses the all-reduce model's own floor); the scenarios they follow keep their worlds, digests and
+scores.
 
 Every scenario name carries a version; any change to a scenario's dynamics, data or spaces
 bumps it.
@@ -362,9 +378,28 @@ def _philly_hetero_v2() -> Scenario:
                    description=v1.description + ", all-reduce spread model")
 
 
+def _modern_v2() -> Scenario:
+    """modern-v1 in world model v3 (measured modern speeds, capped Gavel shape)."""
+    v1 = _modern_v1()
+    world = replace(v1.world, speeds="measured", gavel_shape="capped", comm_source="measured")
+    return replace(v1, name="modern-v2", world=world, scheduling=replace(v1.scheduling, spread_floor=True),
+                   description=v1.description + "; measured A100/A800/H800 speeds and communication, capped Gavel "
+                                                "shape, spread guard on the all-reduce floor")
+
+
+def _philly_hetero_v3() -> Scenario:
+    """philly-hetero-v2 in world model v3: Gavel's table capped, the spread guard on the all-reduce
+    floor (measured speeds and communication cover no K80/P100/V100: they change nothing here)."""
+    v2 = _philly_hetero_v2()
+    world = replace(v2.world, speeds="measured", gavel_shape="capped", comm_source="measured")
+    return replace(v2, name="philly-hetero-v3", world=world, scheduling=replace(v2.scheduling, spread_floor=True),
+                   description=v2.description + ", capped Gavel shape, spread guard on the all-reduce floor")
+
+
 #: The scenario of a bare ``cluster-bench run``: the one that best shows the differences.
 DEFAULT_SCENARIO = "philly-v1"
 
 for _make in (_toy_scenario, _philly_scenario, _openb_scenario, _openb_full_scenario,
-              _philly_v1, _openb_v1, _openb_full_v1, _philly_hetero_v1, _modern_v1, _philly_hetero_v2):
+              _philly_v1, _openb_v1, _openb_full_v1, _philly_hetero_v1, _modern_v1, _philly_hetero_v2,
+              _modern_v2, _philly_hetero_v3):
     register_scenario(_make())

@@ -2,7 +2,10 @@
 
 * :mod:`~cluster_env.world.gpu_catalog`: GPU types (speed factor, memory, price, power);
 * :mod:`~cluster_env.world.throughputs`: Gavel's measured throughputs as speed, spread-penalty and
-  communication-intensity tables;
+  communication-intensity tables (``gavel_shape``: raw, or capped where V100's are superlinear);
+* :mod:`~cluster_env.world.measured_speeds`: measured post-2019 GPU speeds (Sia/Pollux profiles) and
+  which types fall back to the spec-sheet rule (:func:`fallback_speed_types`);
+* :mod:`~cluster_env.world.comm_calibration`: communication demand fitted on measured multi-node runs;
 * :mod:`~cluster_env.world.fluctuation`: static machine factors, fluctuation and stragglers;
 * :mod:`~cluster_env.world.calibration`: the PAI statistics the fluctuation defaults match, and the
   published large-job straggler figures :data:`DEDICATED_FLUCTUATION` matches.
@@ -18,6 +21,11 @@ from cluster_env.world.throughputs import (
     colocation_contention_fit, comm_intensity, measured_throughput, relative_speed_table,
     spread_ratio_table,
 )
+from cluster_env.world.measured_speeds import (
+    SPEED_SOURCES, fallback_speed_types, rule_error_table, speed_source,
+)
+from cluster_env.world.comm_calibration import COMM_SOURCES, fit_table
+from cluster_env.world.throughputs import GAVEL_SHAPES, superlinear_entries
 from cluster_env.world.fluctuation import (
     DEDICATED_FLUCTUATION, DEFAULT_FLUCTUATION, NO_FLUCTUATION, SECONDS_PER_ITERATION,
     FluctuationParams, FluctuationProcess, draw_static_factors,
@@ -33,6 +41,8 @@ __all__ = [
     "JOB_TYPES", "GPU_COUNT_BUCKETS", "DEFAULT_CONTENTION_ALPHA", "bucket_index",
     "relative_speed_table", "spread_ratio_table", "comm_intensity", "colocation_contention_fit",
     "measured_throughput",
+    "SPEED_SOURCES", "GAVEL_SHAPES", "COMM_SOURCES", "fallback_speed_types", "speed_source",
+    "rule_error_table", "fit_table", "superlinear_entries",
     "FluctuationParams", "DEFAULT_FLUCTUATION", "DEDICATED_FLUCTUATION", "NO_FLUCTUATION",
     "SECONDS_PER_ITERATION", "FluctuationProcess", "draw_static_factors",
     "pai_targets", "simulate_worker_statistics",

@@ -29,6 +29,11 @@ by a cost model that knows what crosses machines. Every step and every number is
    ``(1 + x_ref) / (1 + x)`` of its measured one, at most 1, where ``x_ref`` is ``x`` at the
    fewest-machines placement the trace duration was measured on (0 on one machine).
 
+``WorldConfig(comm_source="measured")`` (world model v3) replaces step 3's derivation, where a
+multi-node profile exists, by the demand fitted on measured runs
+(:mod:`cluster_env.world.comm_calibration`). :func:`spread_floor` gives the speed-aware placers'
+spread guard the lowest multiplier this model can charge a job.
+
 :func:`allreduce_speed_factor` is the one function both the Python simulator and the compiled
 engine call at launch (plain arithmetic: the same bits in both). Defaults per GPU type:
 :data:`INTERCONNECT_DEFAULTS`, each number with its source; ``WorldConfig(interconnect=...)``
@@ -43,7 +48,10 @@ from typing import Dict, Sequence, Tuple
 import numpy as np
 
 from cluster_env.world.gpu_catalog import canonical_gpu_name, gpu_spec
-from cluster_env.world.throughputs import GPU_COUNT_BUCKETS, bucket_index, gavel_comm_ratio_table
+from cluster_env.world.comm_calibration import _CLASS_GPU, SERVER_CLASS, measured_demand
+from cluster_env.world.throughputs import (
+    GPU_COUNT_BUCKETS, JOB_TYPES, bucket_index, gavel_comm_ratio_table, relative_speed_table, speed_factor_table,
+)
 
 __all__ = [
     "SPREAD_MODELS",
@@ -58,6 +66,7 @@ __all__ = [
     "allreduce_speed_factor",
     "reference_ratio",
     "communication_demand",
+    "spread_floor",
 ]
 
 #: Values of ``WorldConfig.spread_model``: ``"gavel"`` (Gavel's measured multiplier, the v0/v1
@@ -239,13 +248,77 @@ def reference_ratio(job_type: np.ndarray, gpus: np.ndarray, allowed, machine_gpu
 
 
 def communication_demand(gpu_type_names: Sequence[str], job_type: np.ndarray, gpus: np.ndarray,
-                         testbed_gbps: float = GAVEL_TESTBED_GBPS) -> np.ndarray:
+                         testbed_gbps: float = GAVEL_TESTBED_GBPS, *, speeds: str = "spec-sheet",
+                         shape: str = "raw", comm: str = "gavel") -> np.ndarray:
     """(N, T) float64: each job's communication demand on each GPU type, Gb/s (module docstring,
-    step 3): ``kappa x testbed_gbps x f_t x a(n) / a(n_bucket)``; 0 for 1-GPU jobs."""
+    step 3): ``kappa x testbed_gbps x f_t x a(n) / a(n_bucket)``; 0 for 1-GPU jobs. ``speeds`` and
+    ``shape`` as ``WorldConfig``'s (``f_t`` per job type under ``speeds="measured"``; ``kappa``
+    from the treated table under ``shape="capped"``). ``comm="measured"``: the demand measured on
+    multi-node runs (:func:`cluster_env.world.comm_calibration.measured_demand`) x ``a(n)`` for the
+    job types it covers, the derivation above for the others."""
+    gavel = _gavel_demand(gpu_type_names, job_type, gpus, testbed_gbps, speeds, shape)
+    if comm == "gavel":
+        return gavel
+    gpus = np.asarray(gpus)
+    names = list(gpu_type_names)
+    speed = relative_speed_table(names + list(CLASS_GPUS), "V100", speeds=speeds, shape=shape)[:, :, 0]
+    t_count = len(names)
+    cls = [CLASS_GPUS.index(_CLASS_GPU[SERVER_CLASS[n]]) if n in SERVER_CLASS else 0 for n in names]
+    over_class = speed[:, :t_count] / speed[:, [t_count + c for c in cls]]                      # (J, T)
+    per_ring = measured_demand(JOB_TYPES, names, over_class)[job_type]                          # (N, T)
+    ring = np.where(gpus > 1, ring_factor(np.maximum(gpus, 1)), 0.0)[:, None]
+    return np.ascontiguousarray(np.where(np.isnan(per_ring), gavel, per_ring * ring))
+
+
+#: The GPUs the measured server classes profiled (comm_calibration's DGX A100 and g4dn T4).
+CLASS_GPUS = ("A100", "T4")
+
+
+def _gavel_demand(gpu_type_names: Sequence[str], job_type: np.ndarray, gpus: np.ndarray,
+                  testbed_gbps: float, speeds: str, shape: str) -> np.ndarray:
+    """The demand derived from Gavel's ratio at the testbed network (:func:`communication_demand`)."""
     gpus = np.asarray(gpus)
     bucket = bucket_index(gpus)
-    kappa = gavel_comm_ratio_table(gpu_type_names)[job_type, :, bucket]          # (N, T)
-    factor = np.array([gpu_spec(n).factor for n in gpu_type_names], dtype=np.float64)
+    kappa = gavel_comm_ratio_table(gpu_type_names, shape)[job_type, :, bucket]   # (N, T)
     measured_n = np.asarray(GPU_COUNT_BUCKETS)[bucket]
     width = np.where(gpus > 1, ring_factor(np.maximum(gpus, 1)) / ring_factor(np.maximum(measured_n, 2)), 0.0)
-    return np.ascontiguousarray(kappa * float(testbed_gbps) * factor[None, :] * width[:, None])
+    if speeds == "spec-sheet":   # the v2 arithmetic: one factor per type
+        factor = np.array([gpu_spec(n).factor for n in gpu_type_names], dtype=np.float64)
+        return np.ascontiguousarray(kappa * float(testbed_gbps) * factor[None, :] * width[:, None])
+    factor = speed_factor_table(gpu_type_names, speeds)[job_type]                  # (N, T)
+    return np.ascontiguousarray(kappa * float(testbed_gbps) * factor * width[:, None])
+
+
+def spread_floor(job_type_gpus: np.ndarray, demand: np.ndarray, xref: np.ndarray, net: np.ndarray,
+                 allowed, machine_type: np.ndarray, machine_gpus: np.ndarray) -> np.ndarray:
+    """(N,) the lowest speed multiplier :func:`allreduce_speed_factor` can charge each job on this
+    cluster: over the GPU types present (and allowed to the job), ``min(1, (1 + xref) / (1 + D_t /
+    B_t))`` with ``B_t`` the narrowest piece a placement can have on a machine of type ``t`` (one
+    GPU: ``min(nic_per_gpu, nic_per_machine)``; two or more: the intra-node link too). A placement
+    mixing types has ``D`` at most its bottleneck piece's type's, so no placement is charged less.
+    1 for 1-GPU jobs. The spread guard of the speed-aware placers uses it under ``"allreduce"``
+    (as it uses Gavel's lowest ratio under ``"gavel"``; ``baselines.placers.spread_context``).
+
+    ``job_type_gpus``: (N,) GPUs of each job."""
+    gpus = np.asarray(job_type_gpus)
+    t_count = net.shape[1]
+    widest = np.zeros(t_count, dtype=np.int64)
+    np.maximum.at(widest, np.asarray(machine_type, dtype=np.intp), np.asarray(machine_gpus, dtype=np.int64))
+    narrow = np.full(t_count, np.inf)
+    for t in range(t_count):
+        if widest[t] < 1:
+            continue
+        narrow[t] = min(net[0, t], net[1, t])
+        if widest[t] >= 2:
+            narrow[t] = min(narrow[t], 2.0 * net[0, t], net[1, t], net[2, t])
+    out = np.ones(len(gpus), dtype=np.float64)
+    for j in range(len(gpus)):
+        if gpus[j] <= 1:
+            continue
+        worst = 1.0
+        for t in range(t_count):
+            if not np.isfinite(narrow[t]) or (allowed is not None and not allowed[j][t]):
+                continue
+            worst = min(worst, (1.0 + xref[j]) / (1.0 + demand[j, t] / narrow[t]))
+        out[j] = worst
+    return out

@@ -38,6 +38,7 @@ import numpy as np
 
 from cluster_env.errors import DataError
 from cluster_env.world.gpu_catalog import MEASURED_GPU_TYPES, canonical_gpu_name, gpu_spec
+from cluster_env.world.measured_speeds import SPEED_SOURCES, job_type_factors
 
 __all__ = [
     "GAVEL_DATA_PATH",
@@ -52,7 +53,18 @@ __all__ = [
     "comm_intensity",
     "colocation_contention_fit",
     "measured_throughput",
+    "speed_factor_table",
+    "GAVEL_SHAPES",
+    "superlinear_entries",
 ]
+
+#: Values of ``WorldConfig.gavel_shape``: how Gavel's consolidated throughputs enter the tables.
+#: ``"raw"``: as measured (the v0-v2 worlds). ``"capped"``: per-GPU throughput never rises with the
+#: GPU count, ``T(n_b) <= T(n_(b-1)) x n_b / n_(b-1)`` applied bucket by bucket (a data-parallel job
+#: at a fixed per-GPU batch does each GPU's work plus an all-reduce: adding GPUs cannot make each
+#: one faster). It removes the superlinear V100 entries (8 GPUs > 2x 4 GPUs for 15 of 19 job types,
+#: > 8x 1 GPU for 5: :func:`superlinear_entries`) and touches 5 K80 and 2 P100 entries likewise.
+GAVEL_SHAPES = ("raw", "capped")
 
 GAVEL_DATA_PATH = Path(__file__).resolve().parent.parent / "data" / "gavel" / \
     "simulation_throughputs.json.gz"
@@ -171,6 +183,39 @@ def _arrays() -> Tuple[np.ndarray, np.ndarray]:
     return cons, unc
 
 
+def _cap_per_gpu(cons: np.ndarray) -> np.ndarray:
+    """``cons`` (A, J, B) with per-GPU throughput made non-increasing in the GPU count."""
+    out = cons.copy()
+    n = np.asarray(GPU_COUNT_BUCKETS, dtype=np.float64)
+    for b in range(1, out.shape[2]):
+        bound = out[:, :, b - 1] * (n[b] / n[b - 1])
+        out[:, :, b] = np.where(np.isfinite(bound), np.fmin(out[:, :, b], bound), out[:, :, b])
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def _consolidated(shape: str) -> np.ndarray:
+    """Consolidated alone-throughputs (A, J, B) as the ``shape`` treatment gives them."""
+    if shape not in GAVEL_SHAPES:
+        raise ValueError(f"gavel_shape must be one of {GAVEL_SHAPES}, got {shape!r}")
+    cons, _ = _arrays()
+    out = cons if shape == "raw" else _cap_per_gpu(cons)
+    out.setflags(write=False)
+    return out
+
+
+def superlinear_entries(gpu_type: str) -> Dict[str, int]:
+    """How many job types of a measured type (K80, P100, V100) show, in Gavel's consolidated
+    table, 8 GPUs > 2x 4 GPUs (``"8_over_2x4"``), 8 GPUs > 8x 1 GPU (``"8_over_8x1"``), and how
+    many entries the ``"capped"`` treatment lowers (``"capped"``)."""
+    a = ANCHORS.index(canonical_gpu_name(gpu_type))
+    cons, _ = _arrays()
+    capped = _consolidated("capped")
+    return {"8_over_2x4": int(np.nansum(cons[a, :, 3] > 2 * cons[a, :, 2])),
+            "8_over_8x1": int(np.nansum(cons[a, :, 3] > 8 * cons[a, :, 0])),
+            "capped": int(np.nansum(capped[a] < cons[a]))}
+
+
 def measured_throughput(gpu_type: str, job_type: str, num_gpus: int, *,
                         consolidated: bool = True) -> float:
     """Gavel's measured alone-throughput (steps/s) of ``job_type`` on ``num_gpus`` GPUs of a
@@ -186,10 +231,10 @@ def measured_throughput(gpu_type: str, job_type: str, num_gpus: int, *,
                      GPU_COUNT_BUCKETS.index(num_gpus)])
 
 
-@functools.lru_cache(maxsize=1)
-def _anchor_pair_ratios() -> np.ndarray:
+@functools.lru_cache(maxsize=None)
+def _anchor_pair_ratios(shape: str = "raw") -> np.ndarray:
     """P[a, a2, j, b]: throughput of anchor a over anchor a2, with the carry-forward fallback."""
-    cons, _ = _arrays()
+    cons = _consolidated(shape)
     A, J, B = cons.shape
     ratio = cons[:, None, :, :] / cons[None, :, :, :]          # NaN where either is missing
     for b in range(1, B):
@@ -201,10 +246,11 @@ def _anchor_pair_ratios() -> np.ndarray:
     return ratio
 
 
-@functools.lru_cache(maxsize=1)
-def _anchor_spread() -> np.ndarray:
+@functools.lru_cache(maxsize=None)
+def _anchor_spread(shape: str = "raw") -> np.ndarray:
     """S[a, j, b]: unconsolidated / consolidated on anchor a, clipped to (0, 1], with fallbacks."""
-    cons, unc = _arrays()
+    _, unc = _arrays()
+    cons = _consolidated(shape)
     s = np.minimum(unc / cons, 1.0)                              # NaN where missing
     s[:, :, 0] = 1.0
     filled = s.copy()
@@ -227,13 +273,27 @@ def _anchor_spread() -> np.ndarray:
     return filled
 
 
-def _anchors_and_factors(gpu_type_names: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
+def _anchors_and_factors(gpu_type_names: Sequence[str],
+                         speeds: str = "spec-sheet") -> Tuple[np.ndarray, np.ndarray]:
+    """Anchor index (T,) and speed over the anchor (J, T) of each type."""
     specs = [gpu_spec(n) for n in gpu_type_names]
+    factors = np.stack([job_type_factors(n, JOB_TYPES, speeds) for n in gpu_type_names], axis=1) \
+        if len(specs) else np.zeros((len(JOB_TYPES), 0))
     return (np.array([ANCHORS.index(s.anchor) for s in specs], dtype=np.intp),
-            np.array([s.factor for s in specs], dtype=np.float64))
+            np.ascontiguousarray(factors, dtype=np.float64))
 
 
-def relative_speed_table(gpu_type_names: Sequence[str], reference: str) -> np.ndarray:
+def speed_factor_table(gpu_type_names: Sequence[str], speeds: str = "spec-sheet") -> np.ndarray:
+    """(J, T) speed of each GPU type over its Gavel anchor per job type: the spec-sheet factor
+    (``speeds="spec-sheet"``) or the measured ratio where a source has one
+    (:mod:`cluster_env.world.measured_speeds`)."""
+    if speeds not in SPEED_SOURCES:
+        raise ValueError(f"speeds must be one of {SPEED_SOURCES}, got {speeds!r}")
+    return _anchors_and_factors(gpu_type_names, speeds)[1]
+
+
+def relative_speed_table(gpu_type_names: Sequence[str], reference: str, *, speeds: str = "spec-sheet",
+                         shape: str = "raw") -> np.ndarray:
     """Speed of each job type on each GPU type relative to ``reference``, per GPU-count bucket.
 
     Returns a float64 array of shape (J=26, T=len(gpu_type_names), B=4): entry [j, t, b] is
@@ -241,29 +301,36 @@ def relative_speed_table(gpu_type_names: Sequence[str], reference: str) -> np.nd
     Gavel's consolidated, alone throughputs; the reference column is exactly 1.  Every value is
     finite and > 0 (fallback for missing entries: see the module docstring).
 
+    ``speeds`` (:data:`~cluster_env.world.measured_speeds.SPEED_SOURCES`) picks the factors
+    (per job type under ``"measured"``); ``shape`` (:data:`GAVEL_SHAPES`) the treatment of
+    Gavel's table. The defaults give the v0-v2 table bit for bit.
+
     Raises:
         UnknownGPUTypeError: a name is not in the catalog.
     """
-    a_t, f_t = _anchors_and_factors(gpu_type_names)
-    (a_r,), (f_r,) = _anchors_and_factors([reference])
-    pair = _anchor_pair_ratios()                                 # (A, A, J, B)
+    a_t, f_t = _anchors_and_factors(gpu_type_names, speeds)      # (T,), (J, T)
+    (a_r,), f_r = _anchors_and_factors([reference], speeds)      # (J, 1)
+    pair = _anchor_pair_ratios(shape)                            # (A, A, J, B)
     table = pair[a_t, a_r]                                       # (T, J, B)
-    table = np.transpose(table, (1, 0, 2)) * (f_t / f_r)[None, :, None]
+    if speeds == "spec-sheet":   # the v0-v2 arithmetic, one scalar per type
+        table = np.transpose(table, (1, 0, 2)) * (f_t[0] / f_r[0])[None, :, None]
+    else:
+        table = np.transpose(table, (1, 0, 2)) * (f_t / f_r)[:, :, None]
     return np.ascontiguousarray(table, dtype=np.float64)
 
 
-def spread_ratio_table(gpu_type_names: Sequence[str]) -> np.ndarray:
+def spread_ratio_table(gpu_type_names: Sequence[str], shape: str = "raw") -> np.ndarray:
     """Unconsolidated / consolidated throughput of each type's anchor, shape (J, T, B), in (0, 1].
 
     Bucket 0 (one GPU) is 1.0.  A job spread over several machines runs at this fraction of its
     consolidated speed.  Fallback for missing entries: see the module docstring.
     """
-    a_t, _ = _anchors_and_factors(gpu_type_names)
-    s = _anchor_spread()[a_t]                                    # (T, J, B)
+    a_t = np.array([ANCHORS.index(gpu_spec(n).anchor) for n in gpu_type_names], dtype=np.intp)
+    s = _anchor_spread(shape)[a_t]                               # (T, J, B)
     return np.ascontiguousarray(np.transpose(s, (1, 0, 2)), dtype=np.float64)
 
 
-def gavel_comm_ratio_table(gpu_type_names: Sequence[str]) -> np.ndarray:
+def gavel_comm_ratio_table(gpu_type_names: Sequence[str], shape: str = "raw") -> np.ndarray:
     """Communication over compute time at Gavel's testbed, ``1 / r - 1`` with ``r`` the spread
     ratio of each type's anchor (:func:`spread_ratio_table`), shape (J, T, B), >= 0.
 
@@ -271,7 +338,7 @@ def gavel_comm_ratio_table(gpu_type_names: Sequence[str]) -> np.ndarray:
     servers, so ``r = C / (C + X)`` and ``X / C = 1 / r - 1`` (bucket 0: 0). Used by the
     ``"allreduce"`` spread model (:mod:`cluster_env.world.interconnect`).
     """
-    r = spread_ratio_table(gpu_type_names)
+    r = spread_ratio_table(gpu_type_names, shape)
     return np.ascontiguousarray(1.0 / r - 1.0)
 
 

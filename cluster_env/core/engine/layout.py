@@ -8,11 +8,12 @@ and small scalar arrays. Each name below is the row (or entry) index of one quan
 from __future__ import annotations
 
 # ---- per-job float64 rows, array jf (rows, N) (Q_EXEC0: executed seconds at the job's last start, as
-# the priority orderers read them, kept with a minimum quantum only)
+# the priority orderers read them, kept with a minimum quantum only; SPREAD_FLOOR: the simulator's
+# spread_floor, NaN under Gavel's spread model)
 (SUBMIT, DURATION, PROGRESS, ATTAINED, EXECUTED, HELD, FIRST_START, FINISH, NOMINAL, EXEC_BEFORE,
  HELD_BEFORE, BEST_SPEED, COMM, STOPPED_AT, STARTED_NOW, PREEMPTED_NOW, ATT0, EXE0, A_KEY, A_VAL, E_KEY,
- E_VAL, Q_EXEC0) = range(23)
-JF_ROWS = 23
+ E_VAL, Q_EXEC0, SPREAD_FLOOR) = range(24)
+JF_ROWS = 24
 # ---- per-job int64 rows, array ji (rows, N)
 (GPUS, STATUS, RESTARTS, FREE_SPREAD, SLOT_OF, P_NEXT, P_PREV, AOFF, ALEN, PROMOTED) = range(10)
 JI_ROWS = 10

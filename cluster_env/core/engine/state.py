@@ -39,6 +39,7 @@ def build_state(env: Any, sim: Any) -> tuple:
     jf[L.FIRST_START], jf[L.FINISH], jf[L.NOMINAL] = js.first_start, js.finish, js.nominal
     jf[L.EXEC_BEFORE], jf[L.HELD_BEFORE] = sim._exec_before, sim._held_before
     jf[L.BEST_SPEED], jf[L.COMM] = sim.best_speed, sim.comm
+    jf[L.SPREAD_FLOOR] = sim.spread_floor if env.sched.spread_floor else np.nan   # as the env's info
     jf[[L.STOPPED_AT, L.STARTED_NOW, L.PREEMPTED_NOW, L.A_KEY, L.E_KEY]] = np.nan
     ji = np.zeros((L.JI_ROWS, n), dtype=np.int64)
     ji[L.GPUS], ji[L.STATUS], ji[L.RESTARTS] = sim.gpus, js.status, js.restarts
