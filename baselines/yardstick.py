@@ -36,6 +36,8 @@ YARDSTICKS: dict[str, str] = {
     "openb-full-v0": "fifo",            # las and tiresias are 1.52x fifo here (consolidation waits)
     "openb-full-v1": "las-migrate",
     "modern-v1": "las-migrate",
+    "philly-hetero-v3": "las-migrate",
+    "modern-v2": "las-migrate",
 }
 #: Named rules that read no durations: the candidates for a yardstick.
 DURATION_BLIND_RULES = ("random", "fifo", "fifo-strict", "tiresias", "las", "las-migrate", "gittins")

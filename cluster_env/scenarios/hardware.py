@@ -42,6 +42,13 @@ mixed        ``"allreduce"``  by the majority of     the all-reduce model prices
                                                      shared machines)
 ===========  ===============  =====================  ========================================
 
+Every generation takes world model v3's measurements (:data:`MEASURED_WORLD`, as ``modern-v2``
+does): measured speeds where a profile covers the GPU type, Gavel's table capped, communication
+fitted on measured multi-node runs; a type no source measures keeps the spec-sheet rule, and the
+run's world line names it. Where the spread model is ``"allreduce"``, the spread guard of
+``fastest`` and the clairvoyant placer reasons with that model's own floor
+(``SchedulingConfig.spread_floor``, set by ``custom_scenario``).
+
 Every generation takes ``spread_reference="fewest_machines"``: the v0 rule (``"one_machine"``)
 double-counts the penalty of a job wider than a machine and is kept only so that the named v0
 scenarios stay bit for bit. ``"allreduce"`` also needs it, since its reference placement is the
@@ -69,7 +76,13 @@ GPU_GENERATIONS: Mapping[str, str] = {
 }
 
 #: The world fields a hardware world sets (what a user's explicit setting overrides).
-HARDWARE_WORLD_FIELDS = ("spread_model", "spread_reference", "fluctuation_params")
+HARDWARE_WORLD_FIELDS = ("spread_model", "spread_reference", "fluctuation_params", "speeds", "gavel_shape",
+                         "comm_source")
+#: World model v3's measurements, which every generation's world takes (``modern-v2``'s settings):
+#: measured speeds where a profile covers the type (the spec-sheet rule only as the labelled
+#: fallback), Gavel's table without its superlinear V100 entries, communication fitted on measured
+#: multi-node runs where a profile covers the server class (Gavel's own servers keep Gavel's ratio).
+MEASURED_WORLD = {"speeds": "measured", "gavel_shape": "capped", "comm_source": "measured"}
 
 
 @dataclass(frozen=True)
@@ -81,6 +94,7 @@ class HardwareWorld:
         spread_model: ``WorldConfig.spread_model`` of that generation.
         spread_reference: ``WorldConfig.spread_reference`` (always ``"fewest_machines"``).
         fluctuation_params: the straggler preset.
+        speeds, gavel_shape, comm_source: world model v3's measured settings (:data:`MEASURED_WORLD`).
         gpu_types: the cluster's GPU types by generation, e.g. ``{"modern": ("A100",)}``.
     """
 
@@ -89,6 +103,9 @@ class HardwareWorld:
     spread_reference: str
     fluctuation_params: FluctuationParams
     gpu_types: Mapping[str, tuple]
+    speeds: str = MEASURED_WORLD["speeds"]
+    gavel_shape: str = MEASURED_WORLD["gavel_shape"]
+    comm_source: str = MEASURED_WORLD["comm_source"]
 
     def describe(self) -> str:
         """One phrase: ``"modern (A100)"``, ``"mixed (modern A100; legacy K80, V100)"``."""

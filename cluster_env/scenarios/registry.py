@@ -165,8 +165,11 @@ def custom_scenario(base: Scenario, *, workload_csv: Optional[str] = None, clust
     if cluster is not None:
         user_cluster = cluster
         gpus = cluster.gpus_of_type()
-        scenario = replace(scenario, cluster=lambda: user_cluster, hardware=hardware_world(gpus),
-                           world=apply_hardware_world(scenario.world, gpus))
+        hardware = hardware_world(gpus)
+        # the spread guard reasons with the active spread model's own floor (world model v3)
+        scheduling = replace(scenario.scheduling, spread_floor=hardware.spread_model == "allreduce")
+        scenario = replace(scenario, cluster=lambda: user_cluster, hardware=hardware,
+                           world=apply_hardware_world(scenario.world, gpus), scheduling=scheduling)
     if workload_csv is not None:
         workload = cached_workload_csv(workload_csv, columns=workload_columns)     # parsed once per process
         scenario = replace(scenario, name=f"{scenario.name}+{Path(str(workload_csv)).name}", workload=lambda: workload,

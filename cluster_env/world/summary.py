@@ -39,21 +39,15 @@ FLUCTUATION_PRESETS = (
 )
 
 
-def speed_fallback_types(gpu_type_names: Sequence[str]) -> tuple[str, ...]:
-    """The GPU types among ``gpu_type_names`` whose speed comes from the spec-sheet rule
+def speed_fallback_types(gpu_type_names: Sequence[str], speeds: str = "spec-sheet") -> tuple[str, ...]:
+    """The GPU types among ``gpu_type_names`` whose speed comes (in part) from the spec-sheet rule
     (``gpu_catalog``: ``factor = sqrt(compute ratio x bandwidth ratio)`` against a Gavel anchor)
-    rather than from a measurement: every type that is not measured and whose factor is not 1
-    (V100M16/V100M32 and the V100-class codes are the measured V100 chip).
+    rather than from a measurement, under ``WorldConfig.speeds`` (``"spec-sheet"``, or
+    ``"measured"``: Sia/Pollux profiles and MLPerf where they cover the type). The decision is
+    :func:`cluster_env.world.measured_speeds.fallback_speed_types`; names are canonical."""
+    from cluster_env.world.measured_speeds import fallback_speed_types
 
-    The one place the summary decides "fallback": a catalog that records per type whether its
-    speeds are measured replaces this rule here.
-    """
-    out = []
-    for name in gpu_type_names:
-        spec = gpu_spec(name)
-        if not spec.measured and spec.factor != 1.0:
-            out.append(spec.name)
-    return tuple(out)
+    return tuple(gpu_spec(n).name for n in fallback_speed_types(gpu_type_names, speeds))
 
 
 def fluctuation_preset_name(params: Any) -> str:
@@ -90,11 +84,14 @@ class WorldSummary:
     effects: tuple[str, ...]
     speed_fallback: tuple[str, ...]
     origin: str
+    gavel_shape: str = "raw"           # "capped": Gavel's superlinear multi-GPU entries treated (world model v3)
 
     def line(self) -> str:
         """``world: spread allreduce (fewest_machines); stragglers DEDICATED_FLUCTUATION (...); ...``."""
         speeds = ("spec-sheet fallback for " + ", ".join(self.speed_fallback)) if self.speed_fallback \
             else "all measured"
+        if self.gavel_shape == "capped":
+            speeds += " (Gavel's table capped)"
         effects = ", ".join(self.effects) if self.effects else "none"
         return (f"world: spread {self.spread}; stragglers {self.stragglers}; interconnect {self.interconnect}; "
                 f"effects {effects}; speeds {speeds}; {self.origin}")
@@ -117,7 +114,11 @@ def world_summary(world: Any, gpu_type_names: Sequence[str], origin: str = "the 
     stragglers = fluctuation_preset_name(world.fluctuation_params) if world.fluctuation else "off"
     if world.spread_penalty and world.spread_model == "allreduce":
         labels = ", ".join(_interconnect_label(t, world.interconnect) for t in gpu_type_names)
-        interconnect = f"{labels}; Gavel testbed {world.gavel_testbed_gbps:g} Gb/s (assumption)"
+        if world.comm_source == "measured":     # fitted per server class; the testbed's bandwidth cancels
+            interconnect = (f"{labels}; communication fitted on measured multi-node runs (Sia/Pollux) where a "
+                            "profile covers the server class, Gavel's ratio on its own servers")
+        else:
+            interconnect = f"{labels}; Gavel testbed {world.gavel_testbed_gbps:g} Gb/s (assumption)"
     else:
         interconnect = "not used"
     effects = []
@@ -132,7 +133,8 @@ def world_summary(world: Any, gpu_type_names: Sequence[str], origin: str = "the 
     if world.restart_overhead > 0:
         effects.append(f"restart overhead ({world.restart_overhead:g} s)")
     return WorldSummary(spread=spread, stragglers=stragglers, interconnect=interconnect, effects=tuple(effects),
-                        speed_fallback=speed_fallback_types(gpu_type_names), origin=origin)
+                        speed_fallback=speed_fallback_types(gpu_type_names, world.speeds), origin=origin,
+                        gavel_shape=world.gavel_shape)
 
 
 __all__ = ["FLUCTUATION_PRESETS", "WorldSummary", "fluctuation_preset_name", "speed_fallback_types",
