@@ -242,8 +242,11 @@ def test_interconnect_given_as_lists_becomes_a_hashable_tuple():
     hash(world)
 
 
-@pytest.mark.parametrize("model, expected", [("allreduce", 7_262.5), ("gavel", 34_403.5)])
-def test_issue_reproduction_end_to_end_with_fifo_first_fit(tmp_path, model, expected):
+@pytest.mark.parametrize("model, v2_world, expected", [
+    ("allreduce", False, 4_035.6),      # a user's A100 cluster takes world model v3 (measured communication)
+    ("allreduce", True, 7_262.5),       # world model v2's all-reduce model on the assumed 10 Gb/s testbed
+    ("gavel", True, 34_403.5)])         # Gavel's single ratio on its raw table
+def test_issue_reproduction_end_to_end_with_fifo_first_fit(tmp_path, model, v2_world, expected):
     # The issue's own steps: the user's CSV files, `fifo` (first-fit) splits the 8-GPU job 7 + 1.
     import json
 
@@ -257,6 +260,8 @@ def test_issue_reproduction_end_to_end_with_fifo_first_fit(tmp_path, model, expe
                           "--cluster-csv", str(tmp_path / "cluster.csv"), "--reference-gpu", "A100",
                           "--policies", "fifo", "--reference", "fifo", "--seeds", "0", "--env", "all_effects_off=True",
                           "--env", "spread_penalty=True", "--env", f"spread_model={model}",
+                          *(["--env", "speeds='spec-sheet'", "--env", "gavel_shape='raw'", "--env", "comm_source='gavel'"]
+                            if v2_world else []),
                           "--backend", "serial", "--no-plots", "--quiet", "--out", str(out)])
     assert code == 0
     (record,) = json.loads((out / "results.json").read_text())["episodes"]
