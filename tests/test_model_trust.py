@@ -178,8 +178,8 @@ def test_a_payload_the_policy_needs_runs_only_with_the_trust_flag(saved, tmp_pat
     assert main(["run", "--trust-model", "--policies", f"fifo,{evil}", "--out", str(out), *RUN]) == 0
     err = capsys.readouterr().err
     assert "warning: --trust-model" in err and "run code" in err and marker.exists()
-    scored = [r for r in json.loads((out / "results.json").read_text())["episodes"] if r["policy"] != "fifo"]
-    assert [(r["avg_jct"], r["steps"]) for r in scored] == [e[:2] for e in episodes(str(saved))]
+    scored = [r for r in json.loads((out / "results.json").read_text())["episodes"] if r["policy"] == "MaskablePPO(evil)"]
+    assert scored and [(r["avg_jct"], r["steps"]) for r in scored] == [e[:2] for e in episodes(str(saved))]
     assert TRUST_ENV not in os.environ                    # the trust ended with the command
 
 
