@@ -556,6 +556,9 @@ def build_parser() -> argparse.ArgumentParser:
     common(scores)
     scores.set_defaults(func=cmd_scores)
 
+    from baselines.optimality.cli import register_command as optimality_commands
+
+    optimality_commands(sub)       # verify, best-known, lower-bound
     _add_plugin_commands(sub)
     return parser
 
