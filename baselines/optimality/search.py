@@ -82,25 +82,26 @@ def _index_start(rule: str) -> Optional[tuple[str, Optional[float]]]:
     return None
 
 
-def rule_values(scenario: str, split: str, seed: int, rules=RULES) -> tuple[dict, str]:
+def rule_values(scenario: str, split: str, seed: int, rules=RULES,
+                env_kwargs: Optional[dict] = None) -> tuple[dict, str]:
     """Average JCT of each rule on the window (compiled engine), and the window's digest."""
     from baselines.engine import run_compiled_episode
 
     out, window = {}, ""
     for rule in rules:
-        result = run_compiled_episode(rule, scenario, split, seed)
+        result = run_compiled_episode(rule, scenario, split, seed, env_kwargs)
         out[rule] = float(result.record["avg_jct"])
         window = result.record["window"]
     return out, window
 
 
 def index_value(scenario: str, split: str, seed: int, placer: str, migrate: Optional[float],
-                theta: np.ndarray) -> float:
+                theta: np.ndarray, env_kwargs: Optional[dict] = None) -> float:
     """Average JCT of the priority index with parameters ``theta`` on the window (compiled)."""
     from baselines.engine import run_weighted_las_episode
 
     f = len(PRIORITY_FEATURES)
-    result = run_weighted_las_episode(theta[:f], placer, scenario, split, seed, placer_weights=theta[f:],
+    result = run_weighted_las_episode(theta[:f], placer, scenario, split, seed, env_kwargs, placer_weights=theta[f:],
                                       migrate=migrate)
     value = float(result.record["avg_jct"])
     if result.record.get("truncated") or not math.isfinite(value):
@@ -109,15 +110,17 @@ def index_value(scenario: str, split: str, seed: int, placer: str, migrate: Opti
 
 
 def search_window(scenario: str, split: str, seed: int, episodes: int = 200, pairs: int = 4,
-                  sigma: float = 0.5, rng_seed: int = 0, rules=RULES) -> SearchResult:
+                  sigma: float = 0.5, rng_seed: int = 0, rules=RULES,
+                  env_kwargs: Optional[dict] = None) -> SearchResult:
     """Best-known schedule of one window within ``episodes`` compiled episodes (rules included).
 
     The strategy: from the best index-expressible rule's parameters (zeros), ``pairs`` antithetic
     Gaussian steps of scale ``sigma`` per round; the best candidate replaces the current point when
     it is lower; otherwise the scale shrinks by 0.7. Deterministic for a given ``rng_seed``.
+    ``env_kwargs``: the environment's settings (the shipped tables use none: the scenario's world).
     """
     t0 = time.perf_counter()
-    values, window = rule_values(scenario, split, seed, rules)
+    values, window = rule_values(scenario, split, seed, rules, env_kwargs)
     spent = len(values)
     best_rule = min(values, key=values.get)
     best_value, schedule = values[best_rule], _rule_schedule(best_rule)
@@ -132,7 +135,7 @@ def search_window(scenario: str, split: str, seed: int, episodes: int = 200, pai
         while spent + 2 * pairs <= episodes:
             eps = rng.standard_normal((pairs, N_PARAMS))
             cands = np.clip(np.concatenate([theta + scale * eps, theta - scale * eps]), -WEIGHT_LIMIT, WEIGHT_LIMIT)
-            costs = np.array([index_value(scenario, split, seed, placer, migrate, c) for c in cands])
+            costs = np.array([index_value(scenario, split, seed, placer, migrate, c, env_kwargs) for c in cands])
             spent += len(cands)
             k = int(np.argmin(costs))
             if costs[k] < current:
