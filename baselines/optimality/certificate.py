@@ -190,11 +190,17 @@ def _policy(cert: Certificate, folder: Path) -> Any:
 
 def replay(cert: Certificate, paths: tuple[str, ...] = ("api", "compiled")) -> Replay:
     """Play the certificate's schedule on its window through the API (PettingZoo steps) and the
-    compiled engine; ``paths`` limits which (a path left out reads as nan)."""
+    compiled engine; ``paths`` limits which (a path left out reads as nan). A certificate whose
+    window is not the one its scenario and seed play is not played (both read as nan)."""
     from baselines import engine
     from baselines.harness.episode import run_episode
 
+    from baselines.optimality.bound import window_simulator
+
     values, window = {"api": math.nan, "compiled": math.nan}, ""
+    played = window_simulator(cert.scenario, cert.split, cert.seed)[1].digest()
+    if played != cert.window:          # another window: nothing to play
+        return Replay(api=math.nan, compiled=math.nan, window=played)
     with tempfile.TemporaryDirectory() as tmp:
         policy = _policy(cert, Path(tmp))
         if "api" in paths:
