@@ -7,7 +7,8 @@ optimality table's commands (registered by :func:`register_command`, as the plug
   value of its window, put it in the table;
 * ``best-known --scenario S --seeds 0-99 --episodes N``: compute the windows' rows (bound, search,
   certificates) and write them;
-* ``lower-bound --scenario S --seeds 0-4``: print the certified bound of each window and its parts.
+* ``lower-bound --scenario S --seeds 0-4 [--write]``: print the certified bound of each window and
+  its parts (``--write``: and put them in the table's rows).
 """
 from __future__ import annotations
 
@@ -46,6 +47,8 @@ def register_command(subparsers: "argparse._SubParsersAction") -> None:
     lb.add_argument("--scenario", required=True)
     lb.add_argument("--split", default="test")
     lb.add_argument("--seeds", type=parse_seeds, default=parse_seeds("0-4"))
+    lb.add_argument("--write", action="store_true",
+                    help="also write the bounds into the shipped table's rows of these seeds (rows that exist)")
     lb.set_defaults(func=cmd_lower_bound)
 
 
@@ -89,6 +92,7 @@ def cmd_best_known(args: argparse.Namespace) -> int:
 
 
 def cmd_lower_bound(args: argparse.Namespace) -> int:
+    from baselines.cli_support import UsageError
     from baselines.optimality.bound import window_lower_bound
 
     print("seed  lower bound (s)  per_job  pooled_srpt  pooled_busy  fluct_ceiling  binding")
@@ -96,6 +100,12 @@ def cmd_lower_bound(args: argparse.Namespace) -> int:
         b = window_lower_bound(args.scenario, args.split, seed)
         print(f"{seed:4d}  {b.avg_jct:15,.1f}  {b.per_job:7,.0f}  {b.pooled_srpt:11,.0f}  {b.pooled_busy:11,.0f}  "
               f"{b.fluctuation_ceiling:13.3f}  {b.binding}")
+    if args.write:
+        from baselines.optimality.update import refresh_bounds
+
+        if args.split != "test":
+            raise UsageError("--write: the tables hold test windows", "drop --split")
+        print(f"wrote the bounds of {refresh_bounds(args.scenario, args.seeds)} row(s) of {args.scenario}'s table")
     return 0
 
 

@@ -5,7 +5,8 @@ user's better schedule, verified before it enters the table.
 Rows are written one window at a time (atomically), so an interrupted run keeps what it finished.
 A row's best-known value only ever goes down, and only with a certificate that replays to it.
 
-Public names: :func:`build_windows`, :func:`submit_certificate`, :func:`table_document`.
+Public names: :func:`build_windows`, :func:`refresh_bounds`, :func:`submit_certificate`,
+:func:`table_document`.
 """
 from __future__ import annotations
 
@@ -77,6 +78,22 @@ def build_windows(scenario: str, seeds: Iterable[int], episodes: int, command: s
     return rows
 
 
+def refresh_bounds(scenario: str, seeds: Optional[Iterable[int]] = None, tables_dir: Path = TABLES_DIR) -> int:
+    """Recompute the lower bound of the table's rows (``seeds``, default all): the bound changes
+    only with the bound's code, so this is how a stronger bound enters the table. Returns the rows
+    updated."""
+    doc = table_document(scenario, tables_dir)
+    keys = [k for k in doc["windows"] if seeds is None or int(k) in set(seeds)]
+    for key in keys:
+        row = doc["windows"][key]
+        bound = window_lower_bound(scenario, "test", int(key))
+        row["lower_bound"] = bound.avg_jct
+        row["bound_parts"] = {"per_job": bound.per_job, "pooled_srpt": bound.pooled_srpt,
+                              "pooled_busy": bound.pooled_busy, "fluctuation_ceiling": bound.fluctuation_ceiling}
+    _write_table(scenario, doc, tables_dir)
+    return len(keys)
+
+
 def submit_certificate(cert: Certificate, tables_dir: Path = TABLES_DIR,
                        certificates_dir: Optional[Path] = None) -> tuple[bool, str]:
     """Verify a user's certificate (replayed on both paths, to the last bit) and, when it beats the
@@ -113,4 +130,4 @@ def submit_certificate(cert: Certificate, tables_dir: Path = TABLES_DIR,
     return True, f"verified; best-known of {cert.scenario} seed {cert.seed}: {old!r} -> {cert.avg_jct!r}"
 
 
-__all__ = ["build_windows", "submit_certificate", "table_document"]
+__all__ = ["build_windows", "refresh_bounds", "submit_certificate", "table_document"]
