@@ -31,6 +31,7 @@ Public names: :class:`BoundInputs`, :class:`LowerBound`, :func:`bound_inputs`,
 """
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 from dataclasses import dataclass
@@ -189,20 +190,21 @@ def _capped_mean_busy(release: np.ndarray, work: np.ndarray, caps: np.ndarray, c
             i = k
         c = caps[active]
         before = np.cumsum(c) - c
-        rate = np.clip(capacity - before, 0.0, c)
-        serving = rate > 0
-        dt_finish = np.min(left[active][serving] / rate[serving])
+        k = int(np.searchsorted(before, capacity))     # the served prefix: capacity left before them
+        served = active[:k]
+        rate = np.minimum(capacity - before[:k], c[:k])
+        to_finish = left[served] / rate
+        first = int(np.argmin(to_finish))
         nxt = float(release[order[i]]) if i < n else math.inf
-        end = min(t + dt_finish, nxt)
+        end = min(t + float(to_finish[first]), nxt)
         dt = end - t
-        busy[active] += rate * dt * (end + t) / 2.0
-        left[active] -= rate * dt
-        done = serving & (left[active] <= 1e-12 * work[active])
-        if end == t + dt_finish:          # the job that set the event finishes, whatever the rounding
-            done[np.flatnonzero(serving)[np.argmin(np.where(serving, left[active] / np.where(serving, rate, 1.0),
-                                                                     np.inf)[serving])]] = True
-        left[active[done]] = 0.0
-        active = active[~done]
+        busy[served] += rate * dt * (end + t) / 2.0
+        left[served] -= rate * dt
+        done = left[served] <= 1e-12 * work[served]
+        if end < nxt:                     # the job that set the event finishes, whatever the rounding
+            done[first] = True
+        left[served[done]] = 0.0
+        active = np.concatenate([served[~done], active[k:]])
         t = end
     return busy / np.where(work > 0, work, 1.0)
 
@@ -257,6 +259,14 @@ def bound_inputs(sim: Any) -> tuple[BoundInputs, float]:
     return inputs, float(fl.max()) if len(fl) else 1.0
 
 
+@functools.lru_cache(maxsize=8)
+def _env(scenario: str, split: str, settings: tuple):
+    """The environment of a window (only read: its scenario, cluster, world and settings)."""
+    import cluster_env
+
+    return cluster_env.parallel_env(scenario, split=split, **dict(settings))
+
+
 def window_simulator(scenario: str, split: str, seed: int, env_kwargs: Optional[dict] = None):
     """The simulator of window ``seed`` as ``env.reset(seed)`` builds it (the same generator, drawn
     in the same order), before any decision; and its workload."""
@@ -265,7 +275,15 @@ def window_simulator(scenario: str, split: str, seed: int, env_kwargs: Optional[
     import cluster_env
     from cluster_env.core.simulator import ClusterSimulator
 
-    env = cluster_env.parallel_env(scenario, split=split, **dict(env_kwargs or {}))
+    settings = dict(env_kwargs or {})
+    env = None
+    if not any(settings.get(k) for k in ("workload_csv", "cluster_csv")):     # files may change: no cache
+        try:
+            env = _env(scenario, split, tuple(sorted(settings.items())))
+        except TypeError:              # an unhashable setting: no cache
+            pass
+    if env is None:
+        env = cluster_env.parallel_env(scenario, split=split, **settings)
     base = getattr(env, "unwrapped", env)
     rng, _ = seeding.np_random(int(seed))
     workload = base.scenario.sample(base.split, rng, base.jobs_per_episode)
