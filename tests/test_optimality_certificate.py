@@ -166,3 +166,28 @@ def test_a_better_verified_schedule_updates_the_table_and_a_false_one_is_refused
     false = Certificate(**{**shipped.__dict__, "avg_jct": shipped.avg_jct * 0.9})
     with pytest.raises(CertificateError, match="does not reproduce"):
         submit_certificate(false, tables, certs)
+
+
+def test_the_commands_refuse_bad_input_with_exit_2(tmp_path, capsys):
+    from baselines.cli import main
+
+    assert main(["verify", str(tmp_path / "none.json")]) == 2
+    assert "none.json: no such file" in capsys.readouterr().err
+    (tmp_path / "bad.json").write_text('{"format": "hetero-cluster-sched/schedule-certificate", "version": 1}')
+    assert main(["verify", str(tmp_path / "bad.json")]) == 2
+    assert "bad.json: field scenario" in capsys.readouterr().err
+    assert main(["best-known"]) == 2
+    assert main(["best-known", "--submit", str(tmp_path / "bad.json"), "--scenario", "philly-v1"]) == 2
+    assert main(["best-known", "--scenario", "philly-v1", "--seeds", "0", "--episodes", "3"]) == 2
+
+
+def test_lower_bound_command_prints_the_tables_bound():
+    import io
+    from contextlib import redirect_stdout
+
+    from baselines.cli import main
+
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["lower-bound", "--scenario", "modern-v1", "--seeds", "0"]) == 0
+    assert f"{load_table('modern-v1')[0].lower_bound:15,.1f}" in out.getvalue()
