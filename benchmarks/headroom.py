@@ -139,7 +139,7 @@ def format_room(result: dict) -> str:
         bci = "-" if name == "lower bound" else f"[{r['bound_lo']:.3f}, {r['bound_hi']:.3f}]"
         lines.append(f"| {name} | {r['ratio']:.3f} | {ci} | {r['to_bound']:.3f} | {bci} | {r['mean']:,.0f} |")
     for name, why in result["skipped"].items():
-        lines.append(f"| `{name}` | not run: {why} | | | | |")
+        lines.append(f"| `{name}` | not run: {why.split(';')[0]} | | | | |")
     return "\n".join(lines)
 
 

@@ -34,6 +34,8 @@ HEAVY = frozenset({
     "test_benchmarks_smoke.py::test_effects_decomposition_smoke",
     "test_benchmarks_smoke.py::test_episode_digests_save_then_check",
     "test_benchmarks_smoke.py::test_headroom_smoke",
+    "test_benchmarks_smoke.py::test_headroom_optimality_smoke",
+    "test_benchmarks_smoke.py::test_optimality_benchmarks_smoke",
     "test_benchmarks_smoke.py::test_replay_benchmark_smoke",
     "test_benchmarks_smoke.py::test_suite_quick_reports_every_section",
     "test_cli_errors.py::test_module_attribute_policies_resolve_from_the_current_folder",
