@@ -21,9 +21,9 @@ Three bounds on the sum of completion times, each valid for every schedule (proo
 * ``per_job``: each job's arrival plus its work at its best rate;
 * ``pooled_srpt``: the cluster as one machine of the speed-weighted capacity, every job's work in
   GPU-seconds at its best rate, preemptive shortest-remaining-work-first (optimal there);
-* ``pooled_busy``: on the same machine with each job's rate capped by its width, the least sum of
-  mean busy times (a fluid relaxation that a greedy solves exactly) plus half of each job's
-  shortest possible run (Goemans' mean-busy-time argument).
+* ``pooled_busy``: on the same machine, the least sum of mean busy times (preemptive
+  shortest-work-first: Goemans' mean-busy-time relaxation) plus half of each job's shortest
+  possible run (its rate is capped by its width).
 
 Public names: :class:`BoundInputs`, :class:`LowerBound`, :func:`bound_inputs`,
 :func:`lower_bound`, :func:`window_simulator`, :func:`window_lower_bound`,
@@ -163,52 +163,6 @@ def _preemptive_single_machine(release: np.ndarray, work: np.ndarray, speed: flo
     return finish, busy / np.where(work > 0, work, 1.0)
 
 
-def _capped_mean_busy(release: np.ndarray, work: np.ndarray, caps: np.ndarray, capacity: float) -> np.ndarray:
-    """Mean busy times of the optimal solution of the capped fluid relaxation: minimise
-    sum_j (1/work_j) integral t rate_j(t) dt subject to rate_j <= caps_j, sum_j rate_j <= capacity,
-    no work before release_j. The cost of a unit of work is ``t / work_j`` (a product form), so the
-    greedy that at every instant serves the released jobs of least total work first, each at its
-    cap, until the capacity is used, is optimal (an exchange of work between two jobs, or from a
-    later instant to an idle earlier one, never lowers the cost). Events: releases, completions."""
-    n = len(work)
-    order = np.argsort(release, kind="stable")
-    rank = np.empty(n, dtype=np.int64)
-    rank[np.lexsort((np.arange(n), work))] = np.arange(n)        # service order: least work first
-    left = work.astype(np.float64).copy()
-    busy = np.zeros(n)
-    active = np.zeros(0, dtype=np.int64)                         # released, unfinished, by rank
-    t, i = 0.0, 0
-    while i < n or len(active):
-        if not len(active):
-            t = max(t, float(release[order[i]]))
-        if i < n and release[order[i]] <= t:
-            k = i
-            while k < n and release[order[k]] <= t:
-                k += 1
-            active = np.concatenate([active, order[i:k]])
-            active = active[np.argsort(rank[active], kind="stable")]
-            i = k
-        c = caps[active]
-        before = np.cumsum(c) - c
-        k = int(np.searchsorted(before, capacity))     # the served prefix: capacity left before them
-        served = active[:k]
-        rate = np.minimum(capacity - before[:k], c[:k])
-        to_finish = left[served] / rate
-        first = int(np.argmin(to_finish))
-        nxt = float(release[order[i]]) if i < n else math.inf
-        end = min(t + float(to_finish[first]), nxt)
-        dt = end - t
-        busy[served] += rate * dt * (end + t) / 2.0
-        left[served] -= rate * dt
-        done = left[served] <= 1e-12 * work[served]
-        if end < nxt:                     # the job that set the event finishes, whatever the rounding
-            done[first] = True
-        left[served[done]] = 0.0
-        active = np.concatenate([served[~done], active[k:]])
-        t = end
-    return busy / np.where(work > 0, work, 1.0)
-
-
 def lower_bound(inputs: BoundInputs, fluct_ceiling: float = 1.0) -> LowerBound:
     """The largest of the three bounds on the average JCT of every schedule (module docstring)."""
     submit = np.asarray(inputs.submit, dtype=np.float64)
@@ -223,7 +177,7 @@ def lower_bound(inputs: BoundInputs, fluct_ceiling: float = 1.0) -> LowerBound:
     capacity = float(np.dot(inputs.machine_gpus, rho))
     per_job = float(shortest.sum())
     srpt_finish, _ = _preemptive_single_machine(submit, work, capacity, by_remaining=True)
-    mean_busy = _capped_mean_busy(submit, work, gpus, capacity)
+    _, mean_busy = _preemptive_single_machine(submit, work, capacity, by_remaining=False)
     pooled_srpt = float((srpt_finish - submit).sum())
     pooled_busy = float((mean_busy + shortest / 2.0 - submit).sum())
 
