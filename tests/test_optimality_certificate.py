@@ -191,3 +191,22 @@ def test_lower_bound_command_prints_the_tables_bound():
     with redirect_stdout(out):
         assert main(["lower-bound", "--scenario", "modern-v1", "--seeds", "0"]) == 0
     assert f"{load_table('modern-v1')[0].lower_bound:15,.1f}" in out.getvalue()
+
+
+def test_the_docs_room_tables_match_the_shipped_tables():
+    """The rows of docs/dual_agent.md's room tables that the shipped tables alone determine."""
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("headroom_bench", root / "benchmarks" / "headroom.py")
+    headroom = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(headroom)
+    text = (root / "docs" / "dual_agent.md").read_text()
+    for scenario in SHIPPED:
+        rows = headroom.room(scenario, 100, policies=())["rows"]
+        section = text[text.index(f"| `{scenario}` ("):]
+        for name in ("lower bound", "best rule per window"):
+            r = rows[name]
+            assert f"| {name} | {r['ratio']:.3f} | [{r['lo']:.3f}, {r['hi']:.3f}] |" in section, (scenario, name)
+        assert f"| best-known | 1 | - | {rows['best-known']['to_bound']:.3f} |" in section, scenario
