@@ -94,7 +94,7 @@ def fluctuation_ceiling(sigma: float, theta: float, interval: float, x0: np.ndar
     """
     x0 = np.asarray(x0, dtype=np.float64)
     if sigma <= 0:
-        return np.exp(np.maximum(x0, 0.0) * 0.0)          # no OU term: the factor is at most 1
+        return np.ones_like(x0)                            # no OU term: the factor is at most 1
     a = math.exp(-theta * interval * (1.0 - 1e-6))
     fixed = sigma * NORMAL_DRAW_LIMIT * math.sqrt((1.0 + a) / (1.0 - a))
     return np.exp(np.maximum(x0, fixed) - 0.5 * sigma * sigma) * (1.0 + 1e-12)
