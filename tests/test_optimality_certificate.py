@@ -210,3 +210,15 @@ def test_the_docs_room_tables_match_the_shipped_tables():
             r = rows[name]
             assert f"| {name} | {r['ratio']:.3f} | [{r['lo']:.3f}, {r['hi']:.3f}] |" in section, (scenario, name)
         assert f"| best-known | 1 | - | {rows['best-known']['to_bound']:.3f} |" in section, scenario
+
+
+def test_records_of_the_default_world_find_their_reference_and_others_do_not():
+    from baselines.engine import run_compiled_episode
+    from baselines.optimality import reference_for
+
+    record = run_compiled_episode("las-migrate", "modern-v1", "test", 2).record
+    ref = reference_for(record)
+    assert ref is not None and ref.seed == 2 and ref.lower_bound <= ref.best_known <= record["avg_jct"]
+    assert ref.best_rule and ref.best_known <= ref.best_rule_value
+    assert reference_for({**record, "env": "jobs_per_episode=50"}) is None
+    assert reference_for({**record, "window": "another"}) is None
