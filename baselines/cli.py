@@ -13,6 +13,9 @@ Subcommands:
     cluster-bench train     [--scenario philly-v0] [--timesteps N] ...   (the dual agent; rl extra)
     cluster-bench train-priority [--scenario philly-hetero-v1] [--resume RUN/last.priority.json] ...
     cluster-bench scores    --check | --update [--scenarios ...] [--file PATH] [--policies ...] [--seeds ...]
+    cluster-bench lower-bound --scenario S [--seeds 0-4]       (certified bound on every schedule's avg JCT)
+    cluster-bench verify    CERT.json                          (replay a best-known schedule, both paths)
+    cluster-bench best-known --submit CERT.json | --scenario S --seeds 0-99 [--episodes 100]
 
 A bare "cluster-bench run" scores the named baselines (and the agents that ship for the scenario:
 the dual agent's checkpoint, the priority agent; listed below) on philly-v1's
@@ -694,6 +697,9 @@ def build_parser() -> argparse.ArgumentParser:
     common(scores)
     scores.set_defaults(func=cmd_scores)
 
+    from baselines.optimality.cli import register_command as optimality_commands
+
+    optimality_commands(sub)       # verify, best-known, lower-bound
     _add_plugin_commands(sub)
     return parser
 

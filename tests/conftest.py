@@ -15,6 +15,14 @@ import pytest
 #: parametrisation), relative to tests/.
 HEAVY = frozenset({
     "test_priority_resume.py::test_ray_backend_trains_the_same_weights_as_one_process",
+    "test_optimality_bound.py::test_no_compiled_policy_scores_below_the_bound",
+    "test_optimality_bound.py::test_no_api_policy_scores_below_the_bound_small_windows",
+    "test_optimality_bound.py::test_the_shipped_agents_do_not_score_below_the_bound_on_full_windows",
+    "test_optimality_certificate.py::test_every_shipped_certificate_replays_to_its_value_in_the_compiled_engine",
+    "test_optimality_certificate.py::test_a_shipped_certificate_replays_bit_for_bit_on_both_paths_and_verify_says_so",
+    "test_optimality_certificate.py::test_verify_fails_a_claim_one_ulp_off_or_on_another_window",
+    "test_optimality_certificate.py::test_a_better_verified_schedule_updates_the_table_and_a_false_one_is_refused",
+    "test_optimality_certificate.py::test_the_shipped_lower_bounds_are_what_the_bound_computes",
     "test_base_install.py",
     "test_baselines_harness.py::test_checked_in_baseline_scores_have_not_moved",
     "test_baselines_harness.py::test_cluster_bench_run_writes_table_files_and_plots",
@@ -26,6 +34,8 @@ HEAVY = frozenset({
     "test_benchmarks_smoke.py::test_effects_decomposition_smoke",
     "test_benchmarks_smoke.py::test_episode_digests_save_then_check",
     "test_benchmarks_smoke.py::test_headroom_smoke",
+    "test_benchmarks_smoke.py::test_headroom_optimality_smoke",
+    "test_benchmarks_smoke.py::test_optimality_benchmarks_smoke",
     "test_benchmarks_smoke.py::test_replay_benchmark_smoke",
     "test_benchmarks_smoke.py::test_suite_quick_reports_every_section",
     "test_benchmarks_smoke.py::test_workload_csv_cache_benchmark_smoke",

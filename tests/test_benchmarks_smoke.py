@@ -122,3 +122,23 @@ def test_workload_csv_cache_benchmark_smoke():
     assert out.returncode == 0, out.stderr
     assert "trace: 3,000 jobs" in out.stdout
     assert "0 parses during them (1 in all)" in out.stdout and "0 parses in any process" in out.stdout
+
+
+def test_headroom_optimality_smoke(tmp_path):
+    """The room table from the shipped optimality table: every row paired against best-known."""
+    out_file = tmp_path / "room.json"
+    out = _bench("headroom.py", "--optimality", "--scenario", "philly-hetero-v2", "--windows", "2", "--out",
+                 str(out_file))
+    assert "paired against the best-known schedule" in out
+    for row in ("lower bound", "best-known", "best rule per window", "las-migrate", "dual"):
+        assert f"| {row} |" in out
+    rows = json.loads(out_file.read_text())["rows"]
+    assert rows["best-known"]["ratio"] == 1.0 and rows["lower bound"]["to_bound"] == 1.0
+    assert rows["lower bound"]["ratio"] < 1.0 <= rows["las-migrate"]["ratio"] and rows["dual"]["distinct"] == 2
+
+
+def test_optimality_benchmarks_smoke():
+    out = _bench("optimality_bound.py", "--scenarios", "modern-v1", "--windows", "1")
+    assert "modern-v1: 1 windows, bound wall median" in out
+    out = _bench("optimality_search.py", "--scenario", "modern-v1", "--windows", "1", "--budgets", "12,20")
+    assert "budget   12 episodes" in out and "budget   20 episodes" in out

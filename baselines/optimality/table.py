@@ -5,7 +5,9 @@ File ``baselines/optimality/tables/<scenario>.json``::
 
     {"scenario": "philly-v1", "split": "test", "metric": "avg_jct",
      "windows": {"0": {"window": "<workload digest>", "lower_bound": 1234.5,
-                        "best_known": 2345.6, "best_known_by": "<how: search and budget>"}, ...}}
+                        "best_known": 2345.6, "best_known_by": "<how: search and budget>",
+                        "best_rule": "las-migrate", "best_rule_value": 2400.1,
+                        "bound_parts": {...}, "search_episodes": 98}, ...}}
 """
 from __future__ import annotations
 
@@ -27,6 +29,8 @@ class WindowReference:
     lower_bound: float           # certified: no schedule's average JCT is below it (seconds)
     best_known: float            # average JCT of the best schedule found, replayable (seconds)
     best_known_by: str = ""      # what found it (search, budget, or a user's verified submission)
+    best_rule: str = ""          # the best of the search's rules on this window (picked in hindsight)
+    best_rule_value: float = math.nan   # its average JCT (seconds); best_known <= it
 
 
 def _table_path(scenario: str) -> Path:
@@ -47,7 +51,9 @@ def load_table(scenario: str, split: str = "test") -> "Optional[Mapping[int, Win
         out[int(key)] = WindowReference(seed=int(key), window=str(row["window"]),
                                         lower_bound=float(row["lower_bound"]),
                                         best_known=float(row["best_known"]),
-                                        best_known_by=str(row.get("best_known_by", "")))
+                                        best_known_by=str(row.get("best_known_by", "")),
+                                        best_rule=str(row.get("best_rule", "")),
+                                        best_rule_value=float(row.get("best_rule_value", math.nan)))
     return out
 
 
