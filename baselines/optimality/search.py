@@ -84,12 +84,18 @@ def _index_start(rule: str) -> Optional[tuple[str, Optional[float]]]:
 
 def rule_values(scenario: str, split: str, seed: int, rules=RULES,
                 env_kwargs: Optional[dict] = None) -> tuple[dict, str]:
-    """Average JCT of each rule on the window (compiled engine), and the window's digest."""
+    """Average JCT of each rule on the window (compiled engine), and the window's digest. A rule
+    that refuses the window (``gittins`` on a user's trace, which has no training split of its
+    own) is no candidate there and is left out."""
     from baselines.engine import run_compiled_episode
+    from baselines.harness.episode import EnvMismatchError
 
     out, window = {}, ""
     for rule in rules:
-        result = run_compiled_episode(rule, scenario, split, seed, env_kwargs)
+        try:
+            result = run_compiled_episode(rule, scenario, split, seed, env_kwargs)
+        except EnvMismatchError:
+            continue
         out[rule] = float(result.record["avg_jct"])
         window = result.record["window"]
     return out, window
