@@ -138,3 +138,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("slow") is None and not _heavy(item.nodeid):
             item.add_marker(pytest.mark.quick)
+
+
+@pytest.fixture(scope="module")
+def torch():
+    """torch with one thread, for tests that train or load SB3 models (skipped without the rl extra)."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("sb3_contrib")
+    torch.set_num_threads(1)
+    return torch

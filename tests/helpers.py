@@ -129,3 +129,35 @@ def policy_steps(scenario: str, observation: str, seed: int, policy: str, split:
     while env.agents:
         yield env, obs, infos
         obs, _, _, _, infos = env.step(pol.act(obs, infos))
+
+
+class StopsAtSeed1:
+    """FIFO whose episode of seed 1 stops: ``error`` is raised there (Ctrl-C as the serial backend
+    gets it, by default). Subclasses set ``name`` and ``error``; the CLI loads them as ``module:Class``."""
+
+    name = "fifo-stops"
+    error: type = KeyboardInterrupt
+
+    def __init__(self) -> None:
+        import baselines
+
+        self.inner, self.seed = baselines.make_policy("fifo"), None
+
+    def reset(self, seed=None):
+        self.seed = seed
+        self.inner.reset(seed)
+
+    def act(self, observations, infos):
+        if self.seed == 1:
+            raise self.error("stopped at seed 1")
+        return self.inner.act(observations, infos)
+
+
+def make_workload(submit, duration, gpus):
+    """A hand-built :class:`~cluster_env.core.instance.Workload` of one job type and one tenant."""
+    from cluster_env.core.instance import Workload
+
+    n = len(submit)
+    return Workload(name="w", job_ids=tuple(f"j{i}" for i in range(n)), submit=np.array(submit, float),
+                    duration=np.array(duration, float), gpus=np.array(gpus, dtype=np.int64),
+                    job_type=np.zeros(n, dtype=np.int64), tenant=np.zeros(n, dtype=np.int64))

@@ -8,25 +8,18 @@ import numpy as np
 import pytest
 
 import cluster_env
-from cluster_env.core.instance import Workload
 from cluster_env.scenarios.load import offered_load, scale_to_load
-
-
-def _workload(submit, duration, gpus) -> Workload:
-    n = len(submit)
-    return Workload(name="w", job_ids=tuple(f"j{i}" for i in range(n)), submit=np.array(submit, float),
-                    duration=np.array(duration, float), gpus=np.array(gpus, dtype=np.int64),
-                    job_type=np.zeros(n, dtype=np.int64), tenant=np.zeros(n, dtype=np.int64))
+from tests.helpers import make_workload
 
 
 def test_offered_load_by_hand():
     # 100 s x 2 GPUs + 300 s x 1 GPU + 0.5 s x 2 GPUs = 501 GPU-seconds over a 50 s span on 4 GPUs.
-    wl = _workload([0.0, 20.0, 50.0], [100.0, 300.0, 0.5], [2, 1, 2])
+    wl = make_workload([0.0, 20.0, 50.0], [100.0, 300.0, 0.5], [2, 1, 2])
     assert offered_load(wl, 4) == pytest.approx((200 + 300 + 1) / (4 * 50))
 
 
 def test_scale_to_load_keeps_order_and_relative_gaps():
-    wl = _workload([0.0, 10.0, 30.0, 100.0], [50.0, 60.0, 70.0, 80.0], [1, 2, 1, 4])
+    wl = make_workload([0.0, 10.0, 30.0, 100.0], [50.0, 60.0, 70.0, 80.0], [1, 2, 1, 4])
     for target in (0.3, 1.0, 2.5):
         scaled = scale_to_load(wl, 8, target)
         assert offered_load(scaled, 8) == pytest.approx(target, rel=1e-12)
@@ -38,8 +31,8 @@ def test_scale_to_load_keeps_order_and_relative_gaps():
 
 def test_scale_to_load_refuses_a_workload_without_arrival_span():
     with pytest.raises(ValueError, match="same instant"):
-        scale_to_load(_workload([5.0, 5.0], [1.0, 1.0], [1, 1]), 4, 0.9)
-    assert math.isinf(offered_load(_workload([5.0, 5.0], [1.0, 1.0], [1, 1]), 4))
+        scale_to_load(make_workload([5.0, 5.0], [1.0, 1.0], [1, 1]), 4, 0.9)
+    assert math.isinf(offered_load(make_workload([5.0, 5.0], [1.0, 1.0], [1, 1]), 4))
 
 
 @pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), "high", True, 1e-300, 5e3])
@@ -72,7 +65,7 @@ def test_offered_load_in_the_final_infos():
     assert infos["placer"]["offered_load"] == pytest.approx(1.5)
 
 
-def test_load_on_a_custom_csv_workload(tmp_path):
+def test_load_on_a_custom_csvmake_workload(tmp_path):
     path = tmp_path / "jobs.csv"
     with path.open("w", newline="") as f:
         w = csv.writer(f)

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import cluster_env
-from cluster_env.core.instance import Workload
 from cluster_env.scenarios import get_scenario, list_scenarios
 from cluster_env.scenarios.load import (
     DEFAULT_LOAD_MEASURE,
@@ -17,6 +16,7 @@ from cluster_env.scenarios.load import (
     offered_load,
     scale_to_load,
 )
+from tests.helpers import make_workload
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from load_measures import fifo_queueing_share, synthetic_scenario, synthetic_trace  # noqa: E402
@@ -27,17 +27,10 @@ from load_measures import fifo_queueing_share, synthetic_scenario, synthetic_tra
 CONCURRENT_QUEUEING_BAND = (0.05, 0.40)
 
 
-def _workload(submit, duration, gpus) -> Workload:
-    n = len(submit)
-    return Workload(name="w", job_ids=tuple(f"j{i}" for i in range(n)), submit=np.array(submit, float),
-                    duration=np.array(duration, float), gpus=np.array(gpus, dtype=np.int64),
-                    job_type=np.zeros(n, dtype=np.int64), tenant=np.zeros(n, dtype=np.int64))
-
-
 def test_concurrent_load_by_hand():
     # Last arrival at 50 s. Job 0 (2 GPUs, 100 s) holds them until 50 s: 100 GPU-s; job 1 (1 GPU,
     # 300 s, arrives at 20 s): 30 GPU-s; job 2 arrives last: 0. Over 4 GPUs x 50 s.
-    wl = _workload([0.0, 20.0, 50.0], [100.0, 300.0, 0.5], [2, 1, 2])
+    wl = make_workload([0.0, 20.0, 50.0], [100.0, 300.0, 0.5], [2, 1, 2])
     assert offered_load(wl, 4, "concurrent") == pytest.approx((100 + 30) / (4 * 50))
     assert offered_load(wl, 4) == offered_load(wl, 4, "total") == pytest.approx((200 + 300 + 1) / (4 * 50))
     assert max_concurrent_load(wl, 4) == pytest.approx((2 * 50 + 1 * 30) / (4 * 50))
@@ -46,7 +39,7 @@ def test_concurrent_load_by_hand():
 
 def test_concurrent_rescaling_is_exact_and_keeps_the_gaps():
     rng = np.random.default_rng(3)
-    wl = _workload(np.cumsum(rng.exponential(30, 200)) - 0.0, rng.lognormal(6, 2, 200), rng.integers(1, 9, 200))
+    wl = make_workload(np.cumsum(rng.exponential(30, 200)) - 0.0, rng.lognormal(6, 2, 200), rng.integers(1, 9, 200))
     wl = scale_to_load(wl, 10**6, 1.0)          # any start
     for target in (0.3, 1.0, 2.5):
         scaled = scale_to_load(wl, 64, target, "concurrent")

@@ -35,14 +35,6 @@ RUN = ["--scenario", SCENARIO, "--seeds", "0-1", "--env", f"jobs_per_episode={JO
 
 
 @pytest.fixture(scope="module")
-def torch():
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("sb3_contrib")
-    torch.set_num_threads(1)
-    return torch
-
-
-@pytest.fixture(scope="module")
 def saved(torch, tmp_path_factory):
     """A MaskablePPO trained tiny on philly-v0's flat view and saved with save_agent."""
     from sb3_contrib import MaskablePPO

@@ -16,6 +16,7 @@ import pytest
 
 from baselines.cli import main as cluster_bench
 from baselines.harness import files
+from tests.helpers import StopsAtSeed1
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
@@ -25,24 +26,10 @@ RUN = ["run", "--scenario", "toy-v0", "--policies", "fifo,sjf", "--seeds", "0-1"
        "--no-plots", "--quiet"]
 
 
-class InterruptsAtSeed1:
+class InterruptsAtSeed1(StopsAtSeed1):
     """FIFO whose episode of seed 1 is cut by Ctrl-C (KeyboardInterrupt, as the serial backend gets it)."""
 
     name = "fifo"
-
-    def __init__(self) -> None:
-        import baselines
-
-        self.inner, self.seed = baselines.make_policy("fifo"), None
-
-    def reset(self, seed=None):
-        self.seed = seed
-        self.inner.reset(seed)
-
-    def act(self, observations, infos):
-        if self.seed == 1:
-            raise KeyboardInterrupt
-        return self.inner.act(observations, infos)
 
 
 def _one_line_error(capsys) -> str:

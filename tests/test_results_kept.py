@@ -19,6 +19,7 @@ import pytest
 
 from baselines.cli import main as cluster_bench
 from baselines.harness import files
+from tests.helpers import StopsAtSeed1
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
@@ -28,39 +29,18 @@ TOY = ["--scenario", "toy-v0", "--seeds", "0-2", "--backend", "serial", "--quiet
 HERE = __name__          # how pytest imported this module: the policies below are named through it
 
 
-class _StopsAtSeed1:
-    """FIFO whose episode of seed 1 stops: ``error`` is raised there."""
-
-    name = "fifo-stops"
-    error: type = KeyboardInterrupt
-
-    def __init__(self) -> None:
-        import baselines
-
-        self.inner, self.seed = baselines.make_policy("fifo"), None
-
-    def reset(self, seed=None):
-        self.seed = seed
-        self.inner.reset(seed)
-
-    def act(self, observations, infos):
-        if self.seed == 1:
-            raise self.error("stopped at seed 1")
-        return self.inner.act(observations, infos)
-
-
-class CtrlCAtSeed1(_StopsAtSeed1):
+class CtrlCAtSeed1(StopsAtSeed1):
     """Ctrl-C during the episode of seed 1 (KeyboardInterrupt, as the serial backend gets it)."""
 
 
-class FailsAtSeed1(_StopsAtSeed1):
+class FailsAtSeed1(StopsAtSeed1):
     """An episode that raises (as an agent with ``invalid_action: raise`` does)."""
 
     name = "fifo-fails"
     error = ValueError
 
 
-class MarkedFifo(_StopsAtSeed1):
+class MarkedFifo(StopsAtSeed1):
     """FIFO that leaves a marker file per episode (in ``$RESULTS_KEPT_MARKERS``) when it starts."""
 
     name = "fifo-marked"
@@ -88,7 +68,7 @@ class FailsAfterOthers(FailsAtSeed1):
         return super().act(observations, infos)
 
 
-class LongName(_StopsAtSeed1):
+class LongName(StopsAtSeed1):
     """A policy whose label makes a timeline name longer than a file system takes."""
 
     name = "x" * 236

@@ -31,14 +31,6 @@ def _finite_records(records: list, policy: str) -> list:
     return mine
 
 
-@pytest.fixture(scope="module")
-def torch():
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("sb3_contrib")
-    torch.set_num_threads(1)
-    return torch
-
-
 @pytest.mark.parametrize("algorithm", ["PPO", "MaskablePPO"])
 def test_a_model_trained_on_the_default_view_scores_in_one_line(torch, tmp_path, capsys, algorithm):
     import gymnasium
