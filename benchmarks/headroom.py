@@ -94,14 +94,25 @@ def format_table(result: dict) -> str:
 
 #: Rows of the room table read from the shipped optimality table, and the policies run beside them.
 ROOM_TABLE_ROWS = ("lower bound", "best-known", "best rule per window")
-ROOM_POLICIES = ("las-migrate", "dual")
+#: The yardstick (``baselines.yardstick``) comes first; ``fifo`` and ``random`` are always shown.
+ROOM_POLICIES = ("las-migrate", "las", "fifo", "random", "dual")
 
 
-def room(scenario: str, windows: int = 100, policies=ROOM_POLICIES, workers: int = 1) -> dict:
+def room_policies(scenario: str) -> tuple:
+    """The policies of ``scenario``'s room table: its yardstick, then :data:`ROOM_POLICIES`."""
+    from baselines.yardstick import yardstick
+
+    return tuple(dict.fromkeys((yardstick(scenario), *ROOM_POLICIES)))
+
+
+def room(scenario: str, windows: int = 100, policies=None, workers: int = 1) -> dict:
     """The room table of ``scenario``: per row, the paired ratio to the best-known value and the
-    geometric-mean ratio to the lower bound, over the table's test windows below ``windows``."""
-    from baselines.harness.stats import geo_mean_ci
+    geometric-mean ratio to the lower bound, over the table's test windows below ``windows``
+    (``policies``: default :func:`room_policies`)."""
     from baselines.optimality import load_table
+
+    if policies is None:
+        policies = room_policies(scenario)
 
     table = load_table(scenario)
     if not table:
@@ -153,7 +164,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--out", default=None, help="write the records and the table's rows as JSON")
     p.add_argument("--optimality", action="store_true",
-                   help="the room table: lower bound, best-known, best rule, las-migrate, dual (shipped tables)")
+                   help="the room table: lower bound, best-known, best rule, the yardstick, las-migrate, fifo, "
+                        "random, dual (shipped tables)")
     args = p.parse_args(argv)
     if args.windows < 1:
         p.error("--windows must be >= 1")

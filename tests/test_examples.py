@@ -50,7 +50,7 @@ def test_train_dual_agent_tiny_budget(tmp_path):
                        "--out", str(tmp_path / "run"), "--quiet", timeout=300)
     assert "dual (this run)" in text and "fifo+fastest" in text
     assert "mean avg JCT" in text
-    # Paired with philly-v1's yardstick (las, added), and no verdict on two windows.
+    # Paired with philly-v0's yardstick (las, added), and no verdict on two windows.
     assert "avg_jct vs las" in text and "dual (this run): " in text and "x las [" in text
     assert "no verdict: 2 distinct windows" in text and "A real run" in text
     assert (tmp_path / "run" / "last.pt").is_file()

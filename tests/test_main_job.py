@@ -37,8 +37,8 @@ def test_bare_cluster_bench_run(tmp_path):
     # share; the plots exist.
     from baselines.yardstick import yardstick
 
-    assert data["meta"]["reference"] == yardstick(DEFAULT_SCENARIO) == "las"
-    assert "vs las, the scenario's yardstick" in done.stdout and "fallback" in done.stdout
+    assert data["meta"]["reference"] == yardstick(DEFAULT_SCENARIO) == "las-migrate"
+    assert "vs las-migrate, the scenario's yardstick" in done.stdout and "fallback" in done.stdout
     assert "Traceback" not in done.stderr
     assert {"fifo", "random"} <= {e["policy"] for e in episodes}
     for name in ("results.csv", "summary.csv", "jct_cdf.png", "paired_avg_jct.png", "utilization.png"):

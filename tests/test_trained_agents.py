@@ -64,9 +64,9 @@ def test_a_model_trained_on_the_default_view_scores_in_one_line(torch, tmp_path,
                                   env_kwargs={"jobs_per_episode": JOBS}, backend="serial")
     _finite_records(score.records, name)
     row = next(r for r in score.summary if r["policy"] == name)
-    # Paired with the scenario's yardstick (las on philly-v1); the fallback's share is counted.
-    assert row["reference"] == "las" and math.isfinite(row["ratio_avg_jct"]) and row["ratio_avg_jct_n"] == 2
-    assert 0.0 <= row["fallback_share"] <= 1.0 and score.reference == "las"
+    # Paired with the scenario's yardstick (las-migrate on philly-v1, added); the fallback's share is counted.
+    assert row["reference"] == "las-migrate" and math.isfinite(row["ratio_avg_jct"]) and row["ratio_avg_jct_n"] == 2
+    assert 0.0 <= row["fallback_share"] <= 1.0 and score.reference == "las-migrate"
     assert name in str(score) and "las" in str(score)
 
 

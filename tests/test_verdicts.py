@@ -53,7 +53,7 @@ def test_every_scenario_has_a_yardstick_that_no_duration_blind_named_rule_beats(
 
 
 def test_yardstick_of_a_users_trace_is_its_base_scenarios():
-    assert yardstick("philly-hetero-v2") == "las-migrate" and yardstick("philly-v1") == "las"
+    assert yardstick("philly-hetero-v2") == "las-migrate" and yardstick("philly-v1") == "las-migrate"
     assert yardstick("philly-hetero-v2+my_jobs.csv") == "las-migrate"
     assert yardstick("no-such-scenario") == "las"
 
