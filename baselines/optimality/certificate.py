@@ -75,6 +75,18 @@ class Replay:
         """Both paths give the claimed value to the last bit, on the certificate's window."""
         return self.window == cert.window and self.api == cert.avg_jct and self.compiled == cert.avg_jct
 
+    def agrees(self, cert: Certificate) -> bool:
+        """The portable check: on the certificate's window both paths give the same value to the
+        last bit, and it is the claim within the scores files' relative tolerance
+        (``baselines.harness.scores.DEFAULT_REL_TOL``). A CPU whose math library rounds ``exp`` or
+        ``log`` differently in the last bit (numpy dispatches them by instruction set) replays a
+        certificate made elsewhere to this, not to the claim's bits."""
+        from baselines.harness.scores import DEFAULT_REL_TOL
+
+        paths = [v for v in (self.api, self.compiled) if not math.isnan(v)]
+        return (self.window == cert.window and bool(paths) and len(set(paths)) == 1
+                and abs(paths[0] - cert.avg_jct) <= DEFAULT_REL_TOL * abs(cert.avg_jct))
+
 
 def certificate_path(scenario: str, seed: int) -> Path:
     """The shipped certificate of ``scenario``'s test window ``seed``."""
