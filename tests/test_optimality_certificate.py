@@ -45,7 +45,8 @@ def test_the_shipped_lower_bounds_are_what_the_bound_computes():
     from baselines.optimality.bound import window_lower_bound
 
     for scenario in SHIPPED:
-        assert load_table(scenario)[1].lower_bound == window_lower_bound(scenario, "test", 1).avg_jct
+        assert load_table(scenario)[1].lower_bound == pytest.approx(window_lower_bound(scenario, "test", 1).avg_jct,
+                                                                  rel=1e-9)   # exp/log may round otherwise elsewhere
 
 
 def test_every_shipped_certificate_replays_to_its_value_in_the_compiled_engine():
