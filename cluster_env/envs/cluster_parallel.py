@@ -521,11 +521,16 @@ class ClusterParallelEnv(ParallelEnv):
         if self.sim is None:
             raise RuntimeError("call reset() first")
         sim = self.sim
-        return compute_metrics(
+        metrics = compute_metrics(
             sim.submit, sim.jobs.first_start, sim.jobs.finish, sim.ideal_runtime, sim.workload.tenant,
             total_gpus=sim.total_gpus, busy_gpu_seconds=sim.busy_gpu_seconds, total_fee=sim.fee,
             energy_joules=sim.energy_joules, preemptions=sim.preemptions, end_time=sim.now,
             held=sim.jobs.held)
+        if sim.workload.has_objectives:     # classes, deadlines, quotas: docs/objectives.md
+            from cluster_env.core.objectives import objective_metrics
+
+            metrics.update(objective_metrics(sim.workload, sim.jobs.finish, sim.ideal_runtime, sim.total_gpus))
+        return metrics
 
     def render(self):
         if self.sim is None:
