@@ -40,7 +40,7 @@ from baselines.cli_outputs import (RUN_FILES, RUN_PARTIAL_FILES, SWEEP_FILES, SW
 from baselines.cli_support import (USER_ERRORS, OneLineParser, UsageError, check_run, column_overrides, csv_overrides,
                                    custom_trace_notes, policy_listing, pop_flag, report)
 from baselines.model_trust import add_trust_flag, trust_from_args
-from baselines.registry import BASELINE_NAMES, default_baselines
+from baselines.registry import BASELINE_NAMES, OBJECTIVE_BASELINES, default_baselines
 from baselines.yardstick import yardstick
 from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 
@@ -126,6 +126,8 @@ def default_policies(scenario: str) -> list[str]:
     try:
         chosen = cluster_env.get_scenario(scenario)
         names = list(default_baselines(chosen.cluster().gpu_type_names, chosen.world.reference_gpu))
+        if chosen.workload().has_objectives:      # classes, deadlines, quotas: their baselines too
+            names += [n for n in OBJECTIVE_BASELINES if n not in names]
     except (KeyError, ValueError):      # not a registered scenario name: the plain baselines
         pass
     if yardstick(scenario) not in names:      # the default reference is always scored
@@ -164,7 +166,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     import cluster_env
     from baselines.harness.episode import env_mismatch, env_settings, policy_name
     from baselines.harness.files import estimate_bytes, reserve_folder, written_together
-    from baselines.harness.report import format_table, write_csv, write_json, write_summary_csv
+    from baselines.harness.report import format_table, table_metrics, write_csv, write_json, write_summary_csv
     from baselines.harness.sweep import make_tasks, resolve_policy, run_tasks, stopped_results
 
     if args.scenario not in cluster_env.list_scenarios():
@@ -231,7 +233,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return write_partial(json_path, write, stopped, len(tasks), "cluster-bench run")
     wall = time.perf_counter() - t0
     records = [r.record for r in results]
-    print(format_table(records, markdown=args.markdown, reference=args.reference))
+    print(format_table(records, table_metrics(records), markdown=args.markdown, reference=args.reference))
     print(f"arrivals: {arrivals}")
     plot_error: Optional[Exception] = None
     # All new files, or on a failure all old ones; the previous run's other files go.

@@ -42,6 +42,15 @@ SUMMARY_METRICS = (*METRIC_KEYS, *DERIVED_METRICS)
 #: Metrics shown in the printed table (the files have all of them, the preemption count too).
 TABLE_METRICS = ("avg_jct", "p95_jct", "avg_queue_delay", "avg_slowdown", "gpu_utilization", "total_fee",
                  "preemptions_per_job")
+def table_metrics(records: Sequence[dict[str, Any]]) -> tuple[str, ...]:
+    """:data:`TABLE_METRICS`, then the service-objective metrics the records carry (a scenario
+    with classes, deadlines or quotas: :data:`cluster_env.core.objectives.OBJECTIVE_KEYS`)."""
+    from cluster_env.core.objectives import OBJECTIVE_KEYS
+
+    extra = tuple(k for k in OBJECTIVE_KEYS if k != "deadline_jobs" and any(k in r for r in records))
+    return TABLE_METRICS + extra
+
+
 #: Metrics whose paired ratio to the reference the summaries carry (the table shows the first).
 PAIRED_METRICS = ("avg_jct", "p95_jct", "avg_slowdown")
 

@@ -86,7 +86,8 @@ times so far, attained service of every candidate, and three more ``global`` col
 phase and the finished run times; see :mod:`cluster_env.envs.observation_ext`; or
 ``"extended-v2"``: ``"extended"`` plus eight ``jobs`` columns with each running candidate's
 placement, machines, GPU types, its speed against the best one free machine offers now, spread,
-time since its start; see :mod:`cluster_env.envs.observation_place`). Every argument is checked when the environment is
+time since its start; see :mod:`cluster_env.envs.observation_place`; or ``"objectives-v1"``: the default
+layout plus each candidate's class, deadline and tenant quota, :mod:`cluster_env.envs.observation_obj`). Every argument is checked when the environment is
 built: a wrong type or value is a ``TypeError`` or ``ValueError`` that names it.
 
 **Version history.** v0 (0.1.0): first release. Same environment version, new scenario versions:
@@ -113,6 +114,7 @@ from cluster_env.core.rewards import JCTReward, StepStats, make_reward
 from cluster_env.core.simulator import ClusterSimulator
 from cluster_env.envs.observation import ObservationBuilder
 from cluster_env.envs.observation_ext import ExtendedObservationBuilder, check_observation_mode
+from cluster_env.envs.observation_obj import ObjectiveObservationBuilder
 from cluster_env.envs.observation_place import PlacementObservationBuilder
 from cluster_env.errors import InvalidActionError
 from cluster_env.loaders.csvio import check_column_map
@@ -244,6 +246,8 @@ class ClusterParallelEnv(ParallelEnv):
         elif self.observation_mode == "extended-v2":
             self.builder = PlacementObservationBuilder(*builder_args, scheduling_tick=sched.scheduling_tick,
                                                        **speed_args)
+        elif self.observation_mode == "objectives-v1":
+            self.builder = ObjectiveObservationBuilder(*builder_args, **speed_args)
         else:
             self.builder = ObservationBuilder(*builder_args, **speed_args)
         self.observation_spaces = self.builder.observation_spaces
