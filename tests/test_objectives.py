@@ -210,3 +210,18 @@ def test_objective_baselines_are_registered_and_api_only():
     for name in OBJECTIVE_BASELINES:
         with pytest.raises(engine.Unsupported):
             engine.check_request(name, {})
+
+
+def test_objective_reward_returns_minus_the_misses_and_the_class_jct():
+    from cluster_env.core.rewards import ObjectiveReward
+
+    w = workload([(0, 1000, 4, 0, 0, NAN), (0, 1000, 4, 0, 1, 1500), (0, 500, 4, 0, 1, 600),
+                  (0, 100, 4, 0, 0, NAN), (0, 100, 4, 0, 1, 50)])
+    # edf's schedule (test above): E 100, C 600, B 1600 (missed), A 2600, D 2700; E and B missed.
+    for reward, expected in ((ObjectiveReward(jct=0.0, deadline=1.0), -2 / 3),
+                             (ObjectiveReward(jct=0.0, deadline=0.0, high_priority=1.0, time_unit=1.0),
+                              -(100 + 600 + 1600) / 3),
+                             (ObjectiveReward(jct=0.0, deadline=0.0, best_effort=1.0, time_unit=1.0),
+                              -(2600 + 2700) / 2)):
+        result = run_episode(make_policy("edf"), scenario(w), "test", 0, env_kwargs={"reward": reward})
+        assert result.record["return"] == pytest.approx(expected)

@@ -27,7 +27,7 @@ see docs/objectives.md for the sources):
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -128,3 +128,26 @@ def attainment_bound(w: "Workload", ideal_runtime: np.ndarray) -> float:
     due = deadlines(w)
     has = ~np.isnan(due)
     return float((has & (due >= ideal_runtime)).sum() / has.sum()) if has.any() else float("nan")
+
+
+class ObjectiveTotals(NamedTuple):
+    """Running totals of an episode at one instant, from which objective rewards take differences."""
+
+    hp_seconds: float            # time in the system so far summed over high-priority jobs
+    be_seconds: float            # the same over best-effort jobs
+    deadline_misses: int         # deadline jobs missed so far (finished late, or unfinished past due)
+    num_hp: int                  # high-priority jobs of the episode
+    num_be: int                  # best-effort jobs of the episode
+    num_deadline: int            # deadline jobs of the episode
+
+
+def objective_totals(w: "Workload", finish: np.ndarray, now: float) -> ObjectiveTotals:
+    """:class:`ObjectiveTotals` at time ``now`` (``finish``: NaN for jobs not finished)."""
+    end = np.where(np.isnan(finish), now, finish)
+    in_system = np.maximum(end - w.submit, 0.0)
+    high = job_classes(w) == HIGH_PRIORITY
+    due = deadlines(w)
+    has = ~np.isnan(due)
+    missed = has & (end - w.submit > due)
+    return ObjectiveTotals(float(in_system[high].sum()), float(in_system[~high].sum()), int(missed.sum()),
+                           int(high.sum()), int((~high).sum()), int(has.sum()))

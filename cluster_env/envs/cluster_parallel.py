@@ -293,6 +293,7 @@ class ClusterParallelEnv(ParallelEnv):
         self.fallbacks = 0          # decisions the fallback rule played instead of a forbidden action
         self._preempted_now: tuple[float, dict] = (-1.0, {})   # (instant, {job: preemptions in it})
         self._last = (0.0, 0.0, 0.0, 0.0, 0)
+        self._objectives_last = None
         # Per event: the compiled skip-idle loop (a cold start's largest compile) waits for step.
         self._skip_idle_epochs(fused=False)
         obs = self._observe()
@@ -491,8 +492,18 @@ class ClusterParallelEnv(ParallelEnv):
             return -float(js - js0) / (max(sim.num_jobs, 1) * self._jct_unit)
         t0, js0, fee0, en0, fin0 = self._last
         # dt, job_seconds, fee, energy_kwh, jobs_finished, num_jobs
+        objectives = None
+        if getattr(self.reward_fn, "needs_objectives", False):
+            from cluster_env.core.objectives import objective_totals
+
+            now = objective_totals(sim.workload, sim.jobs.finish, sim.now)
+            before = self._objectives_last or now._replace(hp_seconds=0.0, be_seconds=0.0, deadline_misses=0)
+            objectives = now._replace(hp_seconds=now.hp_seconds - before.hp_seconds,
+                                      be_seconds=now.be_seconds - before.be_seconds,
+                                      deadline_misses=now.deadline_misses - before.deadline_misses)
+            self._objectives_last = now
         stats = StepStats(sim.now - t0, sim.job_seconds - js0, sim.fee - fee0, (sim.energy_joules - en0) / 3.6e6,
-                          sim.finished_count - fin0, sim.num_jobs)
+                          sim.finished_count - fin0, sim.num_jobs, objectives)
         self._last = (sim.now, sim.job_seconds, sim.fee, sim.energy_joules, sim.finished_count)
         return float(self.reward_fn(stats))
 
