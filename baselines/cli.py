@@ -294,8 +294,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     if args.scenario not in cluster_env.list_scenarios():
         raise UsageError(f"unknown scenario {args.scenario!r}", f"scenarios: {', '.join(cluster_env.list_scenarios())}")
-    if args.metric not in METRIC_KEYS:
-        raise UsageError(f"unknown metric {args.metric!r}", f"metrics: {', '.join(METRIC_KEYS)}")
+    from cluster_env.core.objectives import OBJECTIVE_KEYS
+
+    if args.metric not in METRIC_KEYS + OBJECTIVE_KEYS:
+        raise UsageError(f"unknown metric {args.metric!r}", f"metrics: {', '.join(METRIC_KEYS)}; on a scenario with "
+                                                            f"service objectives also {', '.join(OBJECTIVE_KEYS)}")
+    if args.metric in OBJECTIVE_KEYS and not cluster_env.get_scenario(args.scenario).workload().has_objectives:
+        raise UsageError(f"{args.scenario} has no service objectives: {args.metric!r} is not measured there",
+                         "scenarios with objectives: philly-slo-v1, philly-tenants-v1 (docs/objectives.md)")
     partial = partial_file(args.out) if args.out else None
     if args.out:                       # checked and locked before any episode runs
         from baselines.harness.files import estimate_bytes, reserve_file

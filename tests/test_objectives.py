@@ -225,3 +225,20 @@ def test_objective_reward_returns_minus_the_misses_and_the_class_jct():
                               -(2600 + 2700) / 2)):
         result = run_episode(make_policy("edf"), scenario(w), "test", 0, env_kwargs={"reward": reward})
         assert result.record["return"] == pytest.approx(expected)
+
+
+def test_objective_yardsticks_are_the_best_duration_blind_rule_on_the_checked_in_scores():
+    import json
+    from pathlib import Path
+
+    from baselines.harness.stats import lower_is_better
+    from baselines.yardstick import DURATION_BLIND_RULES, OBJECTIVE_RULES, OBJECTIVE_YARDSTICKS
+
+    root = Path(__file__).resolve().parents[1] / "baselines" / "scores"
+    candidates = DURATION_BLIND_RULES + OBJECTIVE_RULES
+    for scenario, table in OBJECTIVE_YARDSTICKS.items():
+        scores = json.loads((root / f"{scenario}.json").read_text())["scores"][scenario]
+        for metric, rule in table.items():
+            mean = {p: np.mean([s[metric] for s in scores[p].values()]) for p in candidates}
+            sign = 1.0 if lower_is_better(metric) else -1.0
+            assert rule == min(candidates, key=lambda p: sign * mean[p]), (scenario, metric)
