@@ -242,3 +242,27 @@ def test_objective_yardsticks_are_the_best_duration_blind_rule_on_the_checked_in
             mean = {p: np.mean([s[metric] for s in scores[p].values()]) for p in candidates}
             sign = 1.0 if lower_is_better(metric) else -1.0
             assert rule == min(candidates, key=lambda p: sign * mean[p]), (scenario, metric)
+
+
+def test_cluster_bench_run_scores_the_objective_baselines_and_shows_their_metrics(tmp_path, capsys):
+    import csv
+
+    from baselines.cli import default_policies
+    from baselines.cli import main as cluster_bench
+
+    assert set(OBJECTIVE_BASELINES) <= set(default_policies("philly-slo-v1"))
+    assert not set(OBJECTIVE_BASELINES) & set(default_policies("philly-hetero-v3"))
+    out = tmp_path / "res"
+    assert cluster_bench(["run", "--scenario", "philly-slo-v1", "--policies", "edf,priority", "--seeds", "0",
+                          "--out", str(out), "--backend", "serial", "--quiet", "--no-plots"]) == 0
+    text = capsys.readouterr().out
+    assert "deadline_attainment (fraction)" in text and "hp_avg_jct (s)" in text and "edf" in text
+    rows = list(csv.DictReader(open(out / "results.csv")))
+    assert {r["policy"] for r in rows} >= {"edf", "priority"}
+    assert all(0.0 <= float(r["deadline_attainment"]) <= 1.0 for r in rows)
+    capsys.readouterr()
+    assert cluster_bench(["compare", "quota", "ftf", "--scenario", "philly-tenants-v1", "--metric",
+                          "ftf_max_rho", "--seeds", "0", "--backend", "serial"]) == 0
+    assert "ratio quota/ftf" in capsys.readouterr().out
+    assert cluster_bench(["compare", "edf", "tias", "--scenario", "philly-v1", "--metric",
+                          "deadline_attainment", "--seeds", "0"]) == 2

@@ -329,7 +329,8 @@ def write_csv(records: Sequence[dict[str, Any]], path: "str | Path") -> Path:
     from baselines.harness.files import atomic_write
 
     def write(f) -> None:
-        writer = csv.DictWriter(f, fieldnames=list(RECORD_KEYS), extrasaction="ignore")
+        objectives = [k for k in OBJECTIVE_KEYS if any(k in r for r in records)]    # a scenario with them
+        writer = csv.DictWriter(f, fieldnames=[*RECORD_KEYS, *objectives], extrasaction="ignore")
         writer.writeheader()
         writer.writerows(records)
 
