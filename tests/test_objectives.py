@@ -188,6 +188,9 @@ def test_quota_runs_primaries_first_lets_a_tenant_borrow_and_reclaims():
     done, res = finishes("quota", w, tick=100)
     assert done == {"A": 1000, "B": 1700, "C": 500, "D": 800}
     assert res.record["preemptions"] == 1
+    # Quota violation: tenant 1 asked for its 2 guaranteed GPUs (D) from 550 and got them at 600:
+    # 2 x 50 GPU-s short, of 2 x 1700 (tenant 0) + 2 x 500 (C) + 2 x 250 (D) owed.
+    assert res.record["quota_violation"] == pytest.approx(100 / 4900)
 
 
 def test_ftf_serves_the_tenant_furthest_behind_first():

@@ -23,6 +23,10 @@ see docs/objectives.md for the sources):
 ``ftf_max_rho``          Themis' finish-time fairness: the largest tenant mean of
                          rho = JCT / T_ideal, T_ideal = ideal runtime x max(1, GPUs / (G / N)),
                          the job alone on a 1/N share of the G GPUs (N tenants in the episode)
+``quota_violation``      (tenant quotas only) share of the guaranteed GPU-time a tenant asked for
+                         and did not get: the integral over time of sum over tenants of
+                         max(0, min(quota x G, GPUs its arrived unfinished jobs ask) - GPUs they
+                         hold), over the integral of sum of min(quota x G, GPUs asked); in [0, 1]
 =======================  =========================================================================
 """
 from __future__ import annotations
@@ -40,7 +44,7 @@ BEST_EFFORT, HIGH_PRIORITY = 0, 1
 #: Spellings the workload CSV accepts for each class (case-insensitive).
 CLASS_SPELLINGS = {"best-effort": 0, "be": 0, "spot": 0, "high-priority": 1, "hp": 1}
 OBJECTIVE_KEYS = ("deadline_jobs", "deadline_attainment", "hp_avg_jct", "be_avg_jct", "tenant_max_slowdown",
-                  "ftf_max_rho")
+                  "ftf_max_rho", "quota_violation")
 
 
 def check_objective_fields(w: "Workload") -> None:
@@ -92,10 +96,12 @@ def deadlines(w: "Workload") -> np.ndarray:
     return w.deadline if w.deadline is not None else np.full(w.num_jobs, np.nan)
 
 
-def objective_metrics(w: "Workload", finish: np.ndarray, ideal_runtime: np.ndarray,
-                      total_gpus: int) -> dict[str, float]:
+def objective_metrics(w: "Workload", finish: np.ndarray, ideal_runtime: np.ndarray, total_gpus: int,
+                      allocations: "list | None" = None, now: float = float("nan")) -> dict[str, float]:
     """The :data:`OBJECTIVE_KEYS` of one episode from its workload and per-job finish times (NaN:
-    unfinished). ``ideal_runtime`` is the metrics' (:func:`cluster_env.core.metrics.compute_metrics`)."""
+    unfinished). ``ideal_runtime`` is the metrics' (:func:`cluster_env.core.metrics.compute_metrics`).
+    ``quota_violation`` is there for a workload with quotas when ``allocations`` (the simulator's
+    allocation log) and the clock ``now`` are given."""
     done = ~np.isnan(finish)
     jct = finish - w.submit
     due = deadlines(w)
@@ -112,7 +118,7 @@ def objective_metrics(w: "Workload", finish: np.ndarray, ideal_runtime: np.ndarr
     rho = jct / (ideal_runtime * np.maximum(1.0, w.gpus / share))
     per_tenant_slow = [mean(done & (w.tenant == t), slowdown) for t in tenants]
     per_tenant_rho = [mean(done & (w.tenant == t), rho) for t in tenants]
-    return {
+    out = {
         "deadline_jobs": int(has.sum()),
         "deadline_attainment": float(met.sum() / has.sum()) if has.any() else float("nan"),
         "hp_avg_jct": mean(done & (cls == HIGH_PRIORITY), jct),
@@ -120,6 +126,37 @@ def objective_metrics(w: "Workload", finish: np.ndarray, ideal_runtime: np.ndarr
         "tenant_max_slowdown": float(np.nanmax(per_tenant_slow)) if done.any() else float("nan"),
         "ftf_max_rho": float(np.nanmax(per_tenant_rho)) if done.any() else float("nan"),
     }
+    if w.tenant_quota is not None and allocations is not None:
+        out["quota_violation"] = quota_violation(w, finish, allocations, total_gpus, now)
+    return out
+
+
+def quota_violation(w: "Workload", finish: np.ndarray, allocations: list, total_gpus: int, now: float) -> float:
+    """``quota_violation`` (module docstring) from the simulator's allocation log
+    ``[(time, job, [(machine, gpus), ...] or None)]``, over [first submit, ``now``]; NaN when no
+    tenant with a quota asked for GPUs."""
+    tenants = max(w.num_tenants, 1)
+    guaranteed = np.nan_to_num(w.tenant_quota[:tenants], nan=0.0) * total_gpus
+    end = np.where(np.isnan(finish), now, finish)
+    # Piecewise-constant demand and holding per tenant: +/- GPUs at each change.
+    times = [w.submit, end, np.array([t for t, _, _ in allocations], dtype=np.float64)]
+    grid = np.unique(np.concatenate([*times, [now]]))
+    grid = grid[grid <= now]
+    demand = np.zeros((len(grid), tenants))
+    held = np.zeros((len(grid), tenants))
+    np.add.at(demand, (np.searchsorted(grid, w.submit), w.tenant), w.gpus)
+    np.add.at(demand, (np.searchsorted(grid, np.minimum(end, now)), w.tenant), -w.gpus)
+    holding: dict[int, int] = {}
+    for t, job, alloc in allocations:
+        i = int(np.searchsorted(grid, t))
+        gpus = 0 if alloc is None else sum(g for _, g in alloc)
+        held[i, w.tenant[job]] += gpus - holding.get(job, 0)
+        holding[job] = gpus
+    demand, held = np.cumsum(demand, axis=0)[:-1], np.cumsum(held, axis=0)[:-1]
+    dt = np.diff(grid)[:, None]
+    owed = np.minimum(guaranteed[None, :], demand)
+    total = float((owed * dt).sum())
+    return float((np.maximum(owed - held, 0.0) * dt).sum() / total) if total > 0 else float("nan")
 
 
 def attainment_bound(w: "Workload", ideal_runtime: np.ndarray) -> float:

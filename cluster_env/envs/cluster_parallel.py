@@ -286,6 +286,10 @@ class ClusterParallelEnv(ParallelEnv):
         self.sim = ClusterSimulator(self.cluster, workload, self.world, rng,
                                     preemption=self.sched.preemption,
                                     scheduling_tick=self.sched.scheduling_tick, time_limit=self.sched.max_time)
+        if workload.tenant_quota is not None:
+            # Quota violations need each tenant's GPUs over time: the allocation log keeps them
+            # (the per-event path; the same episode as without it).
+            self.sim.allocation_log = []
         self.builder.bind(self.sim, max(workload.num_tenants, 1))
         self.agents = list(AGENTS)
         self.phase = ORDER
@@ -544,7 +548,8 @@ class ClusterParallelEnv(ParallelEnv):
         if sim.workload.has_objectives:     # classes, deadlines, quotas: docs/objectives.md
             from cluster_env.core.objectives import objective_metrics
 
-            metrics.update(objective_metrics(sim.workload, sim.jobs.finish, sim.ideal_runtime, sim.total_gpus))
+            metrics.update(objective_metrics(sim.workload, sim.jobs.finish, sim.ideal_runtime, sim.total_gpus,
+                                             allocations=sim.allocation_log, now=sim.now))
         return metrics
 
     def render(self):
