@@ -52,7 +52,8 @@ OBJECTIVE_RULES = ("edf", "tias", "priority", "quota", "ftf")
 #: Average JCT keeps :data:`YARDSTICKS`'.
 OBJECTIVE_YARDSTICKS: dict[str, dict[str, str]] = {
     "philly-slo-v1": {"deadline_attainment": "las-migrate", "hp_avg_jct": "las-migrate", "be_avg_jct": "tias"},
-    "philly-tenants-v1": {"tenant_max_slowdown": "quota", "ftf_max_rho": "quota", "fairness": "las"},
+    "philly-tenants-v1": {"tenant_max_slowdown": "quota", "ftf_max_rho": "quota", "fairness": "las",
+                          "quota_violation": "ftf"},
 }
 #: Named rules that read no durations: the candidates for a yardstick.
 DURATION_BLIND_RULES = ("random", "fifo", "fifo-strict", "tiresias", "las", "las-migrate", "gittins")

@@ -43,6 +43,7 @@ METRIC_LABELS: dict[str, MetricLabel] = {
     "be_avg_jct": MetricLabel("average JCT of best-effort jobs", "s"),
     "tenant_max_slowdown": MetricLabel("largest tenant mean slowdown", "x"),
     "ftf_max_rho": MetricLabel("finish-time fairness (largest tenant mean rho)", "x"),
+    "quota_violation": MetricLabel("share of guaranteed GPU-time not delivered", "fraction"),
 }
 
 _HOUR = 3600.0
