@@ -269,3 +269,10 @@ def test_cluster_bench_run_scores_the_objective_baselines_and_shows_their_metric
     assert "ratio quota/ftf" in capsys.readouterr().out
     assert cluster_bench(["compare", "edf", "tias", "--scenario", "philly-v1", "--metric",
                           "deadline_attainment", "--seeds", "0"]) == 2
+
+
+def test_named_objectives_reward_returns_minus_jct_hours_and_the_missed_share():
+    result = run_episode(make_policy("edf"), "philly-slo-v1", "test", 1, env_kwargs={"reward": "objectives"})
+    rec = result.record
+    assert rec["jobs_unfinished"] == 0
+    assert rec["return"] == pytest.approx(-rec["avg_jct"] / 3600 - (1 - rec["deadline_attainment"]), rel=1e-9)
