@@ -43,7 +43,7 @@ from baselines.cli_outputs import (RUN_FILES, RUN_PARTIAL_FILES, SWEEP_FILES, SW
 from baselines.cli_support import (USER_ERRORS, OneLineParser, UsageError, check_run, column_overrides, csv_overrides,
                                    custom_trace_notes, policy_listing, pop_flag, report)
 from baselines.model_trust import add_trust_flag, trust_from_args
-from baselines.registry import BASELINE_NAMES, default_baselines
+from baselines.registry import BASELINE_NAMES, OBJECTIVE_BASELINES, default_baselines
 from baselines.yardstick import yardstick
 from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 
@@ -129,6 +129,8 @@ def default_policies(scenario: str) -> list[str]:
     try:
         chosen = cluster_env.get_scenario(scenario)
         names = list(default_baselines(chosen.cluster().gpu_type_names, chosen.world.reference_gpu))
+        if chosen.workload().has_objectives:      # classes, deadlines, quotas: their baselines too
+            names += [n for n in OBJECTIVE_BASELINES if n not in names]
     except (KeyError, ValueError):      # not a registered scenario name: the plain baselines
         pass
     if yardstick(scenario) not in names:      # the default reference is always scored
@@ -167,7 +169,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     import cluster_env
     from baselines.harness.episode import env_mismatch, env_settings, policy_name
     from baselines.harness.files import estimate_bytes, reserve_folder, written_together
-    from baselines.harness.report import format_table, write_csv, write_json, write_summary_csv
+    from baselines.harness.report import format_table, table_metrics, write_csv, write_json, write_summary_csv
     from baselines.harness.sweep import make_tasks, resolve_policy, run_tasks, stopped_results
 
     if args.scenario not in cluster_env.list_scenarios():
@@ -234,7 +236,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return write_partial(json_path, write, stopped, len(tasks), "cluster-bench run")
     wall = time.perf_counter() - t0
     records = [r.record for r in results]
-    print(format_table(records, markdown=args.markdown, reference=args.reference))
+    print(format_table(records, table_metrics(records), markdown=args.markdown, reference=args.reference))
     print(f"arrivals: {arrivals}")
     plot_error: Optional[Exception] = None
     # All new files, or on a failure all old ones; the previous run's other files go.
@@ -295,8 +297,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     if args.scenario not in cluster_env.list_scenarios():
         raise UsageError(f"unknown scenario {args.scenario!r}", f"scenarios: {', '.join(cluster_env.list_scenarios())}")
-    if args.metric not in METRIC_KEYS:
-        raise UsageError(f"unknown metric {args.metric!r}", f"metrics: {', '.join(METRIC_KEYS)}")
+    from cluster_env.core.objectives import OBJECTIVE_KEYS
+
+    if args.metric not in METRIC_KEYS + OBJECTIVE_KEYS:
+        raise UsageError(f"unknown metric {args.metric!r}", f"metrics: {', '.join(METRIC_KEYS)}; on a scenario with "
+                                                            f"service objectives also {', '.join(OBJECTIVE_KEYS)}")
+    if args.metric in OBJECTIVE_KEYS and not cluster_env.get_scenario(args.scenario).workload().has_objectives:
+        raise UsageError(f"{args.scenario} has no service objectives: {args.metric!r} is not measured there",
+                         "scenarios with objectives: philly-slo-v1, philly-tenants-v1 (docs/objectives.md)")
     partial = partial_file(args.out) if args.out else None
     if args.out:                       # checked and locked before any episode runs
         from baselines.harness.files import estimate_bytes, reserve_file

@@ -52,6 +52,7 @@ import numpy as np
 
 from baselines.gittins import Gittins
 from baselines.migrate import DEFAULT_MIGRATE_THRESHOLD, LAS_MIGRATE_FAMILY, MigratingLAS, las_migrate_threshold
+from baselines.objective_orderers import EDF, FinishTimeFair, QuotaAware, StrictPriority, TwoLevel
 from baselines.orderers import FIFO, LAS, SJF, OracleSRPT, RandomOrderer, Tiresias
 from baselines.placers import BestFit, FastestFirst, FirstFit, OraclePlacer, RandomPlacer, Spread
 from baselines.policy import ComposedPolicy, Orderer, Placer
@@ -68,6 +69,13 @@ ORDERERS: dict[str, Callable[..., Orderer]] = {
     "srpt": OracleSRPT,
     "oracle": OracleSRPT,          # deprecated alias of srpt (DEPRECATED_NAMES)
     "random": RandomOrderer,
+    # Service objectives (docs/objectives.md): they read the objectives-v1 observation.
+    "edf": EDF,
+    "edf-clairvoyant": lambda **kw: EDF(clairvoyant=True, **kw),
+    "tias": TwoLevel,
+    "priority": StrictPriority,
+    "quota": QuotaAware,
+    "ftf": FinishTimeFair,
 }
 PLACERS: dict[str, Callable[..., Placer]] = {
     "first-fit": FirstFit,
@@ -89,14 +97,23 @@ NAMED = {
     "las-migrate": ("las-migrate", "fastest"),
     "gittins": ("gittins", "consolidate"),
     "srpt-clairvoyant": ("srpt", "clairvoyant"),
+    "edf": ("edf", "fastest"),
+    "edf-clairvoyant": ("edf-clairvoyant", "fastest"),
+    "tias": ("tias", "fastest"),
+    "priority": ("priority", "fastest"),
+    "quota": ("quota", "fastest"),
+    "ftf": ("ftf", "fastest"),
 }
+#: The named baselines of service objectives: a default run scores them on a scenario whose jobs
+#: carry classes, deadlines or quotas (docs/objectives.md), not elsewhere.
+OBJECTIVE_BASELINES = ("edf", "edf-clairvoyant", "tias", "priority", "quota", "ftf")
 #: Names that still resolve but warn: a named policy, an orderer or a placer -> its new name.
 DEPRECATED_NAMES = {"oracle": "srpt-clairvoyant"}
 DEPRECATED_ORDERERS = {"oracle": "srpt"}
 DEPRECATED_PLACERS = {"oracle": "clairvoyant"}
 #: The named baselines every scenario's default run holds, in table order (``las-migrate`` only
 #: on heterogeneous clusters: :func:`default_baselines`).
-BASELINE_NAMES = tuple(name for name in NAMED if name != "las-migrate")
+BASELINE_NAMES = tuple(name for name in NAMED if name != "las-migrate" and name not in OBJECTIVE_BASELINES)
 #: Named baselines a default run adds on a heterogeneous cluster whose GPU types differ in speed by
 #: at least the migration threshold: the migration yardstick (its scores are checked in for the v1
 #: scenarios).

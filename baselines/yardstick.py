@@ -40,6 +40,22 @@ YARDSTICKS: dict[str, str] = {
     "modern-v1": "las-migrate",
     "philly-hetero-v3": "las-migrate",
     "modern-v2": "las-migrate",
+    # Service-objective scenarios: the yardstick of average JCT, by the same rule; the yardstick of
+    # each objective metric is OBJECTIVE_YARDSTICKS'.
+    "philly-slo-v1": "las-migrate",
+    "philly-tenants-v1": "las-migrate",
+}
+#: Named rules that read no durations and pursue a service objective (docs/objectives.md).
+OBJECTIVE_RULES = ("edf", "tias", "priority", "quota", "ftf")
+#: Per service-objective scenario and objective metric (docs/objectives.md): the duration-blind
+#: named rule (:data:`DURATION_BLIND_RULES` then :data:`OBJECTIVE_RULES`; a tie goes to the first)
+#: with the best mean over the checked-in scores (``baselines/scores/<scenario>.json``, test
+#: windows 0-4; tests/test_objectives.py recomputes it): the reference to beat on that metric.
+#: Average JCT keeps :data:`YARDSTICKS`'.
+OBJECTIVE_YARDSTICKS: dict[str, dict[str, str]] = {
+    "philly-slo-v1": {"deadline_attainment": "las-migrate", "hp_avg_jct": "las-migrate", "be_avg_jct": "tias"},
+    "philly-tenants-v1": {"tenant_max_slowdown": "quota", "ftf_max_rho": "quota", "fairness": "las",
+                          "quota_violation": "ftf"},
 }
 #: Named rules that read no durations: the candidates for a yardstick.
 DURATION_BLIND_RULES = ("random", "fifo", "fifo-strict", "tiresias", "las", "las-migrate", "gittins")
@@ -81,5 +97,5 @@ def yardstick_of_records(records: Sequence[dict]) -> Optional[str]:
     return names.pop() if len(names) == 1 else None
 
 
-__all__ = ["DURATION_BLIND_RULES", "YARDSTICKS", "base_scenario", "yardstick", "yardstick_for_cluster",
+__all__ = ["DURATION_BLIND_RULES", "OBJECTIVE_RULES", "OBJECTIVE_YARDSTICKS", "YARDSTICKS", "base_scenario", "yardstick", "yardstick_for_cluster",
            "yardstick_of_records"]

@@ -221,7 +221,7 @@ def test_make_policy_names_and_errors():
     with pytest.raises(ValueError, match="unknown placer"):
         baselines.make_policy("fifo+nowhere")
     with pytest.raises(ValueError, match="unknown orderer"):
-        baselines.make_policy("edf+first-fit")
+        baselines.make_policy("lottery+first-fit")
     with pytest.raises(ValueError, match="starvation"):
         baselines.make_policy("tiresias", starvation=-1)
 

@@ -34,10 +34,12 @@ def test_python_examples_in_docs_run(path, tmp_path, monkeypatch):
 
 def test_reference_lists_every_feature_and_metric():
     text = (ROOT / "docs" / "reference.md").read_text()
+    from cluster_env.core.objectives import OBJECTIVE_KEYS
     from cluster_env.envs.observation_ext import EXTRA_GLOBAL_FEATURES, EXTRA_JOB_FEATURES
+    from cluster_env.envs.observation_obj import OBJECTIVE_JOB_FEATURES
 
     for name in (*JOB_FEATURES, *MACHINE_FEATURES, *GLOBAL_FEATURES, *PLACING_FEATURES, *cluster_env.METRIC_KEYS,
-                 *EXTRA_JOB_FEATURES, *EXTRA_GLOBAL_FEATURES):
+                 *EXTRA_JOB_FEATURES, *EXTRA_GLOBAL_FEATURES, *OBJECTIVE_JOB_FEATURES, *OBJECTIVE_KEYS):
         assert f"`{name}`" in text, name
     for scenario in cluster_env.list_scenarios():
         assert f"`{scenario}`" in text, scenario

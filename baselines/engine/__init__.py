@@ -331,6 +331,9 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     # env.reset(seed): the same generator, drawn from in the same order.
     rng, _ = seeding.np_random(seed)
     workload = env.scenario.sample(env.split, rng, env.jobs_per_episode)
+    if workload.has_objectives:
+        raise Unsupported("a workload with service objectives (classes, deadlines, quotas) runs through the API, "
+                          "which computes their metrics (docs/objectives.md)")
     load = offered_load(workload, env.cluster.total_gpus, env.scenario.load_measure)
     sim = ClusterSimulator(env.cluster, workload, env.world, rng, preemption=env.sched.preemption,
                            scheduling_tick=env.sched.scheduling_tick, time_limit=env.sched.max_time)

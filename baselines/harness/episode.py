@@ -13,6 +13,7 @@ import numpy as np
 
 import cluster_env
 from cluster_env.core.metrics import METRIC_KEYS
+from cluster_env.core.objectives import OBJECTIVE_KEYS
 from cluster_env.scenarios.base import Scenario
 
 #: Columns of :attr:`EpisodeResult.series`.
@@ -196,6 +197,7 @@ def run_episode(policy: Any, scenario: "str | Scenario", split: str, seed: int, 
                            "split": split, "seed": int(seed), "env": env_label(env_kwargs),
                            "window": sim.workload.digest()}
     row.update({k: metrics[k] for k in METRIC_KEYS})
+    row.update({k: metrics[k] for k in OBJECTIVE_KEYS if k in metrics})   # a workload with objectives
     row.update({"truncated": truncated, "jobs_unfinished": int(sim.num_jobs) - int(metrics["jobs_finished"]),
                 "offered_load": float(getattr(base, "offered_load", float("nan"))),
                 "pending_window": _pending_window(base), "world": world_line(base),

@@ -36,6 +36,14 @@ METRIC_LABELS: dict[str, MetricLabel] = {
     "jobs_per_hour": MetricLabel("throughput", "jobs/h"),
     "preemptions_per_job": MetricLabel("preemptions per finished job", ""),
     "offered_load": MetricLabel("offered load", "x capacity"),
+    # Service objectives (cluster_env.core.objectives, docs/objectives.md)
+    "deadline_jobs": MetricLabel("jobs with a deadline", "jobs"),
+    "deadline_attainment": MetricLabel("deadline attainment", "fraction"),
+    "hp_avg_jct": MetricLabel("average JCT of high-priority jobs", "s"),
+    "be_avg_jct": MetricLabel("average JCT of best-effort jobs", "s"),
+    "tenant_max_slowdown": MetricLabel("largest tenant mean slowdown", "x"),
+    "ftf_max_rho": MetricLabel("finish-time fairness (largest tenant mean rho)", "x"),
+    "quota_violation": MetricLabel("share of guaranteed GPU-time not delivered", "fraction"),
 }
 
 _HOUR = 3600.0

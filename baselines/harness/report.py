@@ -24,6 +24,7 @@ from cluster_env.core.metrics import METRIC_KEYS
 from baselines.harness.files import json_text, number
 from baselines.harness.gaps import GAP_METRIC, fmt_gap, optimality_gap
 from baselines.harness.metric_labels import table_header
+from cluster_env.core.objectives import OBJECTIVE_KEYS
 from baselines.harness.gaps import GAP_METRIC, fmt_gap, optimality_gap
 from baselines.harness.stats import (DEFAULT_METRIC, DEFAULT_REFERENCE, MIN_VERDICT_WINDOWS, UNIT_WORLD_DRAW,
                                      PairingError, claim_note, fmt_interval, fmt_ratio, lower_is_better, paired_summary,
@@ -42,6 +43,13 @@ SUMMARY_METRICS = (*METRIC_KEYS, *DERIVED_METRICS)
 #: Metrics shown in the printed table (the files have all of them, the preemption count too).
 TABLE_METRICS = ("avg_jct", "p95_jct", "avg_queue_delay", "avg_slowdown", "gpu_utilization", "total_fee",
                  "preemptions_per_job")
+def table_metrics(records: Sequence[dict[str, Any]]) -> tuple[str, ...]:
+    """:data:`TABLE_METRICS`, then the service-objective metrics the records carry (a scenario
+    with classes, deadlines or quotas: :data:`cluster_env.core.objectives.OBJECTIVE_KEYS`)."""
+    extra = tuple(k for k in OBJECTIVE_KEYS if k != "deadline_jobs" and any(k in r for r in records))
+    return TABLE_METRICS + extra
+
+
 #: Metrics whose paired ratio to the reference the summaries carry (the table shows the first).
 PAIRED_METRICS = ("avg_jct", "p95_jct", "avg_slowdown")
 
@@ -73,11 +81,14 @@ def summarize(records: Sequence[dict[str, Any]], metrics: Iterable[str] = SUMMAR
         groups.setdefault((r["scenario"], r["policy"]), []).append(r)
     rows = []
     references: dict[str, Optional[str]] = {}
+    metrics = tuple(metrics)
     for (scenario, policy), rs in groups.items():
         bad, total, unfinished = truncation(rs, policy)
         row: dict[str, Any] = {"scenario": scenario, "policy": policy, "seeds": len(rs),
                                "truncated": bad, "jobs_unfinished": unfinished}
-        for key in metrics:
+        # The service-objective metrics of a scenario that has them (cluster_env.core.objectives).
+        extra = [k for k in OBJECTIVE_KEYS if k not in metrics and all(k in r for r in rs)]
+        for key in (*metrics, *extra):
             values = np.array([metric_value(r, key) for r in rs], dtype=np.float64)
             row[key] = float(values.mean())
             row[key + "_std"] = float(values.std(ddof=1)) if len(values) > 1 else 0.0
@@ -318,7 +329,8 @@ def write_csv(records: Sequence[dict[str, Any]], path: "str | Path") -> Path:
     from baselines.harness.files import atomic_write
 
     def write(f) -> None:
-        writer = csv.DictWriter(f, fieldnames=list(RECORD_KEYS), extrasaction="ignore")
+        objectives = [k for k in OBJECTIVE_KEYS if any(k in r for r in records)]    # a scenario with them
+        writer = csv.DictWriter(f, fieldnames=[*RECORD_KEYS, *objectives], extrasaction="ignore")
         writer.writeheader()
         writer.writerows(records)
 

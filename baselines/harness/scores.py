@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from cluster_env.core.metrics import METRIC_KEYS
+from cluster_env.core.objectives import OBJECTIVE_KEYS
 
 from baselines.harness.files import atomic_write, json_text, number
 from baselines.harness.sweep import make_tasks, run_tasks
@@ -84,7 +85,7 @@ def compute_scores(scenarios: Sequence[str], policies: Sequence[str], seeds: Seq
     scores: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
     for task, result in zip(tasks, results):
         policy = task.policy if isinstance(task.policy, str) else result.record["policy"]
-        entry = {k: float(result.record[k]) for k in METRIC_KEYS}
+        entry = {k: float(result.record[k]) for k in (*METRIC_KEYS, *OBJECTIVE_KEYS) if k in result.record}
         scores.setdefault(task.scenario, {}).setdefault(policy, {})[str(task.seed)] = entry
     return scores
 

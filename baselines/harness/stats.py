@@ -47,7 +47,7 @@ import numpy as np
 from baselines.harness.files import number
 
 #: Metrics where a larger value is better; every other metric is better when smaller.
-HIGHER_IS_BETTER = frozenset({"jobs_finished", "gpu_utilization", "fairness", "jobs_per_hour"})
+HIGHER_IS_BETTER = frozenset({"jobs_finished", "gpu_utilization", "fairness", "jobs_per_hour", "deadline_attainment"})
 #: The record fields that identify a window.
 WINDOW_FIELDS = ("scenario", "split", "seed", "env")
 #: A paired table's reference when none is given: each scenario's yardstick

@@ -104,6 +104,11 @@ class Workload:
     allowed_gpu_types: Optional[tuple[Optional[frozenset[str]], ...]] = None  # (N,) None = any type
     source_row: Optional[np.ndarray] = None       # (N,) int64 1-based data row in the source file
     report: Optional[LoadReport] = None
+    # Service objectives (docs/objectives.md); None: the workload has none (every trace before).
+    job_class: Optional[np.ndarray] = None        # (N,) int64 index into objectives.JOB_CLASSES
+    deadline: Optional[np.ndarray] = None         # (N,) float64 seconds after submit to finish by; nan: none
+    tenant_quota: Optional[np.ndarray] = None     # (T,) float64 guaranteed share of the cluster's GPUs; nan: none
+    tenant_borrow: Optional[np.ndarray] = None    # (T,) bool: may the tenant run beyond its quota
 
     def __post_init__(self) -> None:
         n = len(self.job_ids)
@@ -133,10 +138,18 @@ class Workload:
                                  f"{getattr(self, name)[i]}; it must be {rule}")
         if self.allowed_gpu_types is not None and len(self.allowed_gpu_types) != n:
             raise ValueError(f"workload {self.name!r}: allowed_gpu_types must have {n} entries")
+        from cluster_env.core.objectives import check_objective_fields
+
+        check_objective_fields(self)
 
     @property
     def num_jobs(self) -> int:
         return len(self.job_ids)
+
+    @property
+    def has_objectives(self) -> bool:
+        """Whether any job carries a class or deadline or any tenant a quota (docs/objectives.md)."""
+        return any(a is not None for a in (self.job_class, self.deadline, self.tenant_quota))
 
     @property
     def num_tenants(self) -> int:
@@ -156,6 +169,12 @@ class Workload:
             h.update(np.ascontiguousarray(arr, dtype=dtype).tobytes())
         if self.allowed_gpu_types is not None:
             h.update(repr([None if a is None else sorted(a) for a in self.allowed_gpu_types]).encode())
+        # Objective fields only when present: a workload without them keeps its digest.
+        for label, arr, dtype in (("class", self.job_class, np.int64), ("deadline", self.deadline, np.float64),
+                                  ("quota", self.tenant_quota, np.float64), ("borrow", self.tenant_borrow, np.bool_)):
+            if arr is not None:
+                h.update(label.encode())
+                h.update(np.ascontiguousarray(arr, dtype=dtype).tobytes())
         return h.hexdigest()[:16]
 
     def subset(self, index: np.ndarray, name: Optional[str] = None, rebase: bool = True) -> "Workload":
@@ -180,4 +199,7 @@ class Workload:
             allowed_gpu_types=allowed,
             source_row=None if self.source_row is None else self.source_row[index],
             report=self.report,
+            job_class=None if self.job_class is None else self.job_class[index],
+            deadline=None if self.deadline is None else self.deadline[index],
+            tenant_quota=self.tenant_quota, tenant_borrow=self.tenant_borrow,
         )

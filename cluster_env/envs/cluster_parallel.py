@@ -86,7 +86,8 @@ times so far, attained service of every candidate, and three more ``global`` col
 phase and the finished run times; see :mod:`cluster_env.envs.observation_ext`; or
 ``"extended-v2"``: ``"extended"`` plus eight ``jobs`` columns with each running candidate's
 placement, machines, GPU types, its speed against the best one free machine offers now, spread,
-time since its start; see :mod:`cluster_env.envs.observation_place`). Every argument is checked when the environment is
+time since its start; see :mod:`cluster_env.envs.observation_place`; or ``"objectives-v1"``: the default
+layout plus each candidate's class, deadline and tenant quota, :mod:`cluster_env.envs.observation_obj`). Every argument is checked when the environment is
 built: a wrong type or value is a ``TypeError`` or ``ValueError`` that names it.
 
 **Version history.** v0 (0.1.0): first release. Same environment version, new scenario versions:
@@ -113,6 +114,7 @@ from cluster_env.core.rewards import JCTReward, StepStats, make_reward
 from cluster_env.core.simulator import ClusterSimulator
 from cluster_env.envs.observation import ObservationBuilder
 from cluster_env.envs.observation_ext import ExtendedObservationBuilder, check_observation_mode
+from cluster_env.envs.observation_obj import ObjectiveObservationBuilder
 from cluster_env.envs.observation_place import PlacementObservationBuilder
 from cluster_env.errors import InvalidActionError
 from cluster_env.loaders.csvio import check_column_map
@@ -244,6 +246,8 @@ class ClusterParallelEnv(ParallelEnv):
         elif self.observation_mode == "extended-v2":
             self.builder = PlacementObservationBuilder(*builder_args, scheduling_tick=sched.scheduling_tick,
                                                        **speed_args)
+        elif self.observation_mode == "objectives-v1":
+            self.builder = ObjectiveObservationBuilder(*builder_args, **speed_args)
         else:
             self.builder = ObservationBuilder(*builder_args, **speed_args)
         self.observation_spaces = self.builder.observation_spaces
@@ -282,6 +286,10 @@ class ClusterParallelEnv(ParallelEnv):
         self.sim = ClusterSimulator(self.cluster, workload, self.world, rng,
                                     preemption=self.sched.preemption,
                                     scheduling_tick=self.sched.scheduling_tick, time_limit=self.sched.max_time)
+        if workload.tenant_quota is not None:
+            # Quota violations need each tenant's GPUs over time: the allocation log keeps them
+            # (the per-event path; the same episode as without it).
+            self.sim.allocation_log = []
         self.builder.bind(self.sim, max(workload.num_tenants, 1))
         self.agents = list(AGENTS)
         self.phase = ORDER
@@ -289,6 +297,7 @@ class ClusterParallelEnv(ParallelEnv):
         self.fallbacks = 0          # decisions the fallback rule played instead of a forbidden action
         self._preempted_now: tuple[float, dict] = (-1.0, {})   # (instant, {job: preemptions in it})
         self._last = (0.0, 0.0, 0.0, 0.0, 0)
+        self._objectives_last = None
         # Per event: the compiled skip-idle loop (a cold start's largest compile) waits for step.
         self._skip_idle_epochs(fused=False)
         obs = self._observe()
@@ -487,8 +496,18 @@ class ClusterParallelEnv(ParallelEnv):
             return -float(js - js0) / (max(sim.num_jobs, 1) * self._jct_unit)
         t0, js0, fee0, en0, fin0 = self._last
         # dt, job_seconds, fee, energy_kwh, jobs_finished, num_jobs
+        objectives = None
+        if getattr(self.reward_fn, "needs_objectives", False):
+            from cluster_env.core.objectives import objective_totals
+
+            now = objective_totals(sim.workload, sim.jobs.finish, sim.now)
+            before = self._objectives_last or now._replace(hp_seconds=0.0, be_seconds=0.0, deadline_misses=0)
+            objectives = now._replace(hp_seconds=now.hp_seconds - before.hp_seconds,
+                                      be_seconds=now.be_seconds - before.be_seconds,
+                                      deadline_misses=now.deadline_misses - before.deadline_misses)
+            self._objectives_last = now
         stats = StepStats(sim.now - t0, sim.job_seconds - js0, sim.fee - fee0, (sim.energy_joules - en0) / 3.6e6,
-                          sim.finished_count - fin0, sim.num_jobs)
+                          sim.finished_count - fin0, sim.num_jobs, objectives)
         self._last = (sim.now, sim.job_seconds, sim.fee, sim.energy_joules, sim.finished_count)
         return float(self.reward_fn(stats))
 
@@ -521,11 +540,17 @@ class ClusterParallelEnv(ParallelEnv):
         if self.sim is None:
             raise RuntimeError("call reset() first")
         sim = self.sim
-        return compute_metrics(
+        metrics = compute_metrics(
             sim.submit, sim.jobs.first_start, sim.jobs.finish, sim.ideal_runtime, sim.workload.tenant,
             total_gpus=sim.total_gpus, busy_gpu_seconds=sim.busy_gpu_seconds, total_fee=sim.fee,
             energy_joules=sim.energy_joules, preemptions=sim.preemptions, end_time=sim.now,
             held=sim.jobs.held)
+        if sim.workload.has_objectives:     # classes, deadlines, quotas: docs/objectives.md
+            from cluster_env.core.objectives import objective_metrics
+
+            metrics.update(objective_metrics(sim.workload, sim.jobs.finish, sim.ideal_runtime, sim.total_gpus,
+                                             allocations=sim.allocation_log, now=sim.now))
+        return metrics
 
     def render(self):
         if self.sim is None:

@@ -45,7 +45,7 @@ from gymnasium import spaces
 from cluster_env.envs.observation import GLOBAL_FEATURES, JOB_FEATURES, ObservationBuilder
 
 #: Values of the environment argument ``observation``.
-OBSERVATION_MODES = ("default", "extended", "extended-v2")
+OBSERVATION_MODES = ("default", "extended", "extended-v2", "objectives-v1")
 EXTRA_JOB_FEATURES = ("tenant_slot", "tenant_seen_log", "tenant_mean_log", "tenant_recent_log", "attained_all_log")
 EXTRA_GLOBAL_FEATURES = ("tick_phase", "finished_mean_log", "finished_recent_log")
 #: Tenant slots of ``tenant_slot`` (indices beyond wrap around).
@@ -59,7 +59,8 @@ def check_observation_mode(value: object) -> str:
     if not isinstance(value, str) or value not in OBSERVATION_MODES:
         raise ValueError(f"observation must be one of {list(OBSERVATION_MODES)}, got {value!r} "
                          f"('extended' adds tenant statistics, attained service and the tick phase; 'extended-v2' adds "
-                         f"the running jobs' placement to it)")
+                         f"the running jobs' placement to it; 'objectives-v1' adds job classes, deadlines and tenant quotas to "
+                         f"the default layout)")
     return value
 
 
@@ -70,14 +71,20 @@ def job_features(mode: str) -> tuple[str, ...]:
         return JOB_FEATURES
     if mode == "extended":
         return JOB_FEATURES + EXTRA_JOB_FEATURES
+    if mode == "objectives-v1":
+        from cluster_env.envs.observation_obj import OBJECTIVE_JOB_FEATURES
+
+        return JOB_FEATURES + OBJECTIVE_JOB_FEATURES
     from cluster_env.envs.observation_place import PLACEMENT_JOB_FEATURES
 
     return JOB_FEATURES + EXTRA_JOB_FEATURES + PLACEMENT_JOB_FEATURES
 
 
 def global_features(mode: str) -> tuple[str, ...]:
-    """Names of the ``global`` columns of an observation layout (``extended-v2``: ``extended``'s)."""
-    return GLOBAL_FEATURES + (EXTRA_GLOBAL_FEATURES if check_observation_mode(mode) != "default" else ())
+    """Names of the ``global`` columns of an observation layout (``extended-v2``: ``extended``'s;
+    ``objectives-v1``: the default's)."""
+    return GLOBAL_FEATURES + (EXTRA_GLOBAL_FEATURES if check_observation_mode(mode) in ("extended", "extended-v2")
+                              else ())
 
 
 class RunningStats:

@@ -14,6 +14,8 @@ field                  default header names                                     
 ``job_type``           job_type, jobtype, model                                     no
 ``tenant``             tenant, user, vc, virtual_cluster, organization              no
 ``allowed_gpu_types``  allowed_gpu_types, gpu_types, gpu_spec                       no
+``job_class``          job_class, class, priority_class                             no
+``deadline``           deadline, deadline_s, relative_deadline                      no
 =====================  ==========================================================  ==========
 
 Rules (each one applied is counted in ``Workload.report``; nothing is dropped silently):
@@ -42,6 +44,11 @@ Rules (each one applied is counted in ``Workload.report``; nothing is dropped si
 * ``allowed_gpu_types``: ``|``-separated GPU type names, each resolved through
   :func:`cluster_env.world.gpu_catalog.canonical_gpu_name` (unknown names are errors); empty means
   any type.
+* ``job_class``: ``high-priority`` (or ``hp``) or ``best-effort`` (or ``be``, ``spot``),
+  case-insensitive; an empty cell is best-effort; other values are errors
+  (:mod:`cluster_env.core.objectives`).
+* ``deadline``: seconds *after the job's submit time* by which it should finish (> 0); an empty
+  cell means no deadline. Both fields are service objectives (docs/objectives.md).
 * ``Workload.source_row`` holds the 1-based data row of each kept job.
 """
 from __future__ import annotations
@@ -70,6 +77,8 @@ OPTIONAL_FIELDS: dict[str, tuple[str, ...]] = {
     "job_type": ("job_type", "jobtype", "model"),
     "tenant": ("tenant", "user", "vc", "virtual_cluster", "organization"),
     "allowed_gpu_types": ("allowed_gpu_types", "gpu_types", "gpu_spec"),
+    "job_class": ("job_class", "class", "priority_class"),
+    "deadline": ("deadline", "deadline_s", "relative_deadline"),
 }
 
 #: How many tenant names the report's note lists at most.
@@ -171,7 +180,8 @@ def build_workload(*, name: str, report: LoadReport, file: str, ids: Sequence[st
                    tenant_keys: Optional[Sequence[str]] = None,
                    tenant_order: Optional[Sequence[str]] = None,
                    allowed: Optional[Sequence[Optional[frozenset[str]]]] = None,
-                   submit_field: Optional[str] = None) -> Workload:
+                   submit_field: Optional[str] = None, job_class: Optional[np.ndarray] = None,
+                   deadline: Optional[np.ndarray] = None) -> Workload:
     """Sort, rebase, index tenants, assign missing job types and build the Workload.
 
     All per-job inputs hold the *kept* jobs in file order. ``job_type`` entries of -1 (or no
@@ -238,7 +248,9 @@ def build_workload(*, name: str, report: LoadReport, file: str, ids: Sequence[st
     report.rows_kept = n
     return Workload(name=name, job_ids=ids_sorted, submit=submit.astype(np.float64),
                     duration=duration, gpus=gpus, job_type=jt, tenant=tenant,
-                    allowed_gpu_types=allowed_sorted, source_row=rows, report=report)
+                    allowed_gpu_types=allowed_sorted, source_row=rows, report=report,
+                    job_class=None if job_class is None else np.asarray(job_class, dtype=np.int64)[order],
+                    deadline=None if deadline is None else np.asarray(deadline, dtype=np.float64)[order])
 
 
 def workload_from_table(table: CsvTable, *, name: str, seed: int, id_prefix: str = "job-"
@@ -260,6 +272,8 @@ def workload_from_table(table: CsvTable, *, name: str, seed: int, id_prefix: str
     job_type = parse_job_types(table) if table.has("job_type") else None
     tenant_keys = table.strings("tenant") if table.has("tenant") else None
     allowed = parse_allowed_gpu_types(table) if table.has("allowed_gpu_types") else None
+    job_class = parse_job_classes(table) if table.has("job_class") else None
+    deadline = parse_deadlines(table) if table.has("deadline") else None
 
     tiny = np.flatnonzero((duration > 0) & (duration < MIN_DURATION))
     if tiny.size:
@@ -279,10 +293,41 @@ def workload_from_table(table: CsvTable, *, name: str, seed: int, id_prefix: str
         job_type = None if job_type is None else job_type[idx]
         tenant_keys = None if tenant_keys is None else [tenant_keys[i] for i in idx]
         allowed = None if allowed is None else [allowed[i] for i in idx]
+        job_class = None if job_class is None else job_class[idx]
+        deadline = None if deadline is None else deadline[idx]
     return build_workload(name=name, report=report, file=table.file, ids=ids, submit=submit,
                           duration=duration, gpus=gpus, rows=rows, seed=seed,
                           job_type=job_type, tenant_keys=tenant_keys, allowed=allowed,
-                          submit_field=table.name_of("submit_time"))
+                          submit_field=table.name_of("submit_time"), job_class=job_class, deadline=deadline)
+
+
+def parse_job_classes(table: CsvTable) -> np.ndarray:
+    """The ``job_class`` column as indices into :data:`cluster_env.core.objectives.JOB_CLASSES`
+    (an empty cell: best-effort); an unknown value is an error naming its row."""
+    from ..core.objectives import BEST_EFFORT, CLASS_SPELLINGS
+
+    out = np.empty(table.num_rows, dtype=np.int64)
+    for i, text in enumerate(table.strings("job_class")):
+        key = text.lower()
+        if not key:
+            out[i] = BEST_EFFORT
+        elif key in CLASS_SPELLINGS:
+            out[i] = CLASS_SPELLINGS[key]
+        else:
+            raise table.error(f"unknown job class {text!r}; use one of {sorted(CLASS_SPELLINGS)} "
+                              f"(empty: best-effort)", i, "job_class")
+    return out
+
+
+def parse_deadlines(table: CsvTable) -> np.ndarray:
+    """The ``deadline`` column: seconds after submit (> 0), NaN for an empty cell (no deadline)."""
+    deadline = table.floats("deadline", max_value=MAX_SECONDS, what="deadline", allow_empty=True)
+    bad = np.flatnonzero(deadline <= 0)
+    if bad.size:
+        i = int(bad[0])
+        raise table.error(f"deadline {float(deadline[i]):g} s must be > 0 seconds after submit "
+                          f"(empty: no deadline)", i, "deadline")
+    return deadline
 
 
 def load_workload_csv(path: PathLike, *, columns: Optional[Mapping[str, Optional[str]]] = None,

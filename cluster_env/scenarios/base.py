@@ -107,7 +107,10 @@ def tile_in_time(workload: Workload, copies: int) -> Workload:
         job_type=np.tile(workload.job_type, copies), tenant=np.tile(workload.tenant, copies),
         allowed_gpu_types=allowed,
         source_row=None if workload.source_row is None else np.tile(workload.source_row, copies),
-        report=workload.report)
+        report=workload.report,
+        job_class=None if workload.job_class is None else np.tile(workload.job_class, copies),
+        deadline=None if workload.deadline is None else np.tile(workload.deadline, copies),
+        tenant_quota=workload.tenant_quota, tenant_borrow=workload.tenant_borrow)
 
 
 def _scale_time(workload: Workload, scale: float) -> Workload:

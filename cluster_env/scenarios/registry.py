@@ -399,10 +399,38 @@ def _philly_hetero_v3() -> Scenario:
                    description=v2.description + ", capped Gavel shape, spread guard on the all-reduce floor")
 
 
+# ---------------------------------------------------------------------------- service objectives
+def _philly_slo_v1() -> Scenario:
+    """philly-hetero-v3 with high-priority deadline jobs and best-effort jobs (docs/objectives.md)."""
+    from cluster_env.scenarios.objectives import (DEADLINE_FACTOR_RANGE, DEADLINE_SHARE, OBJECTIVE_JOBS_PER_EPISODE,
+                                                  philly_deadline_trace)
+
+    v3 = _philly_hetero_v3()
+    lo, hi = DEADLINE_FACTOR_RANGE
+    return replace(v3, name="philly-slo-v1", workload=philly_deadline_trace, jobs_per_episode=OBJECTIVE_JOBS_PER_EPISODE,
+                   description=(f"philly-hetero-v3's cluster and world, windows of {OBJECTIVE_JOBS_PER_EPISODE} jobs; "
+                                f"{DEADLINE_SHARE:.0%} high-priority jobs due within U[{lo:g}, {hi:g}] x their duration, "
+                                f"the rest best-effort"),
+                   data_summary="Microsoft Philly trace (ATC'19), derived classes and deadlines (docs/objectives.md)")
+
+
+def _philly_tenants_v1() -> Scenario:
+    """philly-hetero-v3 with Philly's virtual clusters as tenants holding GPU quotas (docs/objectives.md)."""
+    from cluster_env.scenarios.objectives import OBJECTIVE_JOBS_PER_EPISODE, philly_quota_trace
+
+    v3 = _philly_hetero_v3()
+    return replace(v3, name="philly-tenants-v1", workload=philly_quota_trace,
+                   jobs_per_episode=OBJECTIVE_JOBS_PER_EPISODE,
+                   description=(f"philly-hetero-v3's cluster and world, windows of {OBJECTIVE_JOBS_PER_EPISODE} jobs; "
+                                f"Philly's virtual clusters as tenants with GPU quotas proportional to their "
+                                f"training-split GPU-time, borrowing allowed"),
+                   data_summary="Microsoft Philly trace (ATC'19), derived tenant quotas (docs/objectives.md)")
+
+
 #: The scenario of a bare ``cluster-bench run``: the one that best shows the differences.
 DEFAULT_SCENARIO = "philly-v1"
 
 for _make in (_toy_scenario, _philly_scenario, _openb_scenario, _openb_full_scenario,
               _philly_v1, _openb_v1, _openb_full_v1, _philly_hetero_v1, _modern_v1, _philly_hetero_v2,
-              _modern_v2, _philly_hetero_v3):
+              _modern_v2, _philly_hetero_v3, _philly_slo_v1, _philly_tenants_v1):
     register_scenario(_make())
