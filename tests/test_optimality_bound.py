@@ -132,8 +132,22 @@ def _check_property(scenario, seeds, env_kwargs, api_policies, compiled=True):
 TABLE_SCENARIOS = ("philly-v1", "philly-hetero-v2", "modern-v1")
 
 
+def _compiled_plays(scenario) -> bool:
+    try:
+        engine.run_compiled_episode("fifo", scenario, "test", 0, {"jobs_per_episode": 5})
+    except engine.Unsupported:          # objective scenarios (deadlines, quotas) run through the API only
+        return False
+    return True
+
+
 @pytest.mark.parametrize("scenario", cluster_env.list_scenarios())
 def test_no_compiled_policy_scores_below_the_bound(scenario):
+    if not _compiled_plays(scenario):   # every named rule, the objective ones too, on the API path
+        from baselines.registry import OBJECTIVE_BASELINES
+
+        _check_property(scenario, [0], {"jobs_per_episode": 60}, api_policies=POLICIES + tuple(OBJECTIVE_BASELINES),
+                        compiled=False)
+        return
     kw = None if scenario in TABLE_SCENARIOS else {"jobs_per_episode": 300}
     _check_property(scenario, [0, 1], kw, api_policies=())
 
