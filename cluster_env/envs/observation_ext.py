@@ -87,6 +87,13 @@ def global_features(mode: str) -> tuple[str, ...]:
                               else ())
 
 
+def replace_spaces(observation_spaces: dict, **blocks: spaces.Space) -> None:
+    """Put ``blocks`` (e.g. ``jobs=Box(...)``) into every agent's Dict space, in place. One object
+    per block serves every agent: spaces stay cached (``observation_space(agent)`` returns it)."""
+    for agent, whole in observation_spaces.items():
+        observation_spaces[agent] = spaces.Dict({**whole.spaces, **blocks})
+
+
 class RunningStats:
     """Per-tenant and overall count, mean and moving average of finished jobs' ``log1p(run time)``.
 
@@ -131,12 +138,9 @@ class ExtendedObservationBuilder(ObservationBuilder):
         self.global_features = global_features("extended")
         f32 = np.float32
         n_rows = self.K + self.R
-        jobs = spaces.Box(-1.0, np.inf, (n_rows, len(self.job_features)), f32)
-        glob = spaces.Box(-1.0, np.inf, (len(self.global_features),), f32)
-        for agent, space in self.observation_spaces.items():
-            parts = dict(space.spaces)
-            parts["jobs"], parts["global"] = jobs, glob
-            self.observation_spaces[agent] = spaces.Dict(parts)
+        blocks = {"jobs": spaces.Box(-1.0, np.inf, (n_rows, len(self.job_features)), f32),
+                  "global": spaces.Box(-1.0, np.inf, (len(self.global_features),), f32)}
+        replace_spaces(self.observation_spaces, **blocks)
 
     def bind(self, sim, num_tenants: int) -> None:
         super().bind(sim, num_tenants)

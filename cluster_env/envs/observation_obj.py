@@ -38,15 +38,12 @@ class ObjectiveObservationBuilder(ObservationBuilder):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        from cluster_env.envs.observation_ext import job_features
+        from cluster_env.envs.observation_ext import job_features, replace_spaces
 
         self.job_features = job_features("objectives-v1")
         jobs = self.observation_spaces["orderer"]["jobs"]
-        space = spaces.Box(-1.0, np.inf, (jobs.shape[0], len(self.job_features)), np.float32)   # one, cached
-        for agent, whole in self.observation_spaces.items():
-            parts = dict(whole.spaces)
-            parts["jobs"] = space
-            self.observation_spaces[agent] = spaces.Dict(parts)
+        replace_spaces(self.observation_spaces,
+                       jobs=spaces.Box(-1.0, np.inf, (jobs.shape[0], len(self.job_features)), np.float32))
 
     def bind(self, sim, num_tenants: int) -> None:
         super().bind(sim, num_tenants)

@@ -43,7 +43,7 @@ import math
 import numpy as np
 
 from cluster_env.core.simulator import ClusterSimulator
-from cluster_env.envs.observation_ext import ExtendedObservationBuilder, job_features
+from cluster_env.envs.observation_ext import ExtendedObservationBuilder, job_features, replace_spaces
 
 #: The columns this module appends, in order.
 PLACEMENT_JOB_FEATURES = ("machines_used", "slowest_type_speed", "mixed_types", "current_speed",
@@ -92,12 +92,8 @@ class PlacementObservationBuilder(ExtendedObservationBuilder):
         jobs = self.observation_spaces["orderer"]["jobs"]
         from gymnasium import spaces
 
-        # One space object for both agents (cached: observation_space(agent) returns it).
-        space = spaces.Box(-1.0, np.inf, (jobs.shape[0], len(self.job_features)), np.float32)
-        for agent, whole in self.observation_spaces.items():
-            parts = dict(whole.spaces)
-            parts["jobs"] = space
-            self.observation_spaces[agent] = spaces.Dict(parts)
+        replace_spaces(self.observation_spaces,
+                       jobs=spaces.Box(-1.0, np.inf, (jobs.shape[0], len(self.job_features)), np.float32))
 
     def bind(self, sim, num_tenants: int) -> None:
         super().bind(sim, num_tenants)
