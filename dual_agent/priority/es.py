@@ -237,7 +237,7 @@ class ESResult:
 
     best: Optional[PriorityAgentPolicy]  # the weights with the best validation ratio (iteration 0: LAS); None:
                                          # interrupted before anything was saved
-    best_ratio: float                  # its geometric-mean ratio of avg JCT to the untrained agent
+    best_ratio: float                  # its geometric-mean ratio of the objective cost (avg JCT by default) to the untrained agent
     last: Optional[PriorityAgentPolicy]
     iterations: int
     wall_s: float
@@ -585,7 +585,7 @@ def validation_record(vset: ValidationSet) -> dict:
 def test_report(theta: np.ndarray, theta0: np.ndarray, config: ESConfig, hidden: int, engine: str,
                 log: Callable[[str], None] = print) -> dict:
     """``theta`` against the untrained agent (:meth:`ESConfig.untrained_name`) on test windows ``0 ..
-    config.test_windows - 1``: the geometric mean of the per-window ratio of average JCT, its 95%
+    config.test_windows - 1``: the geometric mean of the per-window ratio of the objective cost, its 95%
     bootstrap interval and the win rate (the figures a claim quotes, over that many windows)."""
     from baselines.harness.stats import geo_mean_ci
 
