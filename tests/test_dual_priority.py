@@ -269,7 +269,7 @@ def test_es_training_loop_finds_a_known_optimum(monkeypatch, tmp_path):
     target[0], target[2], target[7] = 0.8, 0.4, -0.5
 
     def toy_cost(task):
-        theta, _, _, _, split, seed, env_kwargs, engine, _ = task
+        theta, _, _, _, split, seed, env_kwargs, engine, _ = task[:9]   # then the objective
         assert engine == "compiled"        # the default for a linear score where numba runs
         # --train-load reaches the training windows only; validation keeps the scenario's load
         assert env_kwargs == ({"load": 2.0} if split == "train" else None)
@@ -301,7 +301,7 @@ def test_es_pairing_ablations_and_frozen_tenant_weights(monkeypatch, tmp_path):
         calls = []
 
         def toy_cost(task):
-            theta, _, _, _, split, seed, _, _, _ = task
+            theta, _, _, _, split, seed, _, _, _ = task[:9]   # then the objective
             calls.append((split, seed, not np.any(theta)))
             return float(np.exp(np.sum((theta - target) ** 2) + (seed % 97) / 10.0))
 

@@ -18,6 +18,8 @@ SMOKE = {"iterations": 2, "pairs": 1, "windows": 1, "jobs_per_episode": 20, "eva
 
 def register_command(subparsers: "argparse._SubParsersAction") -> None:
     """Entry point ``cluster_bench.commands``: add ``cluster-bench train-priority`` to the CLI."""
+    from dual_agent.priority.es import OBJECTIVES
+
     p = subparsers.add_parser(
         "train-priority", help="train the priority-mode agents (LAS + a learned score, a residual placer) with ES",
         description="Train the dual agent in priority mode: the ordering agent runs LAS's rule with the key "
@@ -69,6 +71,10 @@ def register_command(subparsers: "argparse._SubParsersAction") -> None:
                         "THRESHOLD times faster when the agent would advance at a tick; 1.5 is las-migrate's): "
                         "the untrained agent is then las-migrate (default: no migration, the untrained agent "
                         "is LAS)")
+    p.add_argument("--objective", choices=OBJECTIVES, default=None,
+                   help="episode metric ES minimises (default avg_jct); a service objective of "
+                        "docs/objectives.md runs through the API (higher-is-better ones as 1 - metric + "
+                        "0.01 x avg JCT in hours)")
     p.add_argument("--seed", type=int, default=None, help="random seed of the run (default 0)")
     p.add_argument("--out", default=None, help="run folder (default runs/priority-<scenario>)")
     p.add_argument("--smoke", action="store_true", help="a tiny run for CI (seconds)")
@@ -117,7 +123,8 @@ def cmd_train_priority(args: argparse.Namespace) -> int:
     kw = dict(SMOKE) if args.smoke else {}
     for key in ("placer", "hidden", "sigma", "lr", "pairs", "windows", "iterations", "max_minutes", "eval_every",
                 "eval_seeds", "workers", "backend", "ray_address", "seed", "engine", "tenant_features", "pairing",
-                "learn", "train_load", "validation", "test_windows", "migrate"):
+                "learn", "train_load", "validation", "test_windows", "migrate",
+                "objective"):
         value = getattr(args, key)
         if value is not None:
             kw[key] = value

@@ -66,6 +66,42 @@ PAIRINGS = ("same-window", "independent", "reference")
 MAX_WORKERS = 256
 #: Values of ``ESConfig.learn``.
 LEARN = ("orderer", "placer", "both")
+#: Episode metrics ES may minimise (``ESConfig.objective``): average JCT (the default) and the
+#: service objectives of docs/objectives.md. A metric where higher is better (in [0, 1]) is turned
+#: into a shortfall, see :func:`episode_objective_cost`.
+OBJECTIVES = ("avg_jct", "deadline_attainment", "hp_avg_jct", "be_avg_jct", "tenant_max_slowdown",
+              "ftf_max_rho", "fairness", "total_fee")
+#: Weight of the average JCT, per hour, added to the shortfall ``1 - metric`` of a higher-is-better
+#: objective: one hour of average JCT weighs as much as 1% of deadline jobs missed. It keeps the
+#: cost positive (ES compares log costs) and breaks ties between orders that miss the same jobs.
+SHORTFALL_JCT_WEIGHT_PER_HOUR = 0.01
+
+
+def episode_objective_cost(record: dict, objective: str = "avg_jct") -> float:
+    """The cost ES minimises for one episode's ``record`` (positive; ES compares its log).
+
+    A lower-is-better objective is its own cost (``avg_jct``, ``hp_avg_jct``, ``total_fee``, ...);
+    a higher-is-better one (``deadline_attainment``, ``fairness``, in [0, 1]) costs
+    ``1 - metric + SHORTFALL_JCT_WEIGHT_PER_HOUR x avg_jct / 3600``. ``RuntimeError`` naming the
+    metric when the cost is not a positive number (e.g. a window without deadline jobs).
+    """
+    from baselines.harness.stats import lower_is_better
+
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {list(OBJECTIVES)}, got {objective!r}")
+    value = record.get(objective)
+    if value is None or not math.isfinite(float(value)):
+        raise RuntimeError(f"episode {record.get('scenario')}/{record.get('split')} seed {record.get('seed')}: "
+                           f"no finite {objective} (is it a scenario with that objective? docs/objectives.md)")
+    value = float(value)
+    if lower_is_better(objective):
+        cost = value
+    else:
+        cost = 1.0 - value + SHORTFALL_JCT_WEIGHT_PER_HOUR * float(record["avg_jct"]) / 3600.0
+    if not (math.isfinite(cost) and cost > 0):
+        raise RuntimeError(f"episode {record.get('scenario')}/{record.get('split')} seed {record.get('seed')}: "
+                           f"{objective} cost {cost!r} is not a positive number")
+    return cost
 
 
 @dataclass
@@ -120,6 +156,9 @@ class ESConfig:
     # las-migrate's threshold (> 1): the migration rule on top of the learned key, so the untrained
     # agent is las-migrate; None (default): no migration, the untrained agent is LAS.
     migrate: Optional[float] = None
+    # The episode metric ES minimises (OBJECTIVES; episode_objective_cost orients it): "avg_jct"
+    # (default), or a service objective of docs/objectives.md (those scenarios need engine="api").
+    objective: str = "avg_jct"
 
     def __post_init__(self) -> None:
         for name in ("pairs", "windows", "iterations", "eval_every", "eval_seeds", "workers"):
@@ -164,6 +203,10 @@ class ESConfig:
         if self.engine == "compiled" and self.hidden:
             raise ValueError("engine='compiled' runs a linear score only (hidden=0); use engine='api'")
         check_migrate(self.migrate)
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"objective must be one of {list(OBJECTIVES)}, got {self.objective!r}")
+        if self.objective != "avg_jct" and self.engine == "compiled":
+            raise ValueError(f"objective={self.objective!r} is measured through the API only; use engine='api'")
         if not self.out:
             self.out = f"runs/priority-{self.scenario}"
 
@@ -183,6 +226,8 @@ class ESConfig:
             return self.engine
         from baselines import engine as compiled
 
+        if self.objective != "avg_jct":
+            return "api"                # the compiled engine computes no service-objective metric
         return "compiled" if self.hidden == 0 and compiled.available() else "api"
 
 
@@ -192,7 +237,7 @@ class ESResult:
 
     best: Optional[PriorityAgentPolicy]  # the weights with the best validation ratio (iteration 0: LAS); None:
                                          # interrupted before anything was saved
-    best_ratio: float                  # its geometric-mean ratio of avg JCT to the untrained agent
+    best_ratio: float                  # its geometric-mean ratio of the objective cost (avg JCT by default) to the untrained agent
     last: Optional[PriorityAgentPolicy]
     iterations: int
     wall_s: float
@@ -234,9 +279,10 @@ def antithetic_gradient(log_cost_plus: np.ndarray, log_cost_minus: np.ndarray, e
 
 # ---------------------------------------------------------------- episodes (worker side)
 def _episode_cost(task: tuple) -> float:
-    """avg JCT of one episode: (flat weights, hidden, spec fields, split, seed, env_kwargs, engine,
-    migrate)."""
-    theta, hidden, scenario, placer, split, seed, env_kwargs, engine, migrate = task
+    """The objective cost of one episode (:func:`episode_objective_cost`): (flat weights, hidden,
+    spec fields, split, seed, env_kwargs, engine, migrate[, objective]); avg JCT without objective."""
+    theta, hidden, scenario, placer, split, seed, env_kwargs, engine, migrate = task[:9]
+    objective = task[9] if len(task) > 9 else "avg_jct"
     if engine == "compiled":
         from baselines.engine import run_weighted_las_episode
 
@@ -249,10 +295,7 @@ def _episode_cost(task: tuple) -> float:
         model = PriorityModel.zeros(hidden).with_flat(theta)
         policy = PriorityAgentPolicy(model, PriorityAgentSpec(scenario, placer, migrate=migrate))
         record = run_episode(policy, scenario, split, int(seed), env_kwargs=env_kwargs).record
-    cost = float(record["avg_jct"])
-    if not (math.isfinite(cost) and cost > 0):
-        raise RuntimeError(f"episode {scenario}/{split} seed {seed}: avg_jct {cost!r} is not a positive number")
-    return cost
+    return episode_objective_cost({"scenario": scenario, "split": split, "seed": seed, **record}, objective)
 
 
 #: Values of ``ESConfig.backend``.
@@ -385,7 +428,7 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
 
     def validation(th: np.ndarray) -> np.ndarray:
         return runner.costs([(th, hidden, config.scenario, config.placer, split, s, eval_kw, engine,
-                              config.migrate) for split, s in eval_windows])
+                              config.migrate, config.objective) for split, s in eval_windows])
 
     log_path = run_dir / "log.csv"
     fields = ["iteration", "episodes", "wall_s", "grad_norm", "step_norm", "train_log_cost", "pair_spread",
@@ -426,8 +469,8 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
             las_val = validation(theta)
             best_theta, best_ratio, best_iter = theta.copy(), 1.0, 0
             episodes = len(eval_windows)
-            log(f"iteration 0: untrained agent ({config.untrained_name()}) validation mean avg JCT "
-                f"{las_val.mean():,.0f} s "
+            log(f"iteration 0: untrained agent ({config.untrained_name()}) validation mean {config.objective} cost "
+                f"{las_val.mean():,.4g} "
                 f"on {len(eval_windows)} windows; episodes in the {engine} engine")
             atomic_write(log_path, lambda f: _write_rows(f, fields, []), newline="")    # a fresh log
             fh = open_append(log_path, newline="")
@@ -464,7 +507,8 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
                                        (config.pairs, 2, config.windows))
                 eps = directions()
                 tasks = [(theta + sign * config.sigma * e, hidden, config.scenario, config.placer, "train",
-                          int(windows[i] if shared else windows[p, k, i]), train_kw, engine, config.migrate)
+                          int(windows[i] if shared else windows[p, k, i]), train_kw, engine, config.migrate,
+                          config.objective)
                          for p, e in enumerate(eps) for k, sign in enumerate((1.0, -1.0))
                          for i in range(config.windows)]
                 costs = np.log(runner.costs(tasks)).reshape(config.pairs, 2, config.windows)
@@ -541,7 +585,7 @@ def validation_record(vset: ValidationSet) -> dict:
 def test_report(theta: np.ndarray, theta0: np.ndarray, config: ESConfig, hidden: int, engine: str,
                 log: Callable[[str], None] = print) -> dict:
     """``theta`` against the untrained agent (:meth:`ESConfig.untrained_name`) on test windows ``0 ..
-    config.test_windows - 1``: the geometric mean of the per-window ratio of average JCT, its 95%
+    config.test_windows - 1``: the geometric mean of the per-window ratio of the objective cost, its 95%
     bootstrap interval and the win rate (the figures a claim quotes, over that many windows)."""
     from baselines.harness.stats import geo_mean_ci
 
@@ -549,7 +593,8 @@ def test_report(theta: np.ndarray, theta0: np.ndarray, config: ESConfig, hidden:
     seeds = range(config.test_windows)
     runner = _Runner(config.workers)
     try:
-        costs = runner.costs([(th, hidden, config.scenario, config.placer, "test", s, kw, engine, config.migrate)
+        costs = runner.costs([(th, hidden, config.scenario, config.placer, "test", s, kw, engine, config.migrate,
+                               config.objective)
                               for th in (theta, theta0) for s in seeds]).reshape(2, -1)
     finally:
         runner.close()

@@ -1,0 +1,98 @@
+"""ES on a service objective (``ESConfig.objective``, ``cluster-bench train-priority --objective``):
+the cost of a record for each objective and its orientation, the API-only path, and a tiny
+training run on ``philly-slo-v1`` that is the same for the same seed."""
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import pytest
+
+from baselines.harness.episode import run_episode
+from baselines.harness.stats import lower_is_better
+from dual_agent.priority import PriorityAgentPolicy, PriorityAgentSpec, PriorityModel, load_priority_agent
+from dual_agent.priority import es
+from dual_agent.priority.es import (OBJECTIVES, SHORTFALL_JCT_WEIGHT_PER_HOUR, ESConfig, episode_objective_cost,
+                                    train_priority)
+
+RECORD = {"avg_jct": 7200.0, "deadline_attainment": 0.9, "hp_avg_jct": 5000.0, "be_avg_jct": 9000.0,
+          "tenant_max_slowdown": 2.5, "ftf_max_rho": 2.2, "fairness": 0.8, "total_fee": 700.0}
+TINY = {"jobs_per_episode": 30}
+
+
+def test_cost_of_a_record_for_each_objective():
+    for objective in OBJECTIVES:
+        cost = episode_objective_cost(RECORD, objective)
+        if lower_is_better(objective):
+            assert cost == RECORD[objective]
+        else:        # a shortfall plus the JCT tie-breaker: 1 - 0.9 + 0.01 x 2 h
+            assert cost == pytest.approx(1.0 - RECORD[objective] + SHORTFALL_JCT_WEIGHT_PER_HOUR * 2.0)
+    assert episode_objective_cost(RECORD, "deadline_attainment") == pytest.approx(0.12)
+
+
+@pytest.mark.parametrize("objective", OBJECTIVES)
+def test_a_better_metric_costs_less(objective):
+    """Orientation: a record better on the objective (the other fields equal) has the lower cost."""
+    better = dict(RECORD)
+    better[objective] = RECORD[objective] * (0.9 if lower_is_better(objective) else 1.1)
+    assert episode_objective_cost(better, objective) < episode_objective_cost(RECORD, objective)
+
+
+def test_full_attainment_keeps_a_positive_cost_ordered_by_jct():
+    full = dict(RECORD, deadline_attainment=1.0)
+    slower = dict(full, avg_jct=10800.0)
+    assert 0 < episode_objective_cost(full, "deadline_attainment") < episode_objective_cost(slower,
+                                                                                            "deadline_attainment")
+
+
+def test_clear_errors_for_a_missing_metric_or_an_unknown_objective():
+    with pytest.raises(RuntimeError, match="no finite deadline_attainment"):
+        episode_objective_cost({"avg_jct": 10.0, "scenario": "philly-hetero-v1"}, "deadline_attainment")
+    with pytest.raises(ValueError, match="objective must be one of"):
+        episode_objective_cost(RECORD, "p95_jct")
+    with pytest.raises(ValueError, match="objective must be one of"):
+        ESConfig(objective="p95_jct")
+    with pytest.raises(ValueError, match="API only"):
+        ESConfig(scenario="philly-slo-v1", objective="deadline_attainment", engine="compiled")
+    assert ESConfig(scenario="philly-slo-v1", objective="deadline_attainment").resolved_engine() == "api"
+
+
+def test_an_episode_costs_what_its_record_says():
+    """The worker's cost of one philly-slo-v1 window is the record's objective cost, the untrained
+    migrating agent being las-migrate."""
+    theta = PriorityModel.zeros().flat()
+    cost = es._episode_cost((theta, 0, "philly-slo-v1", "fastest", "train", 3, TINY, "api", 1.5,
+                             "deadline_attainment"))
+    policy = PriorityAgentPolicy(PriorityModel.zeros(), PriorityAgentSpec("philly-slo-v1", "fastest", migrate=1.5))
+    record = run_episode(policy, "philly-slo-v1", "train", 3, env_kwargs=TINY).record
+    assert record["deadline_jobs"] > 0
+    assert cost == episode_objective_cost(record, "deadline_attainment")
+    assert es._episode_cost((theta, 0, "philly-slo-v1", "fastest", "train", 3, TINY, "api", 1.5)) == record["avg_jct"]
+
+
+def test_cli_passes_the_objective():
+    from dual_agent.priority.cli import register_command
+
+    parser = argparse.ArgumentParser()
+    register_command(parser.add_subparsers())
+    args = parser.parse_args(["train-priority", "--scenario", "philly-slo-v1", "--objective", "deadline_attainment"])
+    assert args.objective == "deadline_attainment"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["train-priority", "--objective", "p95_jct"])
+
+
+def test_two_iteration_objective_training_is_the_same_for_the_same_seed(tmp_path):
+    def run(out):
+        config = ESConfig(scenario="philly-slo-v1", objective="deadline_attainment", migrate=1.5, iterations=2,
+                          pairs=2, windows=2, jobs_per_episode=100, train_load=4.0, eval_every=1, eval_seeds=1,
+                          eval_jobs_per_episode=30, validation="split", workers=1, test_windows=0, seed=3,
+                          out=str(tmp_path / out))
+        return train_priority(config, log=lambda _: None)
+
+    a, b = run("a"), run("b")
+    theta_a, theta_b = a.last.model.flat(), b.last.model.flat()
+    np.testing.assert_array_equal(theta_a, theta_b)
+    assert np.abs(theta_a).sum() > 0           # ES moved the weights
+    saved = load_priority_agent(a.run_dir / "last.priority.json")
+    assert saved.spec.training["config"]["objective"] == "deadline_attainment"
+    assert saved.spec.training["engine"] == "api"
