@@ -31,13 +31,18 @@ def _one_gpu(model: str, server: str) -> dict:
         return {int(r["local_bsz"]): float(r["step_time"]) for r in csv.DictReader(f) if r["placement"] == "1"}
 
 
-def test_shipped_profiles_match_sources_md():
-    text = (SIA_DATA_DIR / "SOURCES.md").read_text(encoding="utf-8")
+def _check_sources_md(folder, pattern: str, count: int) -> None:
+    """Every shipped file is listed in the folder's SOURCES.md with the sha256 of its original."""
+    text = (folder / "SOURCES.md").read_text(encoding="utf-8")
     listed = dict(re.findall(r"^\| `([^`]+\.gz)` \| `([0-9a-f]{64})` \|$", text, re.M))
-    shipped = sorted(str(p.relative_to(SIA_DATA_DIR)) for p in SIA_DATA_DIR.glob("*/*.gz"))
-    assert sorted(listed) == shipped and len(shipped) == 18
+    shipped = sorted(str(p.relative_to(folder)) for p in folder.glob(pattern))
+    assert sorted(listed) == shipped and len(shipped) == count
     for name, sha in listed.items():
-        assert hashlib.sha256(gzip.decompress((SIA_DATA_DIR / name).read_bytes())).hexdigest() == sha
+        assert hashlib.sha256(gzip.decompress((folder / name).read_bytes())).hexdigest() == sha
+
+
+def test_shipped_profiles_match_sources_md():
+    _check_sources_md(SIA_DATA_DIR, "*/*.gz", 18)
 
 
 @pytest.mark.parametrize("gpu,server", [("A100", "dgx-ext"), ("T4", "aws")])
@@ -54,12 +59,7 @@ def test_shipped_ratio_is_the_sources_figure(gpu, server):
 
 
 def test_shipped_mlperf_logs_match_sources_md():
-    text = (MLPERF_DATA_DIR / "SOURCES.md").read_text(encoding="utf-8")
-    listed = dict(re.findall(r"^\| `([^`]+\.gz)` \| `([0-9a-f]{64})` \|$", text, re.M))
-    shipped = sorted(str(p.relative_to(MLPERF_DATA_DIR)) for p in MLPERF_DATA_DIR.glob("*/*/*.gz"))
-    assert sorted(listed) == shipped and len(shipped) == 60
-    for name, sha in listed.items():
-        assert hashlib.sha256(gzip.decompress((MLPERF_DATA_DIR / name).read_bytes())).hexdigest() == sha
+    _check_sources_md(MLPERF_DATA_DIR, "*/*/*.gz", 60)
 
 
 def _time_to_train(system: str, benchmark: str) -> list:
