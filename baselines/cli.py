@@ -156,6 +156,14 @@ def own_workload_defaults(names: Sequence[str]) -> tuple[list[str], list[str]]:
     return [n for n in names if n not in left_out], left_out
 
 
+def _world(args: argparse.Namespace, env_kwargs: dict):
+    """The world every policy of a command plays in (``cluster_env.world.summary``; policies may set
+    only interface keys, never the world): printed by run, compare and sweep, and recorded."""
+    import cluster_env
+
+    return cluster_env.parallel_env(args.scenario, split=args.split, **env_kwargs).world_summary()
+
+
 def _split_names(text: str, flag: str = "--policies") -> list[str]:
     names = [p.strip() for p in text.split(",") if p.strip()]
     if not names:
@@ -208,8 +216,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"cluster-bench run: {len(policies)} policies x {len(args.seeds)} seeds on {args.scenario}/{args.split}"
           f" ({args.backend} backend)", flush=True)
     arrivals = arrivals_note(args.scenario, env_kwargs)
-    # The world every policy plays in (policies may set only interface keys, never the world).
-    world = cluster_env.parallel_env(args.scenario, split=args.split, **env_kwargs).world_summary()
+    world = _world(args, env_kwargs)
     print(world.line(), flush=True)
     meta = dict(scenario=args.scenario, split=args.split, seeds=args.seeds, policies=policies, world=world.as_dict(),
                 labels=dict(zip(policies, labels)), env_kwargs=env_kwargs, arrivals=arrivals,
@@ -361,7 +368,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     fallback = {name: fallback_summary([r for r in records if r["policy"] == name]) for name in (a, b)}
     print("  fallback (decisions the fallback rule replaced): "
           + ", ".join(f"{name} {row['fallback_share']:.1%}" for name, row in fallback.items()))
-    world = cluster_env.parallel_env(args.scenario, split=args.split, **env_kwargs).world_summary()
+    world = _world(args, env_kwargs)
     print(f"  {world.line()}")
     for name in (a, b):
         bad, total, unfinished = truncation(records, name)
@@ -442,7 +449,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     total = len(policies) * len(args.seeds) * len(args.loads)
     print(f"cluster-bench sweep: {len(policies)} policies x {len(args.seeds)} seeds x {len(args.loads)} loads "
           f"on {args.scenario}/{args.split} ({args.backend} backend)", flush=True)
-    print(cluster_env.parallel_env(args.scenario, split=args.split, **env_kwargs).world_summary().line(), flush=True)
+    print(_world(args, env_kwargs).line(), flush=True)
     t0 = time.perf_counter()
     try:
         sweep = run_load_sweep(args.scenario, args.loads, policies, args.seeds, args.split, env_kwargs, reference,
