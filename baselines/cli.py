@@ -40,8 +40,9 @@ from baselines.cli_checks import (arrivals_note, check_reference_gpu, reference_
                                   unique_labels)
 from baselines.cli_outputs import (RUN_FILES, RUN_PARTIAL_FILES, SWEEP_FILES, SWEEP_PARTIAL_FILES, partial_file,
                                    previous_run_files, timeline_file, write_partial)
-from baselines.cli_support import (USER_ERRORS, OneLineParser, UsageError, check_run, column_overrides, csv_overrides,
-                                   custom_trace_notes, policy_listing, pop_flag, report)
+from baselines.cli_support import (USER_ERRORS, OneLineParser, UsageError, check_run, check_training_split_policies,
+                                   column_overrides, csv_overrides, custom_trace_notes, policy_listing, pop_flag,
+                                   report)
 from baselines.model_trust import add_trust_flag, trust_from_args
 from baselines.registry import BASELINE_NAMES, OBJECTIVE_BASELINES, default_baselines
 from baselines.yardstick import yardstick
@@ -323,6 +324,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         args.b = yardstick(args.scenario)
         print(f"note: comparing with {args.b}, {args.scenario}'s yardstick (give B to compare with another policy)")
     resolved = [resolve_policy(name, args.scenario) for name in (args.a, args.b)]
+    check_training_split_policies([args.a, args.b], args.scenario, args.split, env_kwargs)
     for policy in resolved:                  # a policy made for another environment: refused before any episode
         env_settings(policy, env_kwargs, False, args.scenario)
     a, b = unique_labels([args.a, args.b], args.scenario, [policy_name(p) for p in resolved])
@@ -443,9 +445,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     reference = args.reference
     from baselines.harness.files import estimate_bytes, reserve_folder, written_together
 
+    env_kwargs = parse_env_overrides(args.env)
+    check_training_split_policies(policies, args.scenario, args.split, env_kwargs)
     need = estimate_bytes(len(policies) * len(args.seeds) * len(args.loads), 0 if args.no_plots else 1)
     args.resources.enter_context(reserve_folder(args.out, names=SWEEP_FILES + SWEEP_PARTIAL_FILES, need_bytes=need))
-    env_kwargs = parse_env_overrides(args.env)
     total = len(policies) * len(args.seeds) * len(args.loads)
     print(f"cluster-bench sweep: {len(policies)} policies x {len(args.seeds)} seeds x {len(args.loads)} loads "
           f"on {args.scenario}/{args.split} ({args.backend} backend)", flush=True)

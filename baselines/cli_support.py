@@ -94,6 +94,24 @@ def check_run(args: argparse.Namespace, policies: Sequence[str], env_kwargs: dic
     check_output_folder(args.out)
 
 
+def check_training_split_policies(names: Sequence[str], scenario: str, split: str, env_kwargs: dict) -> None:
+    """Refuse, before any episode, a policy whose rule needs the scenario's training split
+    (``gittins``) on a world without one apart from the played jobs (a user's ``--workload-csv``)."""
+    from baselines.registry import needs_training_split
+
+    wanting = [n for n in names if needs_training_split(n)]
+    if not wanting or not env_kwargs.get("workload_csv"):
+        return
+    import cluster_env
+    from baselines.gittins import check_training_split
+
+    env = cluster_env.parallel_env(scenario, split=split, **env_kwargs)
+    try:
+        check_training_split(getattr(env, "unwrapped", env).scenario)
+    except ValueError as exc:
+        raise UsageError(str(exc), f"leave out {', '.join(wanting)} on a --workload-csv run") from exc
+
+
 def csv_overrides(args: argparse.Namespace) -> list[str]:
     """``--workload-csv`` / ``--cluster-csv`` / ``--reference-gpu`` as ``--env`` items."""
     items = []

@@ -107,3 +107,28 @@ def test_gittins_on_a_users_workload_is_refused_on_every_path(engine_mode, tmp_p
                           "--quiet", "--no-plots", "--env", "jobs_per_episode=5"]) == 0
     assert "leave out gittins" in capsys.readouterr().out
     assert "gittins" not in {r["policy"] for r in json.loads((out / "results.json").read_text())["episodes"]}
+
+
+@pytest.mark.parametrize("command", ["compare", "sweep"])
+def test_compare_and_sweep_refuse_gittins_on_a_users_workload_before_any_episode(command, tmp_path, capsys, monkeypatch):
+    """compare and sweep refuse ``gittins`` on a ``--workload-csv`` before their first episode, as run does:
+    exit 2, the reason, and no episode run (the episode runner is never called)."""
+    from pathlib import Path
+
+    import baselines.harness.load_sweep as load_sweep_module
+    import baselines.harness.sweep as sweep_module
+    from baselines.cli import main as cluster_bench
+
+    def no_episodes(*args, **kwargs):
+        raise AssertionError("an episode ran before the refusal")
+
+    monkeypatch.setattr(sweep_module, "run_tasks", no_episodes)          # compare's (imported when it runs)
+    monkeypatch.setattr(load_sweep_module, "run_tasks", no_episodes)     # sweep's
+    jobs = str(Path(__file__).resolve().parents[1] / "examples" / "data" / "my_jobs.csv")
+    out = tmp_path / "res"
+    argv = (["compare", "gittins", "fifo", "--out", str(out / "c.csv")] if command == "compare"
+            else ["sweep", "--policies", "fifo,gittins", "--loads", "1.0", "--out", str(out), "--no-plots"])
+    assert cluster_bench([*argv, "--scenario", "philly-v1", "--seeds", "0", "--env", f"workload_csv={jobs}"]) == 2
+    err = capsys.readouterr().err
+    assert "no training split apart from its other splits" in err and "leave out gittins" in err
+    assert not (out / "c.csv").exists() and not (out / "load_sweep.csv").exists()
