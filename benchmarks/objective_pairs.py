@@ -25,6 +25,8 @@ import sys
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -71,6 +73,19 @@ def summaries(records: Sequence[dict[str, Any]], reference: str, metrics: Sequen
     return rows
 
 
+def policy_means(records: Sequence[dict[str, Any]], metrics: Sequence[str]) -> dict[str, dict[str, float]]:
+    """Each policy's plain mean of each metric over its episodes (None values left out): e.g. the
+    share of JCT spent pending, ``avg_pending_time`` over ``avg_jct``, that says how much room
+    an order has on a scenario."""
+    from baselines.harness.files import number
+
+    out: dict[str, dict[str, float]] = {}
+    for policy in dict.fromkeys(r["policy"] for r in records):
+        mine = [r for r in records if r["policy"] == policy]
+        out[policy] = {m: float(np.nanmean([number(r.get(m)) for r in mine])) for m in metrics}
+    return out
+
+
 def _value(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.4g}"
 
@@ -92,15 +107,20 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--reference", required=True, help="the policy every ratio is taken against")
     parser.add_argument("--policy", action="append", help="policy to pair (repeatable; default: all but the reference)")
     parser.add_argument("--metrics", default="avg_jct", help="comma-separated metrics (default avg_jct)")
-    parser.add_argument("--json", help="also write the rows to this JSON file")
+    parser.add_argument("--means", default="", help="also print each policy's plain mean of these comma-separated metrics")
+    parser.add_argument("--json", help="also write the rows (and the means) to this JSON file")
     args = parser.parse_args(argv)
     records = load_episodes(args.files)
     rows = summaries(records, args.reference, [m for m in args.metrics.split(",") if m], args.policy)
     print(markdown(rows))
+    means = policy_means(records, [m for m in args.means.split(",") if m])
+    for policy, values in means.items():
+        if values:
+            print(f"{policy}: " + ", ".join(f"{m} {_value(v)}" for m, v in values.items()))
     if args.json:
         from baselines.harness.files import atomic_write, json_text
 
-        atomic_write(Path(args.json), lambda f: f.write(json_text({"rows": rows})))
+        atomic_write(Path(args.json), lambda f: f.write(json_text({"rows": rows, "means": means})))
     return 0
 
 

@@ -138,3 +138,11 @@ def test_objective_pairs_pairs_every_metric_by_hand(tmp_path):
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(SystemExit, match="bad.json: no 'episodes' list"):
         pairs.load_episodes([tmp_path / "bad.json"])
+
+
+def test_objective_pairs_means_leave_out_undefined_values():
+    pairs = _objective_pairs()
+    records = [{"policy": "A", "avg_jct": 100.0, "avg_pending_time": 10.0},
+               {"policy": "A", "avg_jct": 300.0, "avg_pending_time": None}]
+    assert pairs.policy_means(records, ["avg_jct", "avg_pending_time"]) == {"A": {"avg_jct": 200.0,
+                                                                                 "avg_pending_time": 10.0}}
