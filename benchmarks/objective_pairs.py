@@ -14,8 +14,12 @@ an agent with the strongest of them) and pairs them with :func:`baselines.harnes
     python benchmarks/objective_pairs.py runs/tenants-rules/results.json --reference quota \\
         --metrics tenant_max_slowdown
 
-``--json FILE`` also writes the summaries (the figures docs/objectives.md quotes are tested against
-such a file: tests/test_priority_objective.py).
+``--json FILE`` also writes the summaries. The tables docs/objectives.md quotes for the tenant
+agent come from :data:`DOC_FIGURES` (``docs/objective_agents/figures.json``), which ``--measure``
+recomputes from the trained weights checked in beside it (300 episodes, about 10 minutes on 2 busy
+cores) and ``--from-episodes`` builds from ``compare --out`` files of the same episodes;
+tests/test_priority_objective.py checks that the page quotes that file (and, slow, that a fresh
+measurement equals it).
 """
 from __future__ import annotations
 
@@ -101,15 +105,76 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+#: The trained tenant agent docs/objectives.md reports (not shipped: see the page) and its figures.
+AGENT_FILE = ROOT / "docs" / "objective_agents" / "philly-tenants-v1.tenant_max_slowdown.priority.json"
+DOC_FIGURES = ROOT / "docs" / "objective_agents" / "figures.json"
+#: The agent's label in the tables.
+AGENT_LABEL = "es-tenant-slowdown"
+#: What the tables pair: scenario, split and windows, the policies run, and each table's policy,
+#: reference and metrics (the objective first, then the paper's two aims and the side metrics).
+DOC_SETUP = {"scenario": "philly-tenants-v1", "split": "test", "seeds": [0, 99],
+             "policies": [AGENT_LABEL, "quota", "las-migrate"]}
+DOC_TABLES = {
+    "strongest-rule": {"policy": "quota", "reference": "las-migrate",
+                       "metrics": ["tenant_max_slowdown", "ftf_max_rho", "quota_violation", "avg_jct", "total_fee"]},
+    "agent-vs-rule": {"policy": AGENT_LABEL, "reference": "quota",
+                      "metrics": ["tenant_max_slowdown", "avg_jct", "total_fee", "quota_violation", "preemptions"]},
+    "agent-vs-las-migrate": {"policy": AGENT_LABEL, "reference": "las-migrate",
+                             "metrics": ["tenant_max_slowdown", "avg_jct", "total_fee"]},
+}
+#: Plain means per policy: how much of a job's time is spent pending (the room an order has).
+DOC_MEANS = ["avg_jct", "avg_pending_time", "gpu_utilization"]
+
+
+def doc_figures(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """:data:`DOC_TABLES` and :data:`DOC_MEANS` of ``records`` (the agent labelled :data:`AGENT_LABEL`)."""
+    tables = {name: summaries(records, t["reference"], t["metrics"], [t["policy"]]) for name, t in DOC_TABLES.items()}
+    return {"setup": DOC_SETUP, "tables": tables, "means": policy_means(records, DOC_MEANS)}
+
+
+def measure_doc_records(workers: Optional[int] = None) -> list[dict[str, Any]]:
+    """The episodes of :data:`DOC_SETUP`: the agent of :data:`AGENT_FILE`, ``quota`` and ``las-migrate``."""
+    from baselines.harness.sweep import make_tasks, run_tasks
+    from dual_agent.priority import load_priority_agent
+
+    lo, hi = DOC_SETUP["seeds"]
+    agent = load_priority_agent(AGENT_FILE, DOC_SETUP["scenario"])
+    tasks = make_tasks([agent, "quota", "las-migrate"], [DOC_SETUP["scenario"]], DOC_SETUP["split"],
+                       range(lo, hi + 1), labels=DOC_SETUP["policies"])
+    return [r.record for r in run_tasks(tasks, workers=workers)]
+
+
+def relabel(records: Sequence[dict[str, Any]], old: str, new: str) -> list[dict[str, Any]]:
+    """``records`` with policy ``old`` renamed ``new`` (a compare file names the agent by its path)."""
+    return [dict(r, policy=new) if r["policy"] == old else r for r in records]
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("files", nargs="+", help="cluster-bench compare/run --out JSON files")
-    parser.add_argument("--reference", required=True, help="the policy every ratio is taken against")
+    parser.add_argument("files", nargs="*", help="cluster-bench compare/run --out JSON files")
+    parser.add_argument("--reference", help="the policy every ratio is taken against")
     parser.add_argument("--policy", action="append", help="policy to pair (repeatable; default: all but the reference)")
     parser.add_argument("--metrics", default="avg_jct", help="comma-separated metrics (default avg_jct)")
     parser.add_argument("--means", default="", help="also print each policy's plain mean of these comma-separated metrics")
     parser.add_argument("--json", help="also write the rows (and the means) to this JSON file")
+    parser.add_argument("--measure", action="store_true", help=f"rerun the episodes of {DOC_FIGURES.name} and write it")
+    parser.add_argument("--from-episodes", metavar="AGENT_POLICY",
+                        help=f"write {DOC_FIGURES.name} from FILES, whose policy AGENT_POLICY is the agent")
+    parser.add_argument("--workers", type=int, help="with --measure: parallel workers (default: cores)")
     args = parser.parse_args(argv)
+    if args.measure or args.from_episodes:
+        from baselines.harness.files import atomic_write, json_text
+
+        records = (measure_doc_records(args.workers) if args.measure
+                   else relabel(load_episodes(args.files), args.from_episodes, AGENT_LABEL))
+        figures = doc_figures(records)
+        atomic_write(DOC_FIGURES, lambda f: f.write(json_text(figures) + "\n"))
+        for name, rows in figures["tables"].items():
+            print(f"{name}:\n{markdown(rows)}\n")
+        print(f"wrote {DOC_FIGURES}")
+        return 0
+    if not args.files or not args.reference:
+        parser.error("give episode FILES and --reference (or --measure / --from-episodes)")
     records = load_episodes(args.files)
     rows = summaries(records, args.reference, [m for m in args.metrics.split(",") if m], args.policy)
     print(markdown(rows))

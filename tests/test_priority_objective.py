@@ -146,3 +146,36 @@ def test_objective_pairs_means_leave_out_undefined_values():
                {"policy": "A", "avg_jct": 300.0, "avg_pending_time": None}]
     assert pairs.policy_means(records, ["avg_jct", "avg_pending_time"]) == {"A": {"avg_jct": 200.0,
                                                                                  "avg_pending_time": 10.0}}
+
+
+def test_objectives_doc_quotes_the_measured_tenant_agent_tables():
+    """docs/objectives.md quotes the tables of docs/objective_agents/figures.json as
+    benchmarks/objective_pairs.py renders them, and the weights they were measured with load."""
+    import json
+
+    pairs = _objective_pairs()
+    figures = json.loads(pairs.DOC_FIGURES.read_text())
+    assert figures["setup"] == pairs.DOC_SETUP
+    assert set(figures["tables"]) == set(pairs.DOC_TABLES)
+    text = (pairs.ROOT / "docs" / "objectives.md").read_text()
+    for name, rows in figures["tables"].items():
+        assert [r["metric"] for r in rows] == pairs.DOC_TABLES[name]["metrics"]
+        assert all(r["n"] + r["undefined"] == 100 for r in rows)      # a zero (no violation) has no ratio
+        assert pairs.markdown(rows) in text, f"docs/objectives.md does not quote table {name!r} of figures.json"
+    agent = load_priority_agent(pairs.AGENT_FILE, "philly-tenants-v1")
+    assert agent.spec.training["config"]["objective"] == "tenant_max_slowdown"
+
+
+@pytest.mark.slow
+def test_tenant_agent_figures_equal_a_fresh_measurement():
+    """The figures docs/objectives.md quotes, rerun from the checked-in weights (300 episodes)."""
+    import json
+
+    pairs = _objective_pairs()
+    fresh = pairs.doc_figures(pairs.measure_doc_records())
+    saved = json.loads(pairs.DOC_FIGURES.read_text())
+    for name, rows in saved["tables"].items():
+        for old, new in zip(rows, fresh["tables"][name]):
+            for key in ("mean", "reference_mean", "geo_mean", "ci_low", "ci_high"):
+                assert new[key] == pytest.approx(old[key], rel=1e-6), (name, old["metric"], key)
+            assert (new["wins"], new["ties"], new["units"]) == (old["wins"], old["ties"], old["units"])
