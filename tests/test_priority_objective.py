@@ -162,6 +162,10 @@ def test_objectives_doc_quotes_the_measured_tenant_agent_tables():
         assert [r["metric"] for r in rows] == pairs.DOC_TABLES[name]["metrics"]
         assert all(r["n"] + r["undefined"] == 100 for r in rows)      # a zero (no violation) has no ratio
         assert pairs.markdown(rows) in text, f"docs/objectives.md does not quote table {name!r} of figures.json"
+    lasm, quota = figures["means"]["las-migrate"], figures["means"]["quota"]
+    share = lasm["avg_pending_time"] / lasm["avg_jct"]
+    assert (f"{lasm['avg_pending_time']:,.0f} s pending of its {lasm['avg_jct']:,.0f} s JCT under `las-migrate` "
+            f"({100 * share:.1f}%), {quota['avg_pending_time']:,.0f} s of {quota['avg_jct']:,.0f}") in " ".join(text.split())
     agent = load_priority_agent(pairs.AGENT_FILE, "philly-tenants-v1")
     assert agent.spec.training["config"]["objective"] == "tenant_max_slowdown"
 
