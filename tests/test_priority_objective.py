@@ -96,3 +96,90 @@ def test_two_iteration_objective_training_is_the_same_for_the_same_seed(tmp_path
     saved = load_priority_agent(a.run_dir / "last.priority.json")
     assert saved.spec.training["config"]["objective"] == "deadline_attainment"
     assert saved.spec.training["engine"] == "api"
+
+
+def _objective_pairs():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "objective_pairs.py"
+    spec = importlib.util.spec_from_file_location("objective_pairs", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_objective_pairs_pairs_every_metric_by_hand(tmp_path):
+    """benchmarks/objective_pairs.py (the side-by-side tables of docs/objectives.md): A against B on
+    three windows, one metric lower-is-better, one higher, one tied on a window."""
+    import json
+
+    pairs = _objective_pairs()
+
+    def record(policy, seed, slowdown, fairness):
+        return {"policy": policy, "scenario": "philly-tenants-v1", "split": "test", "seed": seed,
+                "tenant_max_slowdown": slowdown, "fairness": fairness}
+
+    a = [record("A", 0, 2.0, 0.9), record("A", 1, 3.0, 0.8), record("A", 2, 4.0, 0.5)]
+    b = [record("B", 0, 4.0, 0.9), record("B", 1, 3.0, 0.4), record("B", 2, 2.0, 0.6)]
+    (tmp_path / "a.json").write_text(json.dumps({"episodes": a + [record("B", 0, 99.0, 0.1)]}))
+    (tmp_path / "b.json").write_text(json.dumps({"episodes": b}))
+    # the first file's B on window 0 wins over the second's; a file without episodes is refused
+    records = pairs.load_episodes([tmp_path / "a.json", tmp_path / "b.json"])
+    assert len(records) == 6
+    rows = pairs.summaries(records, "B", ["tenant_max_slowdown", "fairness"])
+    slow, fair = rows
+    assert (slow["policy"], slow["n"], slow["wins"], slow["ties"]) == ("A", 3, 1, 1)   # 2/99 better, 3/3 tie, 4/2 worse
+    assert slow["geo_mean"] == pytest.approx((2.0 / 99.0 * 1.0 * 2.0) ** (1 / 3))
+    assert slow["reference_mean"] == pytest.approx((99.0 + 3.0 + 2.0) / 3)
+    assert (fair["wins"], fair["ties"]) == (2, 0)          # higher is better: 0.9 > 0.1, 0.8 > 0.4
+    table = pairs.markdown(rows)
+    assert "| `A` | `tenant_max_slowdown` | 3 | `B` 34.67 |" in table
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(SystemExit, match="bad.json: no 'episodes' list"):
+        pairs.load_episodes([tmp_path / "bad.json"])
+
+
+def test_objective_pairs_means_leave_out_undefined_values():
+    pairs = _objective_pairs()
+    records = [{"policy": "A", "avg_jct": 100.0, "avg_pending_time": 10.0},
+               {"policy": "A", "avg_jct": 300.0, "avg_pending_time": None}]
+    assert pairs.policy_means(records, ["avg_jct", "avg_pending_time"]) == {"A": {"avg_jct": 200.0,
+                                                                                 "avg_pending_time": 10.0}}
+
+
+def test_objectives_doc_quotes_the_measured_tenant_agent_tables():
+    """docs/objectives.md quotes the tables of docs/objective_agents/figures.json as
+    benchmarks/objective_pairs.py renders them, and the weights they were measured with load."""
+    import json
+
+    pairs = _objective_pairs()
+    figures = json.loads(pairs.DOC_FIGURES.read_text())
+    assert figures["setup"] == pairs.DOC_SETUP
+    assert set(figures["tables"]) == set(pairs.DOC_TABLES)
+    text = (pairs.ROOT / "docs" / "objectives.md").read_text()
+    for name, rows in figures["tables"].items():
+        assert [r["metric"] for r in rows] == pairs.DOC_TABLES[name]["metrics"]
+        assert all(r["n"] + r["undefined"] == 100 for r in rows)      # a zero (no violation) has no ratio
+        assert pairs.markdown(rows) in text, f"docs/objectives.md does not quote table {name!r} of figures.json"
+    lasm, quota = figures["means"]["las-migrate"], figures["means"]["quota"]
+    share = lasm["avg_pending_time"] / lasm["avg_jct"]
+    assert (f"{lasm['avg_pending_time']:,.0f} s pending of its {lasm['avg_jct']:,.0f} s JCT under `las-migrate` "
+            f"({100 * share:.1f}%), {quota['avg_pending_time']:,.0f} s of {quota['avg_jct']:,.0f}") in " ".join(text.split())
+    agent = load_priority_agent(pairs.AGENT_FILE, "philly-tenants-v1")
+    assert agent.spec.training["config"]["objective"] == "tenant_max_slowdown"
+
+
+@pytest.mark.slow
+def test_tenant_agent_figures_equal_a_fresh_measurement():
+    """The figures docs/objectives.md quotes, rerun from the checked-in weights (300 episodes)."""
+    import json
+
+    pairs = _objective_pairs()
+    fresh = pairs.doc_figures(pairs.measure_doc_records())
+    saved = json.loads(pairs.DOC_FIGURES.read_text())
+    for name, rows in saved["tables"].items():
+        for old, new in zip(rows, fresh["tables"][name]):
+            for key in ("mean", "reference_mean", "geo_mean", "ci_low", "ci_high"):
+                assert new[key] == pytest.approx(old[key], rel=1e-6), (name, old["metric"], key)
+            assert (new["wins"], new["ties"], new["units"]) == (old["wins"], old["ties"], old["units"])
