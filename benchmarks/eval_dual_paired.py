@@ -15,10 +15,15 @@ share of the headroom between the best reference and it that the agent takes is 
 ``consolidate``, ``spread``, ``fastest``) and compares the agent with the best of them on these
 windows (lowest mean average JCT; chosen on the test windows themselves, which favours the
 heuristic); ``agnostic,las-migrate`` adds ``las-migrate`` (the yardstick on heterogeneous clusters)
-to them. ``--out`` writes the records and summaries as JSON.
+to them. ``--optimality`` also pairs the agent and each reference with the best-known value of
+each window (the shipped optimality table, ``baselines/optimality/tables/<scenario>.json``; the
+windows it holds) and prints the share of each reference's gap to best-known that the agent
+closes: ``(r_ref - r_agent) / (r_ref - 1)`` of the geometric-mean ratios to best-known. ``--out``
+writes the records and summaries as JSON.
 
     python benchmarks/eval_dual_paired.py runs/mine/best.pt [--scenario philly-v1] [--seeds 0-99]
-        [--references las,tiresias|agnostic|agnostic,las-migrate] [--clairvoyant] [--out paired.json]
+        [--references las,tiresias|agnostic|agnostic,las-migrate] [--clairvoyant] [--optimality]
+        [--out paired.json]
 """
 from __future__ import annotations
 
@@ -85,6 +90,35 @@ def evaluate_paired(checkpoint: str, scenario: str, split: str, seeds: list[int]
     return out
 
 
+BEST_KNOWN = "best-known"
+
+
+def gap_to_best_known(records: list[dict], scenario: str, references: list[str]) -> dict:
+    """Per policy (``dual`` and ``references``), the paired ratio to the best-known value of each
+    window (the shipped optimality table; only windows it holds whose workload digest matches),
+    and per reference the share of its gap to best-known that ``dual`` closes. Empty where no
+    table ships for ``scenario`` or no record's window is in it."""
+    from baselines.optimality.table import reference_for
+
+    known = []
+    for r in records:
+        ref = reference_for(r) if r["policy"] == "dual" else None
+        if ref is not None:
+            known.append({**r, "policy": BEST_KNOWN, "avg_jct": ref.best_known})
+    if not known:
+        return {}
+    seeds = {r["seed"] for r in known}
+    pool = known + [r for r in records if r["seed"] in seeds and not r.get("env") and not r.get("truncated")]
+    out = {"windows": len(seeds), "ratios": {}, "gap_closed": {}}
+    for who in ["dual", *references]:
+        s = paired_summary(pool, who, BEST_KNOWN)
+        out["ratios"][who] = _row(s)
+    for ref in references:
+        r_ref, r_dual = out["ratios"][ref]["ratio"], out["ratios"]["dual"]["ratio"]
+        out["gap_closed"][ref] = (r_ref - r_dual) / (r_ref - 1) if r_ref > 1 else float("nan")
+    return out
+
+
 def expand_references(text: str) -> list[str]:
     """``--references``: comma-separated policy names, where ``agnostic`` stands for the 16
     :data:`AGNOSTIC` heuristics (``agnostic,las-migrate`` adds the migration rule to them)."""
@@ -116,6 +150,9 @@ def main() -> None:
     p.add_argument("--clairvoyant", action="store_true",
                    help=f"also score the clairvoyant reference {CLAIRVOYANT} (reads durations; not an upper bound)")
     p.add_argument("--oracle", action="store_true", help="deprecated alias of --clairvoyant")
+    p.add_argument("--optimality", action="store_true",
+                   help="also pair everything with the best-known value of each window (shipped optimality "
+                        "table) and print the share of each reference's gap to it that the agent closes")
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--out", default=None)
     p.add_argument("--jobs-per-episode", type=int, default=None, help="shorter windows (smoke runs only)")
@@ -153,6 +190,17 @@ def main() -> None:
                   "(geometric ratios)")
         else:
             print(f"  headroom: none; {CLAIRVOYANT} is not better than {best} on these windows (ratio {o:.3f})")
+    if args.optimality:
+        gap = gap_to_best_known(res["records"], args.scenario, refs)
+        res["best_known"] = gap
+        if not gap:
+            print(f"  best-known: no optimality table holds these windows of {args.scenario}")
+        else:
+            print(f"  ratio to best-known (shipped optimality table, {gap['windows']} windows):")
+            for name, s in gap["ratios"].items():
+                closed = (f"; dual closes {gap['gap_closed'][name]:.0%} of its gap to best-known"
+                          if name in gap["gap_closed"] else "")
+                print(f"    {name:18s} {s['ratio']:.3f} [{s['lo']:.3f}, {s['hi']:.3f}]{closed}")
     print("  wall seconds: " + ", ".join(f"{k} {v:.0f}" for k, v in res["wall_s"].items()))
     if args.out:
         with open(args.out, "w") as fh:

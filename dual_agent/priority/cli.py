@@ -75,6 +75,10 @@ def register_command(subparsers: "argparse._SubParsersAction") -> None:
                    help="episode metric ES minimises (default avg_jct); a service objective of "
                         "docs/objectives.md runs through the API (higher-is-better ones as 1 - metric + "
                         "0.01 x avg JCT in hours)")
+    p.add_argument("--init", default=None, metavar="PRIORITY_JSON",
+                   help="start from this agent's weights (e.g. a shipped one, to fine-tune it; same placer, "
+                        "--migrate and --hidden); the untrained agent stays the validation reference and the "
+                        "start is the best until weights validate better")
     p.add_argument("--seed", type=int, default=None, help="random seed of the run (default 0)")
     p.add_argument("--out", default=None, help="run folder (default runs/priority-<scenario>)")
     p.add_argument("--smoke", action="store_true", help="a tiny run for CI (seconds)")
@@ -124,7 +128,7 @@ def cmd_train_priority(args: argparse.Namespace) -> int:
     for key in ("placer", "hidden", "sigma", "lr", "pairs", "windows", "iterations", "max_minutes", "eval_every",
                 "eval_seeds", "workers", "backend", "ray_address", "seed", "engine", "tenant_features", "pairing",
                 "learn", "train_load", "validation", "test_windows", "migrate",
-                "objective"):
+                "objective", "init"):
         value = getattr(args, key)
         if value is not None:
             kw[key] = value

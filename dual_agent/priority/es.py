@@ -159,6 +159,10 @@ class ESConfig:
     # The episode metric ES minimises (OBJECTIVES; episode_objective_cost orients it): "avg_jct"
     # (default), or a service objective of docs/objectives.md (those scenarios need engine="api").
     objective: str = "avg_jct"
+    # A .priority.json whose weights the run starts from (fine-tuning a shipped agent); None: zeros.
+    # The untrained agent stays the reference of every validation; iteration 0 scores the start,
+    # and best.priority.json is replaced only by weights that validate better than it.
+    init: Optional[str] = None
 
     def __post_init__(self) -> None:
         for name in ("pairs", "windows", "iterations", "eval_every", "eval_seeds", "workers"):
@@ -207,6 +211,8 @@ class ESConfig:
             raise ValueError(f"objective must be one of {list(OBJECTIVES)}, got {self.objective!r}")
         if self.objective != "avg_jct" and self.engine == "compiled":
             raise ValueError(f"objective={self.objective!r} is measured through the API only; use engine='api'")
+        if self.init is not None and not isinstance(self.init, str):
+            raise ValueError(f"init must be the path of a .priority.json or None, got {self.init!r}")
         if not self.out:
             self.out = f"runs/priority-{self.scenario}"
 
@@ -371,6 +377,18 @@ def load_es_state(path: "str | Path") -> tuple[ESConfig, dict]:
     return ESConfig(**config), state
 
 
+def initial_weights(config: ESConfig) -> np.ndarray:
+    """The flat weights ``config.init`` names, checked to mean the same agent as the run trains: the
+    same hidden units, placer and migration rule (another scenario's agent may start a run)."""
+    agent = load_priority_agent(config.init)
+    mismatched = [f"{name} {mine!r} (the run: {theirs!r})" for name, mine, theirs in (
+        ("hidden", agent.model.hidden, config.hidden), ("placer", agent.spec.placer, config.placer),
+        ("migrate", agent.spec.migrate, config.migrate)) if mine != theirs]
+    if mismatched:
+        raise ValueError(f"{config.init}: cannot start this run from it: " + ", ".join(mismatched))
+    return agent.model.flat()
+
+
 def train_priority(config: ESConfig, log: Callable[[str], None] = print,
                    command: Optional[str] = None, state: Optional[dict] = None) -> ESResult:
     """Train the priority-mode ordering agent with antithetic ES; see the module docstring.
@@ -384,6 +402,7 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
     from baselines.harness.files import atomic_write, open_append, sigint_deferred
 
     start = time.monotonic()
+    init_theta = initial_weights(config) if config.init is not None and state is None else None
     run_dir = Path(config.out)
     run_dir.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(config.seed)
@@ -472,10 +491,21 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
             log(f"iteration 0: untrained agent ({config.untrained_name()}) validation mean {config.objective} cost "
                 f"{las_val.mean():,.4g} "
                 f"on {len(eval_windows)} windows; episodes in the {engine} engine")
+            start_row = {"val_ratio": 1.0, "val_wins": 0}
+            if config.init is not None:       # fine-tuning: the start is the best so far when it validates better
+                theta = init_theta
+                val = validation(theta)
+                episodes += len(eval_windows)
+                ratio = float(np.exp(np.mean(np.log(val / las_val))))
+                start_row = {"val_ratio": ratio, "val_wins": int((val < las_val).sum())}
+                if ratio < best_ratio:
+                    best_theta, best_ratio = theta.copy(), ratio
+                log(f"iteration 0: starting from {config.init}: validation ratio to the untrained agent {ratio:.4f} "
+                    f"({start_row['val_wins']}/{len(val)} wins)")
             atomic_write(log_path, lambda f: _write_rows(f, fields, []), newline="")    # a fresh log
             fh = open_append(log_path, newline="")
             writer = csv.DictWriter(fh, fieldnames=fields)
-            commit(0, {"iteration": 0, "episodes": episodes, "wall_s": wall(), "val_ratio": 1.0, "val_wins": 0,
+            commit(0, {"iteration": 0, "episodes": episodes, "wall_s": wall(), **start_row,
                        **{f"w_{i}": v for i, v in enumerate(theta)}}, improved=True)
         else:
             it = int(state["iteration"])
