@@ -52,7 +52,8 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--teacher-file", default=None, metavar="JSON",
                    help="cache of the teachers, read and extended (default <run folder>/teachers.json)")
     p.add_argument("--dagger-iterations", type=int, default=None,
-                   help="DAgger iterations before the reinforcement learning ones (default 0)")
+                   help="DAgger iterations before the reinforcement learning ones (default 0; with --resume: "
+                        "a run stopped in its DAgger phase goes on with RL when this is the iterations it completed)")
     p.add_argument("--dagger-episodes", type=int, default=None,
                    help="teacher windows the student plays per DAgger iteration (default 4)")
     p.add_argument("--dagger-decay", type=float, default=None,
@@ -119,7 +120,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.resume:
         algorithm = load_checkpoint(args.resume).get("train", {}).get("config", {}).get("algorithm", "mappo")
         cls = RLOOTrainer if algorithm == "rloo" else MAPPOTrainer
-        trainer = cls.resume(args.resume, out_dir=args.out, timesteps=args.timesteps)
+        trainer = cls.resume(args.resume, out_dir=args.out, timesteps=args.timesteps,
+                             dagger_iterations=args.dagger_iterations)
     else:
         train_kw = dict(SMOKE_RLOO if args.algorithm == "rloo" else SMOKE) if args.smoke else {}
         for key, value in (("timesteps", args.timesteps), ("n_envs", args.n_envs),

@@ -53,8 +53,8 @@ def dagger_rollout(policies: Sequence[DualAgentPolicy], envs: Sequence[Any], tea
 
     Returns (the labelled decisions: ``action`` is the teacher's, ``learned`` True, None when
     there is none; per played episode its seed, return, steps and metrics; and counts: ``decisions`` taken by the network or the teacher,
-    ``labelled``, ``agree`` (the student's greedy choice was the label; only where the student
-    chose), ``illegal`` (labels the student's mask forbids, left out)).
+    ``labelled``, ``student`` (labelled decisions the student took), ``agree`` (of those, the
+    ones where its greedy choice was the label), ``illegal`` (labels the student's mask forbids, left out)).
     """
     if not (len(policies) == len(envs) == len(teachers) == len(specs)) or not specs:
         raise ValueError("dagger_rollout needs as many policies, envs, teachers and specs, at least one")
@@ -79,7 +79,7 @@ def dagger_rollout(policies: Sequence[DualAgentPolicy], envs: Sequence[Any], tea
             _, label = teachers[i].label(obs[i], infos[i])
             mask = feats["order_mask"] if agent == ORDERER else feats["place_mask"]
             legal = np.flatnonzero(mask)
-            info_of[i] = {"label": label, "feats": feats, "agent": agent}
+            info_of[i] = {"label": label, "feats": feats, "agent": agent, "legal": bool(mask[label])}
             if len(legal) == 1:                      # a forced move: nothing to learn
                 chosen[i] = (agent, int(legal[0]), feats)
                 continue
@@ -104,8 +104,9 @@ def dagger_rollout(policies: Sequence[DualAgentPolicy], envs: Sequence[Any], tea
             for i, row in zip(items, logits):
                 feats = info_of[i]["feats"]
                 action = policies[i].choose_from_logits(agent, row, feats[mask_key])
-                counts["student"] += 1
-                counts["agree"] += int(action == info_of[i]["label"])
+                if info_of[i]["legal"]:          # agreement where the label was the student's to take
+                    counts["student"] += 1
+                    counts["agree"] += int(action == info_of[i]["label"])
                 chosen[i] = (agent, action, feats)
         actions = []
         for i in active:

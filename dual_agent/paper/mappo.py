@@ -91,15 +91,18 @@ class MAPPOTrainer:
     # ----------------------------------------------------------------- resume
     @classmethod
     def resume(cls, path: "str | Path", out_dir: "Optional[str | Path]" = None, timesteps: Optional[int] = None,
-               **kwargs: Any) -> "MAPPOTrainer":
-        """Continue a run from its ``last.pt`` (optionally with a new total ``timesteps``)."""
+               dagger_iterations: Optional[int] = None, **kwargs: Any) -> "MAPPOTrainer":
+        """Continue a run from its ``last.pt`` (optionally with a new total ``timesteps``, or
+        ``dagger_iterations``: a run stopped in its DAgger phase goes on with reinforcement
+        learning from its imitation weights when this is the iterations it completed)."""
         data = load_checkpoint(path)
         if "train" not in data:
             raise ValueError(f"{path}: a policy checkpoint without training state; resume needs a run's last.pt")
         state = data["train"]
         train = TrainConfig.from_dict(state["config"])
-        if timesteps is not None:
-            train = TrainConfig.from_dict({**train.to_dict(), "timesteps": timesteps})
+        for key, value in (("timesteps", timesteps), ("dagger_iterations", dagger_iterations)):
+            if value is not None:
+                train = TrainConfig.from_dict({**train.to_dict(), key: value})
         self = cls(train, DualAgentConfig.from_dict(data["config"]), out_dir or Path(path).parent, **kwargs)
         if data["spaces"] != self.spaces:
             raise ValueError(f"{path}: made for other spaces than {train.scenario} has now")
