@@ -16,7 +16,7 @@ from baselines.obs import J
 from dual_agent import DualAgentConfig, TrainConfig
 from dual_agent.paper.dagger import Aggregate, dagger_beta
 from dual_agent.paper.policy import joint_action
-from dual_agent.paper.rloo import make_trainer
+from dual_agent.paper.rloo import RLOOTrainer, make_trainer
 from dual_agent.paper.rollout import Rollout, make_env
 from dual_agent.paper.teacher import TEACHER_RULES, HindsightTeacher, teacher_schedules
 
@@ -147,19 +147,26 @@ def _weights(trainer) -> dict:
 
 def test_fine_tuning_starts_from_the_imitation_weights_deterministically(tmp_path):
     """Two DAgger iterations, then one RLOO iteration on the shared reward: the RL step moves the
-    imitation weights, and the same seed gives the same weights."""
-    runs = []
-    for k in range(2):
-        trainer = make_trainer(TrainConfig(**TINY, dagger_iterations=2),
-                               DualAgentConfig(hidden=16, env_overrides=AGENT_ENV), tmp_path / str(k), tensorboard=False)
-        trainer.train(progress=False, max_iterations=2)
-        imitation = _weights(trainer)
-        trainer.train(progress=False, max_iterations=1)
-        assert trainer.iteration == 3 and trainer.log[-1].get("teacher_agree") is None   # an RL row
-        runs.append((imitation, _weights(trainer)))
-    (imit_a, tuned_a), (imit_b, tuned_b) = runs
-    assert all(torch.equal(imit_a[k], imit_b[k]) and torch.equal(tuned_a[k], tuned_b[k]) for k in imit_a)
-    assert any(not torch.equal(imit_a[k], tuned_a[k]) for k in imit_a if k.startswith(("orderer", "placer")))
+    imitation weights, and the same seed gives the same weights, also when the second run stops in
+    its DAgger phase and resumes into RL from its ``last.pt`` (``dagger_iterations`` lowered to the
+    iterations it completed; resuming inside the phase is refused, its aggregate is not saved)."""
+    agent = DualAgentConfig(hidden=16, env_overrides=AGENT_ENV)
+    straight = make_trainer(TrainConfig(**TINY, dagger_iterations=2), agent, tmp_path / "a", tensorboard=False)
+    straight.train(progress=False, max_iterations=2)
+    imitation = _weights(straight)
+    straight.train(progress=False, max_iterations=1)
+    assert straight.iteration == 3 and straight.log[-1].get("teacher_agree") is None   # an RL row
+    tuned = _weights(straight)
+    assert any(not torch.equal(imitation[k], tuned[k]) for k in imitation if k.startswith(("orderer", "placer")))
+
+    stopped = make_trainer(TrainConfig(**TINY, dagger_iterations=3), agent, tmp_path / "b", tensorboard=False)
+    stopped.train(progress=False, max_iterations=2)
+    assert all(torch.equal(imitation[k], v) for k, v in _weights(stopped).items())
+    with pytest.raises(ValueError, match="DAgger phase"):
+        RLOOTrainer.resume(tmp_path / "b" / "last.pt", tensorboard=False).train(progress=False, max_iterations=1)
+    resumed = RLOOTrainer.resume(tmp_path / "b" / "last.pt", dagger_iterations=2, tensorboard=False)
+    resumed.train(progress=False, max_iterations=1)
+    assert all(torch.equal(tuned[k], v) for k, v in _weights(resumed).items())
 
 
 def test_cli_trains_from_hindsight_teachers(tmp_path):
