@@ -181,3 +181,14 @@ def test_cli_trains_from_hindsight_teachers(tmp_path):
     assert (out / "teachers.json").exists() and (out / "best.pt").exists()
     log = (out / "log.csv").read_text().splitlines()
     assert log[0].endswith("teacher_agree") and len(log) >= 2
+
+
+def test_docs_state_the_code_defaults():
+    """The numbers the docs section quotes about DAgger are TrainConfig's defaults."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "dual_agent.md").read_text().replace("\n", " ")
+    cfg = TrainConfig()
+    assert f"keeps the newest {cfg.dagger_max_samples:,} samples" in text
+    for rule in ("srpt-clairvoyant", "srpt+fastest"):
+        assert f"`{rule}`" in text and rule not in TEACHER_RULES
