@@ -73,7 +73,7 @@ def measure(jobs: int, episodes: int, teacher_episodes: int) -> list[dict]:
             n = trainer.log[-1]["episodes"]
             rows.append((algorithm, "collect", collect[0] / n, trainer.timesteps / n))
             rows.append((algorithm, "update (PPO epochs)", update[0] / n, None))
-    return [{"phase": a, "part": b, "cpu_s_per_episode": round(c, 2), "steps_per_episode": d} for a, b, c, d in rows]
+    return [{"phase": a, "part": b, "cpu_s_per_episode": round(c, 3), "steps_per_episode": d} for a, b, c, d in rows]
 
 
 def main() -> None:
@@ -83,9 +83,12 @@ def main() -> None:
     parser.add_argument("--teacher-episodes", type=int, default=60, help="search budget per window (default 60)")
     args = parser.parse_args()
     print(f"{SCENARIO}, {args.jobs}-job training windows, {args.episodes} episodes per iteration, one thread")
+    steps = None
     for r in measure(args.jobs, args.episodes, args.teacher_episodes):
-        steps = "" if r["steps_per_episode"] is None else f"  ({r['steps_per_episode']:,.0f} decisions per episode)"
-        print(f"{r['phase']:<20} {r['part']:<30} {r['cpu_s_per_episode']:>8.2f} CPU-s per episode{steps}")
+        steps = r["steps_per_episode"] or (steps if r["part"].startswith("update") else None)
+        per = "" if not steps else f"  {1e3 * r['cpu_s_per_episode'] / steps:6.2f} CPU-ms per decision"
+        n = "" if r["steps_per_episode"] is None else f"  ({r['steps_per_episode']:,.0f} decisions per episode)"
+        print(f"{r['phase']:<20} {r['part']:<30} {r['cpu_s_per_episode']:>8.2f} CPU-s per episode{per}{n}")
 
 
 if __name__ == "__main__":
