@@ -192,3 +192,17 @@ def test_docs_state_the_code_defaults():
     assert f"keeps the newest {cfg.dagger_max_samples:,} samples" in text
     for rule in ("srpt-clairvoyant", "srpt+fastest"):
         assert f"`{rule}`" in text and rule not in TEACHER_RULES
+
+
+def test_cli_help_states_the_config_defaults():
+    import argparse
+
+    from dual_agent.paper.cli import add_train_arguments
+
+    parser = argparse.ArgumentParser()
+    add_train_arguments(parser)
+    helps = {a.dest: a.help for a in parser._actions}
+    cfg = TrainConfig()
+    for name in ("teacher_windows", "teacher_episodes", "dagger_iterations", "dagger_episodes", "dagger_decay",
+                 "dagger_epochs"):
+        assert f"(default {getattr(cfg, name)}" in helps[name], name
