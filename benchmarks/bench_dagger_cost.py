@@ -88,7 +88,8 @@ def main() -> None:
         steps = r["steps_per_episode"] or (steps if r["part"].startswith("update") else None)
         per = "" if not steps else f"  {1e3 * r['cpu_s_per_episode'] / steps:6.2f} CPU-ms per decision"
         n = "" if r["steps_per_episode"] is None else f"  ({r['steps_per_episode']:,.0f} decisions per episode)"
-        print(f"{r['phase']:<20} {r['part']:<30} {r['cpu_s_per_episode']:>8.2f} CPU-s per episode{per}{n}")
+        unit = "CPU-s per window (once per run)" if r["phase"] == "dagger" else "CPU-s per episode"
+        print(f"{r['phase']:<20} {r['part']:<30} {r['cpu_s_per_episode']:>8.2f} {unit}{per}{n}")
 
 
 if __name__ == "__main__":
