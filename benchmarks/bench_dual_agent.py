@@ -107,6 +107,15 @@ def _residual_agent(scenario, env_kwargs: dict) -> DualAgentPolicy:
     return DualAgentPolicy(build_model(cfg, spaces), cfg, spaces, allow_transfer=True)
 
 
+def _learned_agent(scenario: str, env_kwargs: dict) -> DualAgentPolicy:
+    """An untrained agent without a prior (what DAgger from a hindsight teacher starts from)."""
+    env = cluster_env.parallel_env(scenario, split="test", **env_kwargs)
+    spaces = spaces_signature(env)
+    cfg = DualAgentConfig(env_overrides=dict(env_kwargs))
+    torch.manual_seed(0)
+    return DualAgentPolicy(build_model(cfg, spaces), cfg, spaces, allow_transfer=True)
+
+
 def episode_time(quick: bool = False) -> list[dict]:
     """Wall time of whole deterministic episodes (module docstring); ``quick``: the 138-machine
     cases only."""
@@ -129,6 +138,10 @@ def episode_time(quick: bool = False) -> list[dict]:
     if not quick:
         cases.append(("residual agent on las+fastest, philly-hetero-v1 window (27 machines)",
                       _residual_agent("philly-hetero-v1", kw), "philly-hetero-v1", kw))
+        # The layout a placement agent that moves jobs reads (running jobs' placements).
+        kw2 = {"preemption": True, "observation": "extended-v2"}
+        cases.append(("agent without prior, extended-v2, philly-hetero-v2 window",
+                      _learned_agent("philly-hetero-v2", kw2), "philly-hetero-v2", kw2))
     # Compiled kernels and caches are loaded outside the timing, on a 20-job window.
     run_episode(shipped, big, "test", 0, env_kwargs={"jobs_per_episode": 20}, allow_env_mismatch=True)
     rows = []

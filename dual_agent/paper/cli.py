@@ -41,6 +41,25 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--imitate", default=None, metavar="POLICY",
                    help="warm start: first imitate this baseline's decisions (e.g. fifo+fastest)")
     p.add_argument("--imitate-iterations", type=int, default=None, help="iterations of imitation (default 0)")
+    p.add_argument("--teacher", choices=("best-known",), default=None,
+                   help="warm start by DAgger from hindsight teachers: each training window's best-known schedule "
+                        "(the hindsight search's, clairvoyant rules left out) labels the states the student reaches; "
+                        "needs --agent-env preemption=True --observation extended-v2")
+    p.add_argument("--teacher-windows", type=int, default=None,
+                   help="training windows (train split, seeds 0 ..) that get a teacher (default 24)")
+    p.add_argument("--teacher-episodes", type=int, default=None,
+                   help="compiled episodes of the hindsight search per teacher window (default 60)")
+    p.add_argument("--teacher-file", default=None, metavar="JSON",
+                   help="cache of the teachers, read and extended (default <run folder>/teachers.json)")
+    p.add_argument("--dagger-iterations", type=int, default=None,
+                   help="DAgger iterations before the reinforcement learning ones (default 0; with --resume: "
+                        "a run stopped in its DAgger phase goes on with RL when this is the iterations it completed)")
+    p.add_argument("--dagger-episodes", type=int, default=None,
+                   help="teacher windows the student plays per DAgger iteration (default 4)")
+    p.add_argument("--dagger-decay", type=float, default=None,
+                   help="probability that the teacher plays a decision: decay ** iteration (default 0.5)")
+    p.add_argument("--dagger-epochs", type=int, default=None,
+                   help="passes of cross-entropy over the aggregated labels per DAgger iteration (default 2)")
     p.add_argument("--eval-every", type=int, default=None, help="iterations between validation runs (default 10)")
     p.add_argument("--eval-seeds", type=int, default=None, help="validation episodes per evaluation (default 2)")
     p.add_argument("--validation", choices=("matched", "split"), default=None,
@@ -71,9 +90,9 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--advantage-scale", choices=("none", "scale", "log"), default=None,
                    help="rloo: per-window normalisation of the advantages (default log)")
     p.add_argument("--device", default=None, help="torch device of the networks: cpu (default), cuda, cuda:N")
-    p.add_argument("--observation", choices=("default", "extended"), default=None,
+    p.add_argument("--observation", choices=("default", "extended", "extended-v2"), default=None,
                    help="observation layout the agent reads (stored in the checkpoint; extended: tenant "
-                        "statistics, attained service, tick phase)")
+                        "statistics, attained service, tick phase; extended-v2: also the running jobs' placements)")
     p.add_argument("--test-windows", type=int, default=None,
                    help=f"test windows the best checkpoint is scored on at the end, paired with --test-reference "
                         f"(default {TEST_WINDOWS}; 0 with --smoke; 0: none)")
@@ -101,7 +120,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.resume:
         algorithm = load_checkpoint(args.resume).get("train", {}).get("config", {}).get("algorithm", "mappo")
         cls = RLOOTrainer if algorithm == "rloo" else MAPPOTrainer
-        trainer = cls.resume(args.resume, out_dir=args.out, timesteps=args.timesteps)
+        trainer = cls.resume(args.resume, out_dir=args.out, timesteps=args.timesteps,
+                             dagger_iterations=args.dagger_iterations)
     else:
         train_kw = dict(SMOKE_RLOO if args.algorithm == "rloo" else SMOKE) if args.smoke else {}
         for key, value in (("timesteps", args.timesteps), ("n_envs", args.n_envs),
@@ -111,7 +131,11 @@ def cmd_train(args: argparse.Namespace) -> int:
                            ("imitate_iterations", args.imitate_iterations), ("algorithm", args.algorithm),
                            ("group_windows", args.group_windows), ("group_size", args.group_size),
                            ("baseline", args.baseline), ("advantage_scale", args.advantage_scale),
-                           ("device", args.device), ("validation", args.validation)):
+                           ("device", args.device), ("validation", args.validation), ("teacher", args.teacher),
+                           ("teacher_windows", args.teacher_windows), ("teacher_episodes", args.teacher_episodes),
+                           ("teacher_file", args.teacher_file), ("dagger_iterations", args.dagger_iterations),
+                           ("dagger_episodes", args.dagger_episodes), ("dagger_decay", args.dagger_decay),
+                           ("dagger_epochs", args.dagger_epochs)):
             if value is not None:
                 train_kw[key] = value
         agent_env = parse_env_overrides(args.agent_env)

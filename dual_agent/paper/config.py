@@ -126,6 +126,16 @@ class TrainConfig:
     # Validation windows (dual_agent.validation): "matched" to the test period's contention, or
     # "split" (the validation split's seeds; what checkpoints saved before the option used).
     validation: str = "matched"
+    # DAgger from hindsight teachers (dual_agent.paper.dagger): "best-known" or None.
+    teacher: Optional[str] = None
+    teacher_file: Optional[str] = None   # the teachers' cache (default: <run folder>/teachers.json)
+    teacher_windows: int = 24      # training windows (train split, seeds 0 ..) that get a teacher
+    teacher_episodes: int = 60     # compiled episodes of the hindsight search per window
+    dagger_iterations: int = 0     # DAgger iterations before the reinforcement learning ones
+    dagger_episodes: int = 4       # teacher windows the student plays per DAgger iteration
+    dagger_decay: float = 0.5      # P(teacher plays a decision) = decay ** iteration (1 at the first)
+    dagger_epochs: int = 2         # passes of cross-entropy over the aggregate per iteration
+    dagger_max_samples: int = 200_000   # the aggregate's cap (the oldest samples go first)
 
     def __post_init__(self) -> None:
         for name in ("timesteps", "steps_per_worker", "epochs", "minibatch", "eval_seeds"):
@@ -157,6 +167,22 @@ class TrainConfig:
             raise ValueError(f"validation must be 'matched' or 'split', got {self.validation!r}")
         if not isinstance(self.device, str) or not re.fullmatch(r"cpu|cuda(:\d+)?|mps", self.device):
             raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or 'mps', got {self.device!r}")
+        for name in ("teacher_windows", "dagger_episodes", "dagger_epochs", "dagger_max_samples"):
+            _positive(name, getattr(self, name), integer=True)
+        _positive("dagger_iterations", self.dagger_iterations, integer=True, allow_zero=True)
+        _positive("teacher_episodes", self.teacher_episodes, integer=True)
+        if isinstance(self.dagger_decay, bool) or not isinstance(self.dagger_decay, (int, float)) \
+                or not 0.0 <= self.dagger_decay <= 1.0:
+            raise ValueError(f"dagger_decay must be in [0, 1], got {self.dagger_decay!r}")
+        if self.teacher not in (None, "best-known"):
+            raise ValueError(f"teacher must be 'best-known' (the hindsight search's schedule of each training "
+                             f"window) or None, got {self.teacher!r}")
+        if self.dagger_iterations and self.teacher is None:
+            raise ValueError("dagger_iterations needs teacher='best-known' (the teacher that labels the states)")
+        if self.teacher is not None and self.imitate is not None:
+            raise ValueError("teacher and imitate are two warm starts; pass one")
+        if self.teacher is not None and self.split != "train":
+            raise ValueError(f"a hindsight teacher is computed on the train split only, got split={self.split!r}")
         if self.imitate_iterations and not self.imitate:
             raise ValueError("imitate_iterations needs imitate (the teacher's policy name)")
         if self.imitate is not None:

@@ -38,7 +38,7 @@ from dual_agent.paper.rollout import Rollout, RolloutWorkers, make_env
 
 LOG_COLUMNS = ("iteration", "timesteps", "wall_s", "steps_per_s", "episodes", "episode_return", "train_avg_jct",
                "policy_loss", "value_loss", "entropy_orderer", "entropy_placer", "approx_kl", "clip_frac", "learned_frac",
-               "adv_abs", "val_avg_jct")
+               "adv_abs", "val_avg_jct", "teacher_agree")
 _TENSOR_KEYS = ("jobs", "machines", "global", "placing", "order_mask", "place_mask", "prior")
 
 
@@ -75,6 +75,8 @@ class MAPPOTrainer:
         _check_agent_env(agent)
         env_settings = {**train.env_kwargs, **required_env(agent)}
         _check_teacher(train.imitate, env_settings)
+        if train.teacher is not None:
+            _check_hindsight_env(env_settings)
         probe = make_env(train.scenario, train.split, env_settings, train.jobs_per_episode)
         self.spaces = spaces_signature(probe)
         torch.manual_seed(train.seed)
@@ -89,15 +91,18 @@ class MAPPOTrainer:
     # ----------------------------------------------------------------- resume
     @classmethod
     def resume(cls, path: "str | Path", out_dir: "Optional[str | Path]" = None, timesteps: Optional[int] = None,
-               **kwargs: Any) -> "MAPPOTrainer":
-        """Continue a run from its ``last.pt`` (optionally with a new total ``timesteps``)."""
+               dagger_iterations: Optional[int] = None, **kwargs: Any) -> "MAPPOTrainer":
+        """Continue a run from its ``last.pt`` (optionally with a new total ``timesteps``, or
+        ``dagger_iterations``: a run stopped in its DAgger phase goes on with reinforcement
+        learning from its imitation weights when this is the iterations it completed)."""
         data = load_checkpoint(path)
         if "train" not in data:
             raise ValueError(f"{path}: a policy checkpoint without training state; resume needs a run's last.pt")
         state = data["train"]
         train = TrainConfig.from_dict(state["config"])
-        if timesteps is not None:
-            train = TrainConfig.from_dict({**train.to_dict(), "timesteps": timesteps})
+        for key, value in (("timesteps", timesteps), ("dagger_iterations", dagger_iterations)):
+            if value is not None:
+                train = TrainConfig.from_dict({**train.to_dict(), key: value})
         self = cls(train, DualAgentConfig.from_dict(data["config"]), out_dir or Path(path).parent, **kwargs)
         if data["spaces"] != self.spaces:
             raise ValueError(f"{path}: made for other spaces than {train.scenario} has now")
@@ -121,6 +126,9 @@ class MAPPOTrainer:
             (self.out_dir / "log.csv").unlink(missing_ok=True)
         else:                    # a resumed one: the checkpoint's log is the truth, rows after it go
             self._rewrite_log()
+        if 0 < self.iteration < cfg.dagger_iterations and getattr(self, "_aggregate", None) is None:
+            raise ValueError(f"this run stopped in its DAgger phase (iteration {self.iteration} of "
+                             f"{cfg.dagger_iterations}), whose aggregate is not saved: resume after it, or restart")
         bar = _progress(progress, cfg.timesteps, self.timesteps)
         start, done_iters = time.perf_counter(), 0
         workers = self._make_collector()
@@ -140,9 +148,12 @@ class MAPPOTrainer:
                 if max_minutes is not None and time.perf_counter() - start > 60.0 * max_minutes:
                     break
                 t0 = time.perf_counter()
-                imitating = self.iteration < cfg.imitate_iterations
-                rollout = self._collect(workers, imitating)
-                stats = self.update(rollout, imitation=imitating)
+                if self.iteration < cfg.dagger_iterations:
+                    rollout, stats = self._dagger_iteration()
+                else:
+                    imitating = self.iteration < cfg.imitate_iterations
+                    rollout = self._collect(workers, imitating)
+                    stats = self.update(rollout, imitation=imitating)
                 self.iteration += 1
                 self.timesteps += len(rollout)
                 self.wall_s += time.perf_counter() - t0
@@ -171,6 +182,51 @@ class MAPPOTrainer:
             self.save(self.out_dir / "best.pt", with_train=False)
         return TrainResult(self.out_dir, self.iteration, self.timesteps, self.wall_s, self.best,
                            self.out_dir / "best.pt", self.out_dir / "last.pt")
+
+    # ----------------------------------------------------------------- DAgger
+    def teachers(self) -> list:
+        """The hindsight teachers of the run's training windows (computed once, cached in
+        ``teacher_file`` or ``<run folder>/teachers.json``; :mod:`dual_agent.paper.teacher`)."""
+        if getattr(self, "_teachers", None) is None:
+            from dual_agent.paper.teacher import teacher_schedules
+
+            cfg = self.train_cfg
+            path = Path(cfg.teacher_file) if cfg.teacher_file else self.out_dir / "teachers.json"
+            t0 = time.perf_counter()
+            self._teachers = teacher_schedules(cfg.scenario, range(cfg.teacher_windows), cfg.teacher_episodes,
+                                               cfg.jobs_per_episode, cfg.env_kwargs, path)
+            gains = [w.value / w.best_rule_value for w in self._teachers]
+            print(f"hindsight teachers: {len(self._teachers)} training windows ({path}), best-known / best rule "
+                  f"= {float(np.exp(np.mean(np.log(gains)))):.3f} (geometric mean), {time.perf_counter() - t0:.1f} s")
+        return self._teachers
+
+    def _dagger_iteration(self) -> tuple[Rollout, dict]:
+        """One DAgger iteration (:mod:`dual_agent.paper.dagger`): play, label, aggregate, imitate."""
+        from dual_agent.paper.batched import EpisodeSpec
+        from dual_agent.paper.dagger import Aggregate, dagger_beta, dagger_rollout, imitation_update
+        from dual_agent.paper.rollout import episode_seed
+        from dual_agent.paper.teacher import HindsightTeacher
+
+        cfg, i = self.train_cfg, self.iteration
+        teachers = self.teachers()
+        if getattr(self, "_dagger_envs", None) is None:
+            kw = {**cfg.env_kwargs, **required_env(self.agent_cfg)}
+            self._dagger_envs = [make_env(cfg.scenario, cfg.split, kw, cfg.jobs_per_episode)
+                                 for _ in range(cfg.dagger_episodes)]
+            self._aggregate = Aggregate(cfg.dagger_max_samples, self._dagger_envs[0].unwrapped.builder.R)
+        picks = [teachers[(i * cfg.dagger_episodes + e) % len(teachers)] for e in range(cfg.dagger_episodes)]
+        specs = [EpisodeSpec(w.seed, episode_seed(cfg.seed, i, e, 1), e) for e, w in enumerate(picks)]
+        model = self.policy().model
+        policies = [DualAgentPolicy(model, self.agent_cfg, self.spaces, scenario=cfg.scenario, deterministic=True)
+                    for _ in picks]
+        labellers = [HindsightTeacher(w.schedule, cfg.scenario) for w in picks]
+        data, played, counts = dagger_rollout(policies, self._dagger_envs, labellers, specs, model,
+                                              dagger_beta(i, cfg.dagger_decay), episode_seed(cfg.seed, i, 0, 2))
+        self._aggregate.add(data)
+        stats = imitation_update(self, self._aggregate.steps(), cfg.dagger_epochs, cfg.minibatch, (cfg.seed, i))
+        stats["teacher_agree"] = counts["agree"] / counts["student"] if counts["student"] else None
+        stats["learned_frac"] = counts["labelled"] / max(1, counts["env_steps"])
+        return Rollout({"reward": np.zeros(counts["env_steps"])}, played), stats
 
     # ----------------------------------------------------------------- collection
     def _make_collector(self) -> Any:
@@ -409,6 +465,18 @@ def _check_agent_env(agent: DualAgentConfig) -> None:
         raise ValueError(f"the agent's env_overrides (--agent-env) may only set {sorted(INTERFACE_KEYS)}; "
                          f"{other} change the environment itself: give them as the training environment "
                          f"(TrainConfig.env_kwargs, --env KEY=VALUE)")
+
+
+def _check_hindsight_env(env_settings: dict) -> None:
+    """A hindsight teacher (LAS's rule, las-migrate's moves) acts with preemption and reads the
+    running jobs' placements: the agent must see the same environment."""
+    from baselines.migrate import MIGRATE_OBSERVATION
+
+    if env_settings.get("preemption") is not True or env_settings.get("observation") != MIGRATE_OBSERVATION:
+        raise ValueError(f"a hindsight teacher needs preemption=True and observation={MIGRATE_OBSERVATION!r} in the "
+                         f"agent's environment (cluster-bench train: --agent-env preemption=True --observation "
+                         f"{MIGRATE_OBSERVATION}); got preemption={env_settings.get('preemption')!r}, "
+                         f"observation={env_settings.get('observation')!r}")
 
 
 def _check_teacher(name: Optional[str], env_settings: dict) -> None:
