@@ -31,7 +31,7 @@ from baselines.obs import is_place_phase
 from dual_agent.paper.batched import EpisodeSpec, _assemble, _Episode, step_envs
 from dual_agent.paper.networks import ORDERER, PLACER, network_logits
 from dual_agent.paper.policy import DualAgentPolicy, joint_action
-from dual_agent.paper.rollout import Rollout
+from dual_agent.paper.rollout import NETWORK_FIELDS, Rollout
 from dual_agent.paper.teacher import HindsightTeacher
 
 __all__ = ["Aggregate", "dagger_beta", "dagger_rollout", "imitation_update"]
@@ -185,10 +185,8 @@ def imitation_update(trainer: Any, steps: dict[str, np.ndarray], epochs: int, mi
                      ) -> dict[str, float]:
     """``epochs`` passes of cross-entropy of the labels over ``steps`` (shuffled minibatches from
     ``seed``), each actor on its own decisions; the loss and the accuracy of the greedy choice."""
-    from dual_agent.paper.mappo import _TENSOR_KEYS
-
     dev = trainer.device
-    batch = {k: torch.from_numpy(steps[k]).to(dev) for k in _TENSOR_KEYS}
+    batch = {k: torch.from_numpy(steps[k]).to(dev) for k in NETWORK_FIELDS}
     agent = torch.from_numpy(steps["agent"].astype(np.int64)).to(dev)
     action = torch.from_numpy(steps["action"].astype(np.int64)).to(dev)
     rng = np.random.default_rng(list(seed))

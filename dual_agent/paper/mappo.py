@@ -34,12 +34,11 @@ from dual_agent.paper.config import DualAgentConfig, TrainConfig
 from dual_agent.paper.networks import masked_logits
 from dual_agent.paper.policy import DualAgentPolicy, build_model, required_env, spaces_signature
 from dual_agent.paper.prior import add_prior_bonus
-from dual_agent.paper.rollout import Rollout, RolloutWorkers, make_env
+from dual_agent.paper.rollout import NETWORK_FIELDS, Rollout, RolloutWorkers, make_env
 
 LOG_COLUMNS = ("iteration", "timesteps", "wall_s", "steps_per_s", "episodes", "episode_return", "train_avg_jct",
                "policy_loss", "value_loss", "entropy_orderer", "entropy_placer", "approx_kl", "clip_frac", "learned_frac",
                "adv_abs", "val_avg_jct", "teacher_agree")
-_TENSOR_KEYS = ("jobs", "machines", "global", "placing", "order_mask", "place_mask", "prior")
 
 
 @dataclass
@@ -265,7 +264,7 @@ class MAPPOTrainer:
         """
         cfg, dev = self.train_cfg, self.device
         critic = self._uses_critic() or imitation
-        batch = {k: torch.from_numpy(rollout.steps[k]).to(dev) for k in _TENSOR_KEYS}
+        batch = {k: torch.from_numpy(rollout.steps[k]).to(dev) for k in NETWORK_FIELDS}
         agent = torch.from_numpy(rollout.steps["agent"].astype(np.int64)).to(dev)
         action = torch.from_numpy(rollout.steps["action"]).to(dev)
         learned = torch.from_numpy(rollout.steps["learned"]).to(dev)

@@ -19,6 +19,8 @@ STEP_FIELDS = {"jobs": np.float32, "machines": np.float32, "global": np.float32,
                "order_mask": bool, "place_mask": bool, "agent": np.int8, "action": np.int64,
                "learned": bool, "reward": np.float32, "done": bool, "time": np.float64,
                "prior": np.int64}   # the prior heuristic's action (dual_agent.paper.prior), -1 without one
+#: The per-step arrays the actors' loss reads (the networks' inputs, masks and the prior's action).
+NETWORK_FIELDS = ("jobs", "machines", "global", "placing", "order_mask", "place_mask", "prior")
 
 
 @dataclass

@@ -22,7 +22,7 @@ in the states a student reached by its own mistakes: that is what DAgger needs
   the student's trajectory and not the one the teacher would have played.
 
 Public names: :data:`TEACHER_RULES`, :data:`TEACHER_FORMAT`, :class:`TeacherWindow`,
-:func:`teacher_schedules`, :func:`schedule_policy`, :class:`HindsightTeacher`.
+:func:`teacher_schedules`, :class:`HindsightTeacher` (and :func:`dual_agent.schedules.schedule_policy`, re-exported).
 """
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from baselines.obs import is_place_phase
+from dual_agent.schedules import schedule_policy
 
 #: The file format of a teacher cache (a list of certificates and the search's settings).
 TEACHER_FORMAT = "hetero-cluster-sched/hindsight-teachers"
@@ -150,27 +151,6 @@ def teacher_schedules(scenario: str, seeds: Sequence[int], episodes: int = 60,
                 progress(known[seed])
         out.append(known[seed])
     return out
-
-
-def schedule_policy(schedule: dict, scenario: str) -> Any:
-    """The harness policy that plays a schedule: a named rule, or the priority index with the
-    schedule's parameters (:class:`dual_agent.priority.agent.PriorityAgentPolicy`)."""
-    from baselines.harness.sweep import resolve_policy
-    from baselines.optimality.certificate import parse_certificate
-
-    # The certificate reader is the one check of a schedule's fields (names, counts, finiteness).
-    schedule = parse_certificate({"format": "hetero-cluster-sched/schedule-certificate", "version": 1,
-                                  "scenario": scenario, "split": TEACHER_SPLIT, "seed": 0, "window": "-",
-                                  "avg_jct": 1.0, "schedule": schedule}, "teacher schedule").schedule
-    if schedule["kind"] == "rule":
-        return resolve_policy(schedule["policy"], scenario)
-    from dual_agent.priority.agent import PriorityAgentPolicy, PriorityAgentSpec, PriorityModel
-
-    model = PriorityModel.zeros()
-    model = PriorityModel(np.asarray(schedule["weights"], dtype=np.float64), model.hidden_w, model.hidden_b,
-                          model.out, np.asarray(schedule["placer_weights"], dtype=np.float64))
-    return PriorityAgentPolicy(model, PriorityAgentSpec(scenario=scenario, placer=schedule["placer"],
-                                                        migrate=schedule["migrate"]), name="hindsight-teacher")
 
 
 class HindsightTeacher:
