@@ -179,6 +179,23 @@ def test_objectives_doc_quotes_the_measured_agent_tables():
             f"({100 * share:.1f}%), {quota['avg_pending_time']:,.0f} s of {quota['avg_jct']:,.0f}") in " ".join(text.split())
 
 
+
+def test_objectives_doc_quotes_the_slo_agent_run_it_checks_in():
+    """The slo run's command, best iteration, validation ratio and test report that
+    docs/objectives.md quotes are the ones recorded in the checked-in weights."""
+    pairs = _objective_pairs()
+    training = load_priority_agent(pairs.DOC_RUNS["philly-slo-v1"].agent_file).spec.training
+    text = " ".join((pairs.ROOT / "docs" / "objectives.md").read_text().replace("\\\n", " ").split())
+    assert " ".join(training["command"].split()) in text
+    assert training["config"]["max_minutes"] is None              # a fixed iteration count: re-runnable
+    assert training["best_iteration"] == 5
+    assert (f"iteration {training['best_iteration']} ({training['validation_ratio_to_untrained']:.3f} of "
+            "`las-migrate`'s") in text
+    test = training["test"]
+    assert (test["windows"], test["reference"]) == (100, "las-migrate")
+    assert (f"{test['ratio']:.3f} [{test['ci_low']:.3f}, {test['ci_high']:.3f}] of `las-migrate`, win rate "
+            f"{test['win_rate']:.2f}") in text
+
 def test_objective_pairs_from_episodes_picks_the_run_of_the_scenario(tmp_path, monkeypatch):
     """``--from-episodes`` writes the run of the episodes' scenario and keeps the other runs'
     entries; episodes of a scenario with no run are refused by name."""
