@@ -18,7 +18,7 @@ an agent with the strongest of them) and pairs them with :func:`baselines.harnes
 agents (:data:`DOC_RUNS`: the ``deadline_attainment`` agent on philly-slo-v1, the
 ``tenant_max_slowdown`` agent on philly-tenants-v1) come from :data:`DOC_FIGURES`
 (``docs/objective_agents/figures.json``, keyed by scenario), which ``--measure [SCENARIO ...]``
-recomputes from the trained weights checked in beside it (all runs: 500 episodes, about 15 minutes
+recomputes from the trained weights checked in beside it (all runs: 500 episodes, about 10 minutes
 on 2 busy cores) and ``--from-episodes`` builds from ``compare --out`` files of the same episodes;
 tests/test_priority_objective.py checks that the page quotes that file (and, slow, that a fresh
 measurement equals it).
