@@ -14,10 +14,12 @@ an agent with the strongest of them) and pairs them with :func:`baselines.harnes
     python benchmarks/objective_pairs.py runs/tenants-rules/results.json --reference quota \\
         --metrics tenant_max_slowdown
 
-``--json FILE`` also writes the summaries. The tables docs/objectives.md quotes for the tenant
-agent come from :data:`DOC_FIGURES` (``docs/objective_agents/figures.json``), which ``--measure``
-recomputes from the trained weights checked in beside it (300 episodes, about 10 minutes on 2 busy
-cores) and ``--from-episodes`` builds from ``compare --out`` files of the same episodes;
+``--json FILE`` also writes the summaries. The tables docs/objectives.md quotes for its trained
+agents (:data:`DOC_RUNS`: the ``deadline_attainment`` agent on philly-slo-v1, the
+``tenant_max_slowdown`` agent on philly-tenants-v1) come from :data:`DOC_FIGURES`
+(``docs/objective_agents/figures.json``, keyed by scenario), which ``--measure [SCENARIO ...]``
+recomputes from the trained weights checked in beside it (all runs: 500 episodes, about 10 minutes
+on 2 busy cores) and ``--from-episodes`` builds from ``compare --out`` files of the same episodes;
 tests/test_priority_objective.py checks that the page quotes that file (and, slow, that a fresh
 measurement equals it).
 """
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -105,48 +108,96 @@ def markdown(rows: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-#: The trained tenant agent docs/objectives.md reports (not shipped: see the page) and its figures.
-AGENT_FILE = ROOT / "docs" / "objective_agents" / "philly-tenants-v1.tenant_max_slowdown.priority.json"
-DOC_FIGURES = ROOT / "docs" / "objective_agents" / "figures.json"
-#: The agent's label in the tables.
-AGENT_LABEL = "es-tenant-slowdown"
-#: What the tables pair: scenario, split and windows, the policies run, and each table's policy,
-#: reference and metrics (the objective first, then the paper's two aims and the side metrics).
-DOC_SETUP = {"scenario": "philly-tenants-v1", "split": "test", "seeds": [0, 99],
-             "policies": [AGENT_LABEL, "quota", "las-migrate"]}
-DOC_TABLES = {
-    "strongest-rule": {"policy": "quota", "reference": "las-migrate",
-                       "metrics": ["tenant_max_slowdown", "ftf_max_rho", "quota_violation", "avg_jct", "total_fee"]},
-    "agent-vs-rule": {"policy": AGENT_LABEL, "reference": "quota",
-                      "metrics": ["tenant_max_slowdown", "avg_jct", "total_fee", "quota_violation", "preemptions"]},
-    "agent-vs-las-migrate": {"policy": AGENT_LABEL, "reference": "las-migrate",
-                             "metrics": ["tenant_max_slowdown", "avg_jct", "total_fee"]},
+@dataclass(frozen=True)
+class DocRun:
+    """A trained agent docs/objectives.md reports (none ships: see the page) and the paired tables it
+    quotes: the scenario, split and windows, the policies run (the agent's label first), each
+    table's policy, reference and metrics (the objective first, then the paper's two aims and the
+    side metrics), and the metrics whose plain means per policy it quotes."""
+
+    agent_file: Path
+    label: str
+    scenario: str
+    rules: tuple[str, ...]
+    tables: dict[str, dict[str, Any]]
+    means: tuple[str, ...] = ()
+    split: str = "test"
+    seeds: tuple[int, int] = (0, 99)
+
+    @property
+    def setup(self) -> dict[str, Any]:
+        """What figures.json records of the run's episodes."""
+        return {"scenario": self.scenario, "split": self.split, "seeds": list(self.seeds),
+                "policies": [self.label, *self.rules]}
+
+
+AGENTS_DIR = ROOT / "docs" / "objective_agents"
+DOC_FIGURES = AGENTS_DIR / "figures.json"
+#: The runs of docs/objectives.md ("Learned agent"), by scenario (figures.json's keys).
+DOC_RUNS = {
+    "philly-slo-v1": DocRun(
+        agent_file=AGENTS_DIR / "philly-slo-v1.deadline_attainment.priority.json",
+        label="es-slo-attainment", scenario="philly-slo-v1", rules=("las-migrate",),
+        tables={"agent-vs-las-migrate": {
+            "policy": "es-slo-attainment", "reference": "las-migrate",
+            "metrics": ["deadline_attainment", "avg_jct", "total_fee", "hp_avg_jct", "be_avg_jct", "preemptions"]}}),
+    "philly-tenants-v1": DocRun(
+        agent_file=AGENTS_DIR / "philly-tenants-v1.tenant_max_slowdown.priority.json",
+        label="es-tenant-slowdown", scenario="philly-tenants-v1", rules=("quota", "las-migrate"),
+        tables={
+            "strongest-rule": {"policy": "quota", "reference": "las-migrate",
+                               "metrics": ["tenant_max_slowdown", "ftf_max_rho", "quota_violation", "avg_jct",
+                                           "total_fee"]},
+            "agent-vs-rule": {"policy": "es-tenant-slowdown", "reference": "quota",
+                              "metrics": ["tenant_max_slowdown", "avg_jct", "total_fee", "quota_violation",
+                                          "preemptions"]},
+            "agent-vs-las-migrate": {"policy": "es-tenant-slowdown", "reference": "las-migrate",
+                                     "metrics": ["tenant_max_slowdown", "avg_jct", "total_fee"]},
+        },
+        # how much of a job's time is spent pending (the room an order has)
+        means=("avg_jct", "avg_pending_time", "gpu_utilization")),
 }
-#: Plain means per policy: how much of a job's time is spent pending (the room an order has).
-DOC_MEANS = ["avg_jct", "avg_pending_time", "gpu_utilization"]
 
 
-def doc_figures(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """:data:`DOC_TABLES` and :data:`DOC_MEANS` of ``records`` (the agent labelled :data:`AGENT_LABEL`)."""
-    tables = {name: summaries(records, t["reference"], t["metrics"], [t["policy"]]) for name, t in DOC_TABLES.items()}
-    return {"setup": DOC_SETUP, "tables": tables, "means": policy_means(records, DOC_MEANS)}
+def doc_figures(run: DocRun, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The tables and means of ``run`` from ``records`` (the agent labelled ``run.label``)."""
+    tables = {name: summaries(records, t["reference"], t["metrics"], [t["policy"]]) for name, t in run.tables.items()}
+    return {"setup": run.setup, "tables": tables, "means": policy_means(records, list(run.means))}
 
 
-def measure_doc_records(workers: Optional[int] = None) -> list[dict[str, Any]]:
-    """The episodes of :data:`DOC_SETUP`: the agent of :data:`AGENT_FILE`, ``quota`` and ``las-migrate``."""
+def measure_doc_records(run: DocRun, workers: Optional[int] = None) -> list[dict[str, Any]]:
+    """The episodes of ``run``: its agent (from ``run.agent_file``) and its rules on its windows."""
     from baselines.harness.sweep import make_tasks, run_tasks
     from dual_agent.priority import load_priority_agent
 
-    lo, hi = DOC_SETUP["seeds"]
-    agent = load_priority_agent(AGENT_FILE, DOC_SETUP["scenario"])
-    tasks = make_tasks([agent, "quota", "las-migrate"], [DOC_SETUP["scenario"]], DOC_SETUP["split"],
-                       range(lo, hi + 1), labels=DOC_SETUP["policies"])
+    lo, hi = run.seeds
+    agent = load_priority_agent(run.agent_file, run.scenario)
+    tasks = make_tasks([agent, *run.rules], [run.scenario], run.split, range(lo, hi + 1),
+                       labels=run.setup["policies"])
     return [r.record for r in run_tasks(tasks, workers=workers)]
+
+
+def scenario_of(records: Sequence[dict[str, Any]]) -> str:
+    """The one scenario of :data:`DOC_RUNS` that ``records`` were run on (a clear error otherwise)."""
+    scenarios = sorted({str(r.get("scenario")) for r in records})
+    if len(scenarios) != 1 or scenarios[0] not in DOC_RUNS:
+        raise SystemExit(f"the episodes are of scenario(s) {scenarios}; expected exactly one of {sorted(DOC_RUNS)}")
+    return scenarios[0]
 
 
 def relabel(records: Sequence[dict[str, Any]], old: str, new: str) -> list[dict[str, Any]]:
     """``records`` with policy ``old`` renamed ``new`` (a compare file names the agent by its path)."""
     return [dict(r, policy=new) if r["policy"] == old else r for r in records]
+
+
+def write_doc_figures(measured: dict[str, dict[str, Any]]) -> None:
+    """Replace these runs' entries of :data:`DOC_FIGURES` (keyed by scenario), keeping the others."""
+    from baselines.harness.files import atomic_write, json_text
+
+    figures = json.loads(DOC_FIGURES.read_text()) if DOC_FIGURES.exists() else {}
+    figures.update(measured)
+    ordered = {name: figures[name] for name in sorted(figures)}
+    atomic_write(DOC_FIGURES, lambda f: f.write(json_text(ordered) + "\n"))
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -157,20 +208,27 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--metrics", default="avg_jct", help="comma-separated metrics (default avg_jct)")
     parser.add_argument("--means", default="", help="also print each policy's plain mean of these comma-separated metrics")
     parser.add_argument("--json", help="also write the rows (and the means) to this JSON file")
-    parser.add_argument("--measure", action="store_true", help=f"rerun the episodes of {DOC_FIGURES.name} and write it")
+    parser.add_argument("--measure", nargs="*", metavar="SCENARIO", choices=sorted(DOC_RUNS),
+                        help=f"rerun the episodes of {DOC_FIGURES.name} (its runs on these scenarios; none named: "
+                             "all) and write them into it")
     parser.add_argument("--from-episodes", metavar="AGENT_POLICY",
-                        help=f"write {DOC_FIGURES.name} from FILES, whose policy AGENT_POLICY is the agent")
+                        help=f"write the run of FILES' scenario into {DOC_FIGURES.name}, their policy AGENT_POLICY "
+                             "being the agent")
     parser.add_argument("--workers", type=int, help="with --measure: parallel workers (default: cores)")
     args = parser.parse_args(argv)
-    if args.measure or args.from_episodes:
-        from baselines.harness.files import atomic_write, json_text
-
-        records = (measure_doc_records(args.workers) if args.measure
-                   else relabel(load_episodes(args.files), args.from_episodes, AGENT_LABEL))
-        figures = doc_figures(records)
-        atomic_write(DOC_FIGURES, lambda f: f.write(json_text(figures) + "\n"))
-        for name, rows in figures["tables"].items():
-            print(f"{name}:\n{markdown(rows)}\n")
+    if args.measure is not None or args.from_episodes:
+        if args.from_episodes:
+            records = load_episodes(args.files)
+            run = DOC_RUNS[scenario_of(records)]
+            measured = {run.scenario: doc_figures(run, relabel(records, args.from_episodes, run.label))}
+        else:
+            names = args.measure or list(DOC_RUNS)
+            measured = {name: doc_figures(DOC_RUNS[name], measure_doc_records(DOC_RUNS[name], args.workers))
+                        for name in names}
+        write_doc_figures(measured)
+        for scenario, figures in measured.items():
+            for name, rows in figures["tables"].items():
+                print(f"{scenario} {name}:\n{markdown(rows)}\n")
         print(f"wrote {DOC_FIGURES}")
         return 0
     if not args.files or not args.reference:

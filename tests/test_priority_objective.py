@@ -100,13 +100,16 @@ def test_two_iteration_objective_training_is_the_same_for_the_same_seed(tmp_path
 
 def _objective_pairs():
     import importlib.util
+    import sys
     from pathlib import Path
 
     path = Path(__file__).resolve().parent.parent / "benchmarks" / "objective_pairs.py"
     spec = importlib.util.spec_from_file_location("objective_pairs", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    if spec.name not in sys.modules:         # registered first: its dataclass looks its module up
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[spec.name]
 
 
 def test_objective_pairs_pairs_every_metric_by_hand(tmp_path):
@@ -148,37 +151,93 @@ def test_objective_pairs_means_leave_out_undefined_values():
                                                                                  "avg_pending_time": 10.0}}
 
 
-def test_objectives_doc_quotes_the_measured_tenant_agent_tables():
-    """docs/objectives.md quotes the tables of docs/objective_agents/figures.json as
-    benchmarks/objective_pairs.py renders them, and the weights they were measured with load."""
+def test_objectives_doc_quotes_the_measured_agent_tables():
+    """docs/objectives.md quotes every table of docs/objective_agents/figures.json (one run per
+    scenario: the slo and the tenant agent) as benchmarks/objective_pairs.py renders them, and the
+    weights they were measured with load and were trained on that objective."""
     import json
 
     pairs = _objective_pairs()
     figures = json.loads(pairs.DOC_FIGURES.read_text())
-    assert figures["setup"] == pairs.DOC_SETUP
-    assert set(figures["tables"]) == set(pairs.DOC_TABLES)
+    assert set(figures) == set(pairs.DOC_RUNS)
     text = (pairs.ROOT / "docs" / "objectives.md").read_text()
-    for name, rows in figures["tables"].items():
-        assert [r["metric"] for r in rows] == pairs.DOC_TABLES[name]["metrics"]
-        assert all(r["n"] + r["undefined"] == 100 for r in rows)      # a zero (no violation) has no ratio
-        assert pairs.markdown(rows) in text, f"docs/objectives.md does not quote table {name!r} of figures.json"
-    lasm, quota = figures["means"]["las-migrate"], figures["means"]["quota"]
+    for scenario, run in pairs.DOC_RUNS.items():
+        assert figures[scenario]["setup"] == run.setup
+        assert set(figures[scenario]["tables"]) == set(run.tables)
+        for name, rows in figures[scenario]["tables"].items():
+            assert [r["metric"] for r in rows] == run.tables[name]["metrics"]
+            assert all(r["n"] + r["undefined"] == 100 for r in rows)      # a zero (no violation) has no ratio
+            assert pairs.markdown(rows) in text, f"docs/objectives.md does not quote {scenario} table {name!r}"
+        agent = load_priority_agent(run.agent_file, scenario)
+        objective = run.tables[next(iter(run.tables))]["metrics"][0]
+        assert agent.spec.training["config"]["objective"] == objective
+        assert agent.spec.migrate == 1.5
+    means = figures["philly-tenants-v1"]["means"]
+    lasm, quota = means["las-migrate"], means["quota"]
     share = lasm["avg_pending_time"] / lasm["avg_jct"]
     assert (f"{lasm['avg_pending_time']:,.0f} s pending of its {lasm['avg_jct']:,.0f} s JCT under `las-migrate` "
             f"({100 * share:.1f}%), {quota['avg_pending_time']:,.0f} s of {quota['avg_jct']:,.0f}") in " ".join(text.split())
-    agent = load_priority_agent(pairs.AGENT_FILE, "philly-tenants-v1")
-    assert agent.spec.training["config"]["objective"] == "tenant_max_slowdown"
 
 
-@pytest.mark.slow
-def test_tenant_agent_figures_equal_a_fresh_measurement():
-    """The figures docs/objectives.md quotes, rerun from the checked-in weights (300 episodes)."""
+
+def test_objectives_doc_quotes_the_slo_agent_run_it_checks_in():
+    """The slo run's command, best iteration, validation ratio and test report that
+    docs/objectives.md quotes are the ones recorded in the checked-in weights."""
+    pairs = _objective_pairs()
+    training = load_priority_agent(pairs.DOC_RUNS["philly-slo-v1"].agent_file).spec.training
+    text = " ".join((pairs.ROOT / "docs" / "objectives.md").read_text().replace("\\\n", " ").split())
+    assert " ".join(training["command"].split()) in text
+    assert training["config"]["max_minutes"] is None              # a fixed iteration count: re-runnable
+    assert training["best_iteration"] == 5
+    assert (f"iteration {training['best_iteration']} ({training['validation_ratio_to_untrained']:.3f} of "
+            "`las-migrate`'s") in text
+    test = training["test"]
+    assert (test["windows"], test["reference"]) == (100, "las-migrate")
+    assert (f"{test['ratio']:.3f} [{test['ci_low']:.3f}, {test['ci_high']:.3f}] of `las-migrate`, win rate "
+            f"{test['win_rate']:.2f}") in text
+
+def test_objective_pairs_from_episodes_picks_the_run_of_the_scenario(tmp_path, monkeypatch):
+    """``--from-episodes`` writes the run of the episodes' scenario and keeps the other runs'
+    entries; episodes of a scenario with no run are refused by name."""
     import json
 
     pairs = _objective_pairs()
-    fresh = pairs.doc_figures(pairs.measure_doc_records())
-    saved = json.loads(pairs.DOC_FIGURES.read_text())
+    run = pairs.DOC_RUNS["philly-slo-v1"]
+    figures = tmp_path / "figures.json"
+    figures.write_text(json.dumps({"philly-tenants-v1": {"kept": True}}))
+    monkeypatch.setattr(pairs, "DOC_FIGURES", figures)
+    metrics = {m for t in run.tables.values() for m in t["metrics"]}
+    records = [{"policy": policy, "scenario": "philly-slo-v1", "split": "test", "seed": seed,
+                **{m: 1.0 + seed + (0.5 if policy == "AGENT" else 0.0) for m in metrics}}
+               for policy in ("AGENT", "las-migrate") for seed in range(3)]
+    (tmp_path / "eps.json").write_text(json.dumps({"episodes": records}))
+    assert pairs.main([str(tmp_path / "eps.json"), "--from-episodes", "AGENT"]) == 0
+    written = json.loads(figures.read_text())
+    assert written["philly-tenants-v1"] == {"kept": True}
+    rows = written["philly-slo-v1"]["tables"]["agent-vs-las-migrate"]
+    assert [(r["policy"], r["n"]) for r in rows] == [(run.label, 3)] * len(rows)
+    assert rows[0]["metric"] == "deadline_attainment" and rows[0]["wins"] == 3        # higher is better
+    assert rows[1]["metric"] == "avg_jct" and rows[1]["wins"] == 0
+    (tmp_path / "other.json").write_text(json.dumps({"episodes": [dict(r, scenario="philly-hetero-v1")
+                                                                  for r in records]}))
+    with pytest.raises(SystemExit, match="expected exactly one of"):
+        pairs.main([str(tmp_path / "other.json"), "--from-episodes", "AGENT"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("scenario", ["philly-slo-v1", "philly-tenants-v1"])
+def test_agent_figures_equal_a_fresh_measurement(scenario):
+    """The figures docs/objectives.md quotes, rerun from the checked-in weights (200 episodes on
+    philly-slo-v1, 300 on philly-tenants-v1)."""
+    import json
+
+    pairs = _objective_pairs()
+    run = pairs.DOC_RUNS[scenario]
+    fresh = pairs.doc_figures(run, pairs.measure_doc_records(run))
+    saved = json.loads(pairs.DOC_FIGURES.read_text())[scenario]
+    assert fresh["setup"] == saved["setup"]
     for name, rows in saved["tables"].items():
+        assert len(rows) == len(fresh["tables"][name])
         for old, new in zip(rows, fresh["tables"][name]):
             for key in ("mean", "reference_mean", "geo_mean", "ci_low", "ci_high"):
                 assert new[key] == pytest.approx(old[key], rel=1e-6), (name, old["metric"], key)
