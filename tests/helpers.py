@@ -1,5 +1,5 @@
 """Shared test helpers: masked random actions, episode loops through the public API, and
-running the examples as a student would."""
+running the examples as a student would, loading a script of benchmarks/ or examples/ as a module."""
 from __future__ import annotations
 
 import os
@@ -20,6 +20,20 @@ def run_example(script: str, *args: str, timeout: float = 120) -> str:
                          env=ONE_THREAD_ENV, cwd=ROOT, timeout=timeout)
     assert out.returncode == 0, out.stdout + out.stderr
     return out.stdout
+
+
+def load_script(relative: str, name: "str | None" = None):
+    """The script ``ROOT/relative`` (e.g. ``benchmarks/headroom.py``) loaded as a module named
+    ``name`` (default: its stem), registered in ``sys.modules`` before it runs, since a dataclass
+    of the script looks its module up there."""
+    import importlib.util
+
+    path = ROOT / relative
+    spec = importlib.util.spec_from_file_location(name or path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def random_actions(obs: dict, rng: np.random.Generator, lazy: float = 0.0) -> dict:

@@ -3,7 +3,6 @@ their generator's output (``benchmarks/docs_current.py``), the measured figures 
 fresh measurement (slow), and the claims written by hand name only what the code has."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from pathlib import Path
@@ -11,19 +10,13 @@ from pathlib import Path
 import pytest
 
 import cluster_env
+from tests.helpers import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
-def _generator():
-    spec = importlib.util.spec_from_file_location("docs_current", ROOT / "benchmarks" / "docs_current.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-docs_current = _generator()
+docs_current = load_script("benchmarks/docs_current.py")
 README = (ROOT / "README.md").read_text()
 
 

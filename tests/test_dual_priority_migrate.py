@@ -15,6 +15,7 @@ from dual_agent.priority import (PRIORITY_FEATURES, MigratingLearnedOrderer, Pri
                                  PriorityCheckpointError, PriorityModel, load_priority_agent, save_priority_agent)
 from dual_agent.priority import es
 from dual_agent.priority.es import ESConfig, train_priority
+from tests.helpers import load_script
 from tests.test_las_migrate import moved_jct, two_machine_scenario
 
 SCENARIO = "philly-hetero-v2"
@@ -134,13 +135,7 @@ def test_the_name_of_a_migrating_learned_orderer():
 
 
 def test_paired_evaluation_adds_las_migrate_to_the_agnostic_references():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "eval_dual_paired.py"
-    spec = importlib.util.spec_from_file_location("eval_dual_paired", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = load_script("benchmarks/eval_dual_paired.py")
     refs = mod.expand_references("agnostic,las-migrate,las+fastest")
     assert refs == [*mod.AGNOSTIC, "las-migrate"]                 # las+fastest once, in the agnostic block
     assert mod.expand_references("las+fastest,las-migrate") == ["las+fastest", "las-migrate"]

@@ -3,23 +3,18 @@ the best-known value of each window (the shipped optimality table) and the share
 gap to best-known that the agent closes."""
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
 
 from baselines.optimality import load_table
+from tests.helpers import load_script
 
 SCENARIO = "modern-v1"
 
 
 def _module():
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "eval_dual_paired.py"
-    spec = importlib.util.spec_from_file_location("eval_dual_paired", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("benchmarks/eval_dual_paired.py")
 
 
 def _record(policy: str, seed: int, avg_jct: float, window: str, env: str = "") -> dict:

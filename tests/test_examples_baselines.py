@@ -61,15 +61,13 @@ def test_07_custom_heuristic(tmp_path):
 
 
 def test_07_heuristic_orders_by_gpu_demand():
-    import importlib.util
-
     import numpy as np
 
     from baselines.obs import J
 
-    spec = importlib.util.spec_from_file_location("ex07", EXAMPLES / "07_custom_heuristic.py")
-    ex07 = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ex07)
+    from tests.helpers import load_script
+
+    ex07 = load_script("examples/07_custom_heuristic.py", "ex07")
     orderer = ex07.SmallestDemandFirst()
     jobs = np.zeros((4, len(J)), dtype=np.float32)
     jobs[:3, J["valid"]] = 1

@@ -200,13 +200,12 @@ def test_lower_bound_command_prints_the_tables_bound():
 
 def test_the_docs_room_tables_match_the_shipped_tables():
     """The rows of docs/dual_agent.md's room tables that the shipped tables alone determine."""
-    import importlib.util
     from pathlib import Path
 
+    from tests.helpers import load_script
+
     root = Path(__file__).resolve().parent.parent
-    spec = importlib.util.spec_from_file_location("headroom_bench", root / "benchmarks" / "headroom.py")
-    headroom = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(headroom)
+    headroom = load_script("benchmarks/headroom.py", "headroom_bench")
     text = (root / "docs" / "dual_agent.md").read_text()
     for scenario in SHIPPED:
         rows = headroom.room(scenario, 100, policies=())["rows"]

@@ -99,17 +99,9 @@ def test_two_iteration_objective_training_is_the_same_for_the_same_seed(tmp_path
 
 
 def _objective_pairs():
-    import importlib.util
-    import sys
-    from pathlib import Path
+    from tests.helpers import load_script
 
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "objective_pairs.py"
-    spec = importlib.util.spec_from_file_location("objective_pairs", path)
-    if spec.name not in sys.modules:         # registered first: its dataclass looks its module up
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[spec.name]
+    return load_script("benchmarks/objective_pairs.py")
 
 
 def test_objective_pairs_pairs_every_metric_by_hand(tmp_path):

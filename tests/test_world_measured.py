@@ -204,13 +204,9 @@ def test_docs_tables_are_the_codes():
 
 
 def test_before_after_benchmark_runs(capsys):
-    import importlib.util
-    from pathlib import Path
+    from tests.helpers import load_script
 
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "world_v3_effect.py"
-    spec = importlib.util.spec_from_file_location("world_v3_effect", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("benchmarks/world_v3_effect.py")
     assert module.main(["--pairs", "philly-hetero-v2:philly-hetero-v3", "--policies", "fifo", "--seeds", "0-1"]) == 0
     out = capsys.readouterr().out
     assert "philly-hetero-v2 -> philly-hetero-v3, test windows 0-1 (2)" in out
