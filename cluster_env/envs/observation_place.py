@@ -83,6 +83,46 @@ def placement_row(sim: ClusterSimulator, job: int, fewest: int, measured32: "np.
             math.log1p(max(sim.now - t0, 0.0))]
 
 
+def placement_rows(sim: ClusterSimulator, jobs: np.ndarray, fewest: np.ndarray) -> np.ndarray:
+    """(R, 8) float64: :func:`placement_row` of each running job in ``jobs`` (``fewest``: (N,) the
+    fewest machines that could hold each job's GPUs), computed for all rows at once with the same
+    operations on the same values (elementwise products and quotients, exact minima and maxima,
+    ``math.log1p``), so every value has the same bits as :func:`placement_row`'s."""
+    jobs = np.asarray(jobs, dtype=np.int64)
+    rows = len(jobs)
+    job_list = jobs.tolist()
+    allocs = [sim.alloc[job] for job in job_list]
+    counts = np.fromiter(map(len, allocs), dtype=np.int64, count=rows)
+    flat = np.array([pair for alloc in allocs for pair in alloc], dtype=np.int64).reshape(-1, 2)
+    held, given = flat[:, 0], flat[:, 1]                   # each (machine, GPUs) pair, row by row
+    row_of = np.repeat(np.arange(rows), counts)
+    starts = np.cumsum(counts) - counts                    # every running job holds >= 1 machine
+    measured32 = sim.machines.measured.astype(np.float32).astype(np.float64)
+    nominal = sim.job_speed[jobs]                                                        # (R, T)
+    speed = nominal.astype(np.float32).astype(np.float64)[:, sim.machine_type] * measured32   # (R, M)
+    current = np.minimum.reduceat(speed[row_of, held], starts)
+    capacity = np.repeat(sim.machines.free.astype(np.int64)[None, :], rows, axis=0)
+    np.add.at(capacity, (row_of, held), given)            # free GPUs plus the job's own
+    holds = capacity >= sim.gpus[jobs][:, None]
+    if sim.allowed is not None:
+        holds &= sim.allowed[jobs][:, sim.machine_type]
+    fits = holds.any(axis=1)
+    best = np.where(fits, np.where(holds, speed, -np.inf).max(axis=1), -1.0)
+    types = sim.machine_type[held]
+    out = np.empty((rows, len(PLACEMENT_JOB_FEATURES)))
+    out[:, 0] = counts
+    out[:, 1] = np.minimum.reduceat(nominal[row_of, types], starts)
+    out[:, 2] = np.minimum.reduceat(types, starts) != np.maximum.reduceat(types, starts)
+    out[:, 3] = current
+    out[:, 4] = best
+    out[:, 5] = np.where(fits, best / current, -1.0)
+    out[:, 6] = counts > fewest[jobs]
+    t0 = sim._s_t0[[sim._slot[job] for job in job_list]].tolist()
+    now = sim.now
+    out[:, 7] = [math.log1p(max(now - t, 0.0)) for t in t0]    # math's log1p, as placement_row
+    return out
+
+
 class PlacementObservationBuilder(ExtendedObservationBuilder):
     """The ``extended`` builder plus :data:`PLACEMENT_JOB_FEATURES` (appended, never reordered)."""
 
@@ -98,18 +138,15 @@ class PlacementObservationBuilder(ExtendedObservationBuilder):
     def bind(self, sim, num_tenants: int) -> None:
         super().bind(sim, num_tenants)
         # Fewest machines (of its allowed types, largest first) that could hold each job's GPUs.
-        self._fewest = ClusterSimulator._fewest_machines(sim.gpus, sim.allowed, sim.cluster).tolist()
+        self._fewest = ClusterSimulator._fewest_machines(sim.gpus, sim.allowed, sim.cluster)
 
     def build(self, placing_phase: bool, pending: np.ndarray, running: np.ndarray):
         feats, order_mask, place_mask = super().build(placing_phase, pending, running)
         extra = np.tile(_NOT_RUNNING, (feats["jobs"].shape[0], 1))
-        sim = self.sim
         if len(running):
-            measured32 = sim.machines.measured.astype(np.float32).astype(np.float64)
-            for i, job in enumerate(running.tolist()):
-                extra[self.K + i] = placement_row(sim, job, self._fewest[job], measured32)
+            extra[self.K:self.K + len(running)] = placement_rows(self.sim, running, self._fewest)
         feats["jobs"] = np.concatenate([feats["jobs"], extra], axis=1)
         return feats, order_mask, place_mask
 
 
-__all__ = ["PLACEMENT_JOB_FEATURES", "PlacementObservationBuilder", "placed_speeds", "placement_row"]
+__all__ = ["PLACEMENT_JOB_FEATURES", "PlacementObservationBuilder", "placed_speeds", "placement_row", "placement_rows"]
