@@ -111,21 +111,54 @@ def _sigmoid(x):
 
 def _dense(x, wt, b, act):
     """``x @ wt + b`` (rows of ``x`` (R, K), ``wt`` (K, J)), each sum in the order k = 0..K-1, then
-    ``tanh`` when ``act``. Only the outputs j run side by side (vectorisable without changing any
-    sum's order)."""
+    ``tanh`` when ``act``. Only independent sums run side by side: the outputs j (vectorisable
+    without changing any sum's order) and two rows at a time (sharing the loads of ``wt``); a
+    narrow layer (J < 8, the heads' last) keeps each sum in a register."""
     rows, inner = x.shape
-    out = np.empty((rows, wt.shape[1]))
-    acc = np.empty(wt.shape[1])
+    width = wt.shape[1]
+    out = np.empty((rows, width))
+    if width < 8:
+        for r in range(rows):
+            for j in range(width):
+                s = 0.0
+                for k in range(inner):
+                    s = s + x[r, k] * wt[k, j]
+                out[r, j] = s
+    else:
+        acc0, acc1 = np.empty(width), np.empty(width)
+        r = 0
+        while r + 2 <= rows:
+            acc0[:] = 0.0
+            acc1[:] = 0.0
+            for k in range(inner):
+                x0, x1 = x[r, k], x[r + 1, k]
+                for j in range(width):
+                    w = wt[k, j]
+                    acc0[j] = acc0[j] + x0 * w
+                    acc1[j] = acc1[j] + x1 * w
+            for j in range(width):
+                out[r, j] = acc0[j]
+                out[r + 1, j] = acc1[j]
+            r += 2
+        if r < rows:
+            acc0[:] = 0.0
+            for k in range(inner):
+                x0 = x[r, k]
+                for j in range(width):
+                    acc0[j] = acc0[j] + x0 * wt[k, j]
+            for j in range(width):
+                out[r, j] = acc0[j]
     for r in range(rows):
-        acc[:] = 0.0
-        for k in range(inner):
-            xk = x[r, k]
-            for j in range(wt.shape[1]):
-                acc[j] = acc[j] + xk * wt[k, j]
-        for j in range(wt.shape[1]):
-            y = acc[j] + b[j]
+        for j in range(width):
+            y = out[r, j] + b[j]
             out[r, j] = _tanh(y) if act else y
     return out
+
+
+def _mlp3(x, w1, b1, w2, b2, w3, b3, last_tanh):
+    """Three :func:`_dense` layers, ``tanh`` between them (and after the last when
+    ``last_tanh``): ``networks.mlp`` in one call (the same operations as three calls)."""
+    return _dense(_dense(_dense(x, w1, b1, True), w2, b2, True), w3, b3, last_tanh)
 
 
 def _sigmoid_rows(x):
@@ -158,7 +191,7 @@ def _mean_max(x, valid):
 
 # The kernels as called below, compiled on first use. They are looked up as module attributes at
 # each call, so a test can put the pure-Python versions back and compare bits.
-KERNELS = ("_dense", "_sigmoid_rows", "_mean_max")
+KERNELS = ("_dense", "_mlp3", "_sigmoid_rows", "_mean_max")
 _STATE = {"compiled": False}
 
 
@@ -194,18 +227,41 @@ class PortableActors:
     Every network here maps each row on its own, so a row whose inputs have the same bits gives
     the same bits wherever and whenever it is computed. Two savings rest on that and change no
     bit: the observation's padding rows (invalid candidates, all alike) are computed once and
-    copied, and the machine encoder recomputes only the machines whose row changed since the last
-    call (most steps change a few machines, or none)."""
+    copied, the machine encoder recomputes only the machines whose row changed since the last
+    call (most steps change a few machines, or none), and the job encoder only the candidate rows
+    the last call did not see (decisions at one instant share most rows)."""
 
     def __init__(self, orderer: dict[str, tuple[Layer, ...]], placer: dict[str, tuple[Layer, ...]],
                  noop_logit: float) -> None:
         self._o, self._p, self._noop = orderer, placer, float(noop_logit)
         self._machines: Optional[tuple[np.ndarray, np.ndarray]] = None   # last (input, embedding)
+        self._jobs: dict[bytes, np.ndarray] = {}      # last call's job rows: input bits -> embedding
 
     def _mlp(self, layers: tuple[Layer, ...], x: np.ndarray, last_tanh: bool = False) -> np.ndarray:
+        if len(layers) == 3:                 # networks.mlp: one compiled call instead of three
+            (w1, b1), (w2, b2), (w3, b3) = layers
+            return _mlp3(x, w1, b1, w2, b2, w3, b3, last_tanh)
         for i, (wt, b) in enumerate(layers):
             x = _dense(x, wt, b, i < len(layers) - 1 or last_tanh)
         return x
+
+    def _job_embeddings(self, rows: np.ndarray) -> np.ndarray:
+        """The job encoder's rows, computed only for rows whose input bits the last call did not
+        see (consecutive decisions at one instant share most candidate rows)."""
+        keys = [row.tobytes() for row in rows]
+        last = self._jobs
+        missing = [i for i, key in enumerate(keys) if key not in last]
+        if len(missing) == len(keys):
+            emb = self._mlp(self._o["job_encoder"], rows)
+        else:
+            emb = np.empty((len(rows), self._o["job_encoder"][-1][1].shape[0]))
+            for i, key in enumerate(keys):
+                if key in last:
+                    emb[i] = last[key]
+            if missing:
+                emb[missing] = self._mlp(self._o["job_encoder"], rows[missing])
+        self._jobs = dict(zip(keys, emb))
+        return emb
 
     def _machine_embeddings(self, machines: np.ndarray) -> np.ndarray:
         """The machine encoder's rows, recomputed only where a machine's input bits changed."""
@@ -227,7 +283,7 @@ class PortableActors:
         index, the summary (1, H))."""
         keep, inverse = _distinct_rows(jobs)
         rows = jobs[keep]
-        emb = self._mlp(self._o["job_encoder"], rows)                          # (distinct rows, H)
+        emb = self._job_embeddings(rows)                                       # (distinct rows, H)
         m_emb = self._machine_embeddings(machines)                             # (M, H)
         valid = rows[:, 0] > 0.5          # the valid rows come first, in row order: the same sums
         pooled = np.concatenate([_mean_max(emb, valid), _mean_max(m_emb, np.ones(len(m_emb), bool)), glob])
