@@ -57,6 +57,8 @@ def test_padding_rows_and_unchanged_machines_are_computed_once_with_the_same_bit
     want = [_full(actors, agent, feats) for agent in (ORDERER, PLACER)]
     monkeypatch.setattr(portable, "_dense", counting)
     monkeypatch.setattr(portable, "_mlp3", counting_mlp)
+    for name in ("_summary", "_orderer_head", "_placer_head"):   # their layers through the counters
+        monkeypatch.setattr(portable, name, getattr(portable, name).py_func)
     got = actors.logits(ORDERER, feats)
     assert got.tobytes() == want[0].tobytes()
     # 5 valid candidates + 1 padding row through the job encoder and the head; 34 machines once.

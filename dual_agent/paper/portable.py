@@ -189,9 +189,71 @@ def _mean_max(x, valid):
     return out
 
 
+def _summary(emb, valid, m_emb, glob, w1, b1, w2, b2, w3, b3):
+    """The squeeze network on ``[masked mean and max of the valid job rows, mean and max of the
+    machine rows, glob]``: the orderer's summary (1, H)."""
+    jobs = _mean_max(emb, valid)
+    machines = _mean_max(m_emb, np.ones(m_emb.shape[0], np.bool_))
+    pooled = np.empty((1, jobs.shape[0] + machines.shape[0] + glob.shape[0]))
+    pooled[0, :jobs.shape[0]] = jobs
+    pooled[0, jobs.shape[0]:jobs.shape[0] + machines.shape[0]] = machines
+    pooled[0, jobs.shape[0] + machines.shape[0]:] = glob
+    return _mlp3(pooled, w1, b1, w2, b2, w3, b3, False)
+
+
+def _orderer_head(emb, summary, gw, gb, h1, c1, h2, c2, h3, c3, a1, d1, a2, d2, a3, d3):
+    """The orderer's logits (R + 1,) from the job rows' embeddings (R, H) and the summary (1, H):
+    each row gated by ``sigmoid(gate(summary))`` (exact products) next to the summary through the
+    job head, then the advance head on the summary."""
+    gate = _sigmoid_rows(_dense(summary, gw, gb, False))
+    rows, h = emb.shape
+    width = summary.shape[1]
+    head_in = np.empty((rows, h + width))
+    for r in range(rows):
+        for j in range(h):
+            head_in[r, j] = emb[r, j] * gate[0, j]
+        for j in range(width):
+            head_in[r, h + j] = summary[0, j]
+    job = _mlp3(head_in, h1, c1, h2, c2, h3, c3, False)
+    out = np.empty(rows + 1)
+    for r in range(rows):
+        out[r] = job[r, 0]
+    out[rows] = _mlp3(summary, a1, d1, a2, d2, a3, d3, False)[0, 0]
+    return out
+
+
+def _placer_head(machines, placing, summary, e1, f1, e2, f2, e3, f3, h1, c1, h2, c2, h3, c3, noop):
+    """The placer's logits (M + 1,): each machine row next to ``[placing, summary]`` through the
+    encoder, each embedding next to the embeddings' mean through the head, then the no-op."""
+    m, f = machines.shape
+    p, width = placing.shape[0], summary.shape[1]
+    enc_in = np.empty((m, f + p + width))
+    for r in range(m):
+        for j in range(f):
+            enc_in[r, j] = machines[r, j]
+        for j in range(p):
+            enc_in[r, f + j] = placing[j]
+        for j in range(width):
+            enc_in[r, f + p + j] = summary[0, j]
+    emb = _mlp3(enc_in, e1, f1, e2, f2, e3, f3, False)                 # (M, H)
+    h = emb.shape[1]
+    ctx = _mean_max(emb, np.ones(m, np.bool_))
+    head_in = np.empty((m, 2 * h))
+    for r in range(m):
+        for j in range(h):
+            head_in[r, j] = emb[r, j]
+            head_in[r, h + j] = ctx[j]
+    logits = _mlp3(head_in, h1, c1, h2, c2, h3, c3, False)
+    out = np.empty(m + 1)
+    for r in range(m):
+        out[r] = logits[r, 0]
+    out[m] = noop
+    return out
+
+
 # The kernels as called below, compiled on first use. They are looked up as module attributes at
 # each call, so a test can put the pure-Python versions back and compare bits.
-KERNELS = ("_dense", "_mlp3", "_sigmoid_rows", "_mean_max")
+KERNELS = ("_dense", "_mlp3", "_sigmoid_rows", "_mean_max", "_summary", "_orderer_head", "_placer_head")
 _STATE = {"compiled": False}
 
 
@@ -286,27 +348,22 @@ class PortableActors:
         emb = self._job_embeddings(rows)                                       # (distinct rows, H)
         m_emb = self._machine_embeddings(machines)                             # (M, H)
         valid = rows[:, 0] > 0.5          # the valid rows come first, in row order: the same sums
-        pooled = np.concatenate([_mean_max(emb, valid), _mean_max(m_emb, np.ones(len(m_emb), bool)), glob])
-        return emb, valid, inverse, self._mlp(self._o["squeeze"], pooled[None, :])
+        return emb, valid, inverse, _summary(emb, valid, m_emb, glob, *_flat(self._o["squeeze"]))
 
     def orderer(self, jobs: np.ndarray, machines: np.ndarray, glob: np.ndarray) -> np.ndarray:
         """``OrderingAgent.forward``'s logits (N + 1,): the candidates, then ``advance``."""
         emb, _, inverse, summary = self._summarise(jobs, machines, glob)
-        gate = _sigmoid_rows(self._mlp(self._o["gate"], summary))  # (1, H)
-        gated = emb * gate                                                     # exact products
-        head_in = np.concatenate([gated, np.repeat(summary, len(emb), axis=0)], axis=1)
-        job_logits = self._mlp(self._o["job_head"], head_in)[:, 0][inverse]
-        return np.concatenate([job_logits, self._mlp(self._o["advance_head"], summary)[0]])
+        o = self._o
+        distinct = _orderer_head(emb, summary, *_flat(o["gate"]), *_flat(o["job_head"]), *_flat(o["advance_head"]))
+        out = np.empty(len(inverse) + 1)
+        out[:-1] = distinct[inverse]
+        out[-1] = distinct[-1]
+        return out
 
     def placer(self, jobs: np.ndarray, machines: np.ndarray, glob: np.ndarray, placing: np.ndarray) -> np.ndarray:
         """``PlacementAgent.forward``'s logits (M + 1,): the machines, then the no-op."""
         *_, summary = self._summarise(jobs, machines, glob)
-        job = np.concatenate([placing, summary[0]])
-        enc_in = np.concatenate([machines, np.repeat(job[None, :], len(machines), axis=0)], axis=1)
-        emb = self._mlp(self._p["encoder"], enc_in)                          # (M, H)
-        ctx = _mean_max(emb, np.ones(len(emb), bool))[:emb.shape[1]]
-        head_in = np.concatenate([emb, np.repeat(ctx[None, :], len(emb), axis=0)], axis=1)
-        return np.concatenate([self._mlp(self._p["head"], head_in)[:, 0], [self._noop]])
+        return _placer_head(machines, placing, summary, *_flat(self._p["encoder"]), *_flat(self._p["head"]), self._noop)
 
     def logits(self, agent: int, feats: dict) -> np.ndarray:
         """One step's logits (float64, 1-D) of ``agent`` (0 orderer, 1 placer) from the policy's
@@ -316,6 +373,11 @@ class PortableActors:
         if agent == 0:
             return self.orderer(wide["jobs"], wide["machines"], wide["global"])
         return self.placer(wide["jobs"], wide["machines"], wide["global"], wide["placing"])
+
+
+def _flat(layers: tuple[Layer, ...]) -> tuple[np.ndarray, ...]:
+    """``(wt1, b1, wt2, b2, ...)``: the arrays of ``layers`` in the kernels' argument order."""
+    return tuple(a for layer in layers for a in layer)
 
 
 def _distinct_rows(jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
