@@ -276,8 +276,8 @@ def restricted_hetero_scenario() -> Scenario:
 
 @pytest.mark.parametrize("policy, restricted", [("las-migrate", False), ("las-migrate", True), ("fifo+random", True)])
 def test_the_vectorised_placement_columns_equal_the_per_row_reference_bit_for_bit(policy, restricted):
-    """``placement_rows`` (what the builder computes, all running rows at once) against the
-    per-row :func:`placement_row`, in float64 bits, at every step of a busy philly-hetero-v2
+    """``placement_rows`` (what the builder computes, all running rows at once, in numpy and in
+    its numba loop) against the per-row :func:`placement_row`, in float64 bits, at every step of a busy philly-hetero-v2
     window: ``las-migrate`` (moves, jobs spread over machines), ``fifo+random`` (jobs spread over
     machines of several GPU types), and a variant where a third of the jobs may not use V100s."""
     from cluster_env.core.simulator import ClusterSimulator
@@ -294,9 +294,10 @@ def test_the_vectorised_placement_columns_equal_the_per_row_reference_bit_for_bi
             continue
         fewest = ClusterSimulator._fewest_machines(sim.gpus, sim.allowed, sim.cluster)
         running = np.asarray(infos["orderer"]["job_ids"])[rows]
-        fast = placement_rows(sim, running, fewest)
         reference = np.array([placement_row(sim, int(j), int(fewest[j])) for j in running])
-        np.testing.assert_array_equal(fast.view(np.uint64), reference.view(np.uint64))
+        for compiled in (False, True):       # whole-array numpy, and the numba loop
+            fast = placement_rows(sim, running, fewest, compiled=compiled)
+            np.testing.assert_array_equal(fast.view(np.uint64), reference.view(np.uint64))
         np.testing.assert_array_equal(obs["orderer"]["jobs"][rows, N_EXT:], reference.astype(np.float32))
         checked += len(rows)
         multi += int((reference[:, 0] > 1).sum())
