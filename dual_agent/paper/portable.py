@@ -253,7 +253,8 @@ def _placer_head(machines, placing, summary, e1, f1, e2, f2, e3, f3, h1, c1, h2,
 
 # The kernels as called below, compiled on first use. They are looked up as module attributes at
 # each call, so a test can put the pure-Python versions back and compare bits.
-KERNELS = ("_dense", "_mlp3", "_sigmoid_rows", "_mean_max", "_summary", "_orderer_head", "_placer_head")
+KERNELS = ("_dense", "_mlp3", "_sigmoid_rows", "_mean_max", "_summary", "_orderer_head", "_placer_head",
+           "_distinct_rows")
 _STATE = {"compiled": False}
 
 
@@ -380,23 +381,34 @@ def _flat(layers: tuple[Layer, ...]) -> tuple[np.ndarray, ...]:
     return tuple(a for layer in layers for a in layer)
 
 
-def _distinct_rows(jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _distinct_rows(jobs):
     """(rows to compute, index of each row among them): the valid candidates (column 0 > 0.5) in
     row order, then one padding row standing for every invalid row when they are all the same
-    bits (the observation's zero padding); every row when they are not."""
-    valid = jobs[:, 0] > 0.5
-    pad = np.flatnonzero(~valid)
-    if len(pad) > 1:
-        bits = jobs[pad].view(np.uint64)
-        if not (bits == bits[0]).all():
-            return np.arange(len(jobs)), np.arange(len(jobs))
-    keep = np.flatnonzero(valid)
-    inverse = np.empty(len(jobs), dtype=np.intp)
-    inverse[keep] = np.arange(len(keep))
-    if len(pad):
-        inverse[pad] = len(keep)
-        keep = np.append(keep, pad[0])
-    return keep, inverse
+    bits (the observation's zero padding); every row when they are not. ``jobs``: C-contiguous
+    float64."""
+    n, width = jobs.shape
+    bits = jobs.view(np.uint64)
+    keep = np.empty(n, np.int64)
+    inverse = np.empty(n, np.int64)
+    count, first_pad = 0, -1
+    for r in range(n):
+        if jobs[r, 0] > 0.5:
+            inverse[r] = count
+            keep[count] = r
+            count += 1
+        elif first_pad < 0:
+            first_pad = r
+        else:
+            for c in range(width):
+                if bits[r, c] != bits[first_pad, c]:
+                    return np.arange(n), np.arange(n)
+    if first_pad >= 0:
+        keep[count] = first_pad
+        for r in range(n):
+            if not jobs[r, 0] > 0.5:
+                inverse[r] = count
+        count += 1
+    return keep[:count].copy(), inverse
 
 
 def _layers(pairs: Optional[tuple]) -> tuple[Layer, ...]:
