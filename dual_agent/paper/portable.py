@@ -444,7 +444,7 @@ def portable_logits(model, agent: int, feats: dict) -> Optional[np.ndarray]:
     # The parameter list is walked once per model (module traversal costs more than a small
     # decision); its version counters are read at every call.
     params = cached[2] if cached is not None else list(model.parameters())
-    versions = tuple(p._version for p in params)
+    versions = [p._version for p in params]          # a list comprehension: the cheapest walk
     if cached is None or cached[0] != versions:
         cached = _ACTORS[model] = (versions, portable_actors(model), params)
     actors = cached[1]
