@@ -49,15 +49,14 @@ def test_padding_rows_and_unchanged_machines_are_computed_once_with_the_same_bit
         rows_seen.append(x.shape[0])
         return real(x, wt, b, act)
 
-    def counting_mlp(x, *args):              # three layers in one call
-        rows_seen.extend([x.shape[0]] * 3)
+    def counting_mlp(x, *args):              # three layers in one call, each through ``counting``
         if x.shape[1] == feats["jobs"].shape[1]:
             job_rows.append(x.shape[0])        # the job encoder's input
-        return real_mlp(x, *args)
+        return real_mlp.py_func(x, *args)
     want = [_full(actors, agent, feats) for agent in (ORDERER, PLACER)]
     monkeypatch.setattr(portable, "_dense", counting)
     monkeypatch.setattr(portable, "_mlp3", counting_mlp)
-    for name in ("_summary", "_orderer_head", "_placer_head"):   # their layers through the counters
+    for name in ("_job_rows", "_summary", "_orderer_head", "_placer_head"):   # layers through the counters
         monkeypatch.setattr(portable, name, getattr(portable, name).py_func)
     got = actors.logits(ORDERER, feats)
     assert got.tobytes() == want[0].tobytes()

@@ -189,6 +189,45 @@ def _mean_max(x, valid):
     return out
 
 
+def _job_rows(rows, last_rows, last_emb, w1, b1, w2, b2, w3, b3):
+    """The job encoder's output (R, H) for ``rows``: a row whose input bits equal a row of
+    ``last_rows`` (the last call's, embedded as ``last_emb``) takes that embedding, the others
+    go through the encoder together (each row is mapped on its own: the same bits)."""
+    n, width = rows.shape
+    bits, last_bits = rows.view(np.uint64), last_rows.view(np.uint64)
+    source = np.full(n, -1, np.int64)
+    missing = 0
+    for r in range(n):
+        for q in range(last_rows.shape[0]):
+            same = True
+            for c in range(width):
+                if bits[r, c] != last_bits[q, c]:
+                    same = False
+                    break
+            if same:
+                source[r] = q
+                break
+        if source[r] < 0:
+            missing += 1
+    emb = np.empty((n, b3.shape[0]))
+    if missing > 0:
+        todo = np.empty((missing, width))
+        where = np.empty(missing, np.int64)
+        i = 0
+        for r in range(n):
+            if source[r] < 0:
+                todo[i] = rows[r]
+                where[i] = r
+                i += 1
+        fresh = _mlp3(todo, w1, b1, w2, b2, w3, b3, False)
+        for i in range(missing):
+            emb[where[i]] = fresh[i]
+    for r in range(n):
+        if source[r] >= 0:
+            emb[r] = last_emb[source[r]]
+    return emb
+
+
 def _summary(emb, valid, m_emb, glob, w1, b1, w2, b2, w3, b3):
     """The squeeze network on ``[masked mean and max of the valid job rows, mean and max of the
     machine rows, glob]``: the orderer's summary (1, H)."""
@@ -253,8 +292,8 @@ def _placer_head(machines, placing, summary, e1, f1, e2, f2, e3, f3, h1, c1, h2,
 
 # The kernels as called below, compiled on first use. They are looked up as module attributes at
 # each call, so a test can put the pure-Python versions back and compare bits.
-KERNELS = ("_dense", "_mlp3", "_sigmoid_rows", "_mean_max", "_summary", "_orderer_head", "_placer_head",
-           "_distinct_rows")
+KERNELS = ("_dense", "_mlp3", "_sigmoid_rows", "_mean_max", "_job_rows", "_summary", "_orderer_head",
+           "_placer_head", "_distinct_rows")
 _STATE = {"compiled": False}
 
 
@@ -298,7 +337,7 @@ class PortableActors:
                  noop_logit: float) -> None:
         self._o, self._p, self._noop = orderer, placer, float(noop_logit)
         self._machines: Optional[tuple[np.ndarray, np.ndarray]] = None   # last (input, embedding)
-        self._jobs: dict[bytes, np.ndarray] = {}      # last call's job rows: input bits -> embedding
+        self._jobs: Optional[tuple[np.ndarray, np.ndarray]] = None       # last (job rows, embeddings)
 
     def _mlp(self, layers: tuple[Layer, ...], x: np.ndarray, last_tanh: bool = False) -> np.ndarray:
         if len(layers) == 3:                 # networks.mlp: one compiled call instead of three
@@ -311,19 +350,11 @@ class PortableActors:
     def _job_embeddings(self, rows: np.ndarray) -> np.ndarray:
         """The job encoder's rows, computed only for rows whose input bits the last call did not
         see (consecutive decisions at one instant share most candidate rows)."""
-        keys = [row.tobytes() for row in rows]
         last = self._jobs
-        missing = [i for i, key in enumerate(keys) if key not in last]
-        if len(missing) == len(keys):
-            emb = self._mlp(self._o["job_encoder"], rows)
-        else:
-            emb = np.empty((len(rows), self._o["job_encoder"][-1][1].shape[0]))
-            for i, key in enumerate(keys):
-                if key in last:
-                    emb[i] = last[key]
-            if missing:
-                emb[missing] = self._mlp(self._o["job_encoder"], rows[missing])
-        self._jobs = dict(zip(keys, emb))
+        if last is None or last[0].shape[1] != rows.shape[1]:
+            last = (np.empty((0, rows.shape[1])), np.empty((0, self._o["job_encoder"][-1][1].shape[0])))
+        emb = _job_rows(rows, last[0], last[1], *_flat(self._o["job_encoder"]))
+        self._jobs = (rows, emb)
         return emb
 
     def _machine_embeddings(self, machines: np.ndarray) -> np.ndarray:
