@@ -121,12 +121,13 @@ def _columns_loop(counts, held, given, nominal, nominal32, machine_type, measure
 _LOOP = {"kernel": None}
 
 
-def _compiled_loop():
+def _compiled_loop(wanted: "bool | None"):
     """:func:`_columns_loop` compiled by numba (disk-cached with the simulator's kernels), or None
-    under the numpy backend (``CLUSTER_ENV_KERNELS=numpy``, or without numba)."""
+    for the numpy path: ``wanted`` None follows the simulator's kernel backend (numpy under
+    ``CLUSTER_ENV_KERNELS=numpy``), True asks for the loop, False for numpy."""
     from cluster_env.core import kernels
 
-    if kernels.backend() != "numba":
+    if wanted is False or (wanted is None and kernels.backend() != "numba"):
         return None
     if _LOOP["kernel"] is None:
         import numba
@@ -143,7 +144,8 @@ def placement_rows(sim: ClusterSimulator, jobs: np.ndarray, fewest: np.ndarray,
     fewest machines that could hold each job's GPUs), computed for all rows at once with the same
     operations on the same values (elementwise products and quotients, exact minima and maxima,
     ``math.log1p``), so every value has the same bits as :func:`placement_row`'s. ``compiled``:
-    one numba loop (the default under the simulator's numba backend) or whole-array numpy."""
+    one numba loop (True; the default, None, under the simulator's numba kernel backend) or
+    whole-array numpy (False; the default under the numpy backend)."""
     jobs = np.asarray(jobs, dtype=np.int64)
     rows = len(jobs)
     job_list = jobs.tolist()
@@ -155,9 +157,7 @@ def placement_rows(sim: ClusterSimulator, jobs: np.ndarray, fewest: np.ndarray,
     nominal = sim.job_speed[jobs]                                                        # (R, T)
     nominal32 = nominal.astype(np.float32).astype(np.float64)
     out = np.empty((rows, len(PLACEMENT_JOB_FEATURES)))
-    loop = _compiled_loop() if compiled is None or compiled else None
-    if compiled and loop is None:
-        raise RuntimeError("placement_rows(compiled=True) needs numba and the numba kernel backend")
+    loop = _compiled_loop(compiled)
     if loop is not None:
         restricted = sim.allowed is not None
         allowed = sim.allowed[jobs] if restricted else np.zeros((rows, 1), dtype=bool)
