@@ -1,6 +1,7 @@
 """The portable actors compute each distinct row once (issue 26, item 4: the torch agent's
 episode in seconds): the observation's padding rows once for all, the machine encoder only on the
-machines whose row changed. The logits keep their bits (each row is mapped on its own)."""
+machines whose row changed, the job encoder only on the candidate rows the last decision did not
+see. The logits keep their bits (each row is mapped on its own)."""
 from __future__ import annotations
 
 import numpy as np
@@ -42,13 +43,21 @@ def test_padding_rows_and_unchanged_machines_are_computed_once_with_the_same_bit
     rng = np.random.default_rng(0)
     feats = _feats(rng, valid=5)
     portable._compile()
-    real, rows_seen = portable._dense, []
+    real, real_mlp, rows_seen, job_rows = portable._dense, portable._mlp3, [], []
 
     def counting(x, wt, b, act):
         rows_seen.append(x.shape[0])
         return real(x, wt, b, act)
+
+    def counting_mlp(x, *args):              # three layers in one call, each through ``counting``
+        if x.shape[1] == feats["jobs"].shape[1]:
+            job_rows.append(x.shape[0])        # the job encoder's input
+        return real_mlp.py_func(x, *args)
     want = [_full(actors, agent, feats) for agent in (ORDERER, PLACER)]
     monkeypatch.setattr(portable, "_dense", counting)
+    monkeypatch.setattr(portable, "_mlp3", counting_mlp)
+    for name in ("_job_rows", "_summary", "_orderer_head", "_placer_head"):   # layers through the counters
+        monkeypatch.setattr(portable, name, getattr(portable, name).py_func)
     got = actors.logits(ORDERER, feats)
     assert got.tobytes() == want[0].tobytes()
     # 5 valid candidates + 1 padding row through the job encoder and the head; 34 machines once.
@@ -56,6 +65,15 @@ def test_padding_rows_and_unchanged_machines_are_computed_once_with_the_same_bit
     rows_seen.clear()
     assert actors.logits(PLACER, feats).tobytes() == want[1].tobytes()
     assert rows_seen.count(34) == len(actors._p["encoder"]) + len(actors._p["head"])   # the placer's own rows
+    # The same candidate rows again (the placer above): the job encoder computed them once.
+    assert job_rows == [6]
+    # One candidate row changes: the job encoder sees that row only, and the bits still agree.
+    moved = {**feats, "jobs": feats["jobs"].copy()}
+    moved["jobs"][2, 5] += 0.25
+    want_moved = _full(actors, ORDERER, moved)
+    job_rows.clear()
+    assert actors.logits(ORDERER, moved).tobytes() == want_moved.tobytes()
+    assert job_rows == [1]
     # One machine changes: the machine encoder sees that row only, and the bits still agree.
     feats2 = {**feats, "machines": feats["machines"].copy()}
     feats2["machines"][7] += 0.25

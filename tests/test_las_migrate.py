@@ -261,3 +261,45 @@ def test_extended_v2_passes_the_parallel_api_test():
     from pettingzoo.test import parallel_api_test
 
     parallel_api_test(cluster_env.parallel_env("toy-v0", observation="extended-v2", preemption=True), num_cycles=200)
+
+
+def restricted_hetero_scenario() -> Scenario:
+    """philly-hetero-v2 where every third job may not use the fastest GPU type (V100)."""
+    from cluster_env.scenarios import get_scenario
+
+    base = get_scenario("philly-hetero-v2")
+    names = base.cluster().gpu_type_names
+    workload = base.workload()
+    allowed = tuple(frozenset(names[:2]) if j % 3 == 0 else None for j in range(workload.num_jobs))
+    return replace(base, name="philly-hetero-v2-restricted", workload=lambda: replace(workload, allowed_gpu_types=allowed))
+
+
+@pytest.mark.parametrize("policy, restricted", [("las-migrate", False), ("las-migrate", True), ("fifo+random", True)])
+def test_the_vectorised_placement_columns_equal_the_per_row_reference_bit_for_bit(policy, restricted):
+    """``placement_rows`` (what the builder computes, all running rows at once, in numpy and in
+    its numba loop) against the per-row :func:`placement_row`, in float64 bits, at every step of a busy philly-hetero-v2
+    window: ``las-migrate`` (moves, jobs spread over machines), ``fifo+random`` (jobs spread over
+    machines of several GPU types), and a variant where a third of the jobs may not use V100s."""
+    from cluster_env.core.simulator import ClusterSimulator
+    from cluster_env.envs.observation_place import placement_row, placement_rows
+
+    scenario = restricted_hetero_scenario() if restricted else "philly-hetero-v2"
+    checked, multi, mixed = 0, 0, 0
+    for env, obs, infos in policy_steps(scenario, "extended-v2", 3, policy, jobs_per_episode=200,
+                                        preemption=True):
+        sim = env.unwrapped.sim
+        assert (sim.allowed is not None) == restricted
+        rows = np.flatnonzero(obs["orderer"]["jobs"][:, 1] > 0.5)
+        if not len(rows):
+            continue
+        fewest = ClusterSimulator._fewest_machines(sim.gpus, sim.allowed, sim.cluster)
+        running = np.asarray(infos["orderer"]["job_ids"])[rows]
+        reference = np.array([placement_row(sim, int(j), int(fewest[j])) for j in running])
+        for compiled in (False, True):       # whole-array numpy, and the numba loop
+            fast = placement_rows(sim, running, fewest, compiled=compiled)
+            np.testing.assert_array_equal(fast.view(np.uint64), reference.view(np.uint64))
+        np.testing.assert_array_equal(obs["orderer"]["jobs"][rows, N_EXT:], reference.astype(np.float32))
+        checked += len(rows)
+        multi += int((reference[:, 0] > 1).sum())
+        mixed += int(reference[:, 2].sum())
+    assert checked > 500 and multi > 0 and (mixed > 0) == (policy == "fifo+random")

@@ -83,6 +83,112 @@ def placement_row(sim: ClusterSimulator, job: int, fewest: int, measured32: "np.
             math.log1p(max(sim.now - t0, 0.0))]
 
 
+def _columns_loop(counts, held, given, nominal, nominal32, machine_type, measured32, free, need, allowed,
+                  restricted, fewest, out):
+    """Columns 0-6 of :func:`placement_rows` (``since_start_log`` is left to ``math.log1p``), one
+    row at a time: the same products, quotients and exact minima and maxima as the numpy path."""
+    p = 0
+    for i in range(counts.shape[0]):
+        n = counts[i]
+        current, slowest = np.inf, np.inf
+        low, high = machine_type[held[p]], machine_type[held[p]]
+        for q in range(p, p + n):
+            t = machine_type[held[q]]
+            speed = nominal32[i, t] * measured32[held[q]]
+            current = min(current, speed)
+            slowest = min(slowest, nominal[i, t])
+            low, high = min(low, t), max(high, t)
+        best, fits = -np.inf, False
+        for m in range(free.shape[0]):
+            capacity = free[m]
+            for q in range(p, p + n):
+                if held[q] == m:
+                    capacity += given[q]
+            t = machine_type[m]
+            if capacity >= need[i] and (not restricted or allowed[i, t]):
+                best = max(best, nominal32[i, t] * measured32[m])
+                fits = True
+        out[i, 0] = n
+        out[i, 1] = slowest
+        out[i, 2] = 1.0 if low != high else 0.0
+        out[i, 3] = current
+        out[i, 4] = best if fits else -1.0
+        out[i, 5] = best / current if fits else -1.0
+        out[i, 6] = 1.0 if n > fewest[i] else 0.0
+        p += n
+
+
+_LOOP = {"kernel": None}
+
+
+def _compiled_loop(wanted: "bool | None"):
+    """:func:`_columns_loop` compiled by numba (disk-cached with the simulator's kernels), or None
+    for the numpy path: ``wanted`` None follows the simulator's kernel backend (numpy under
+    ``CLUSTER_ENV_KERNELS=numpy``), True asks for the loop, False for numpy."""
+    from cluster_env.core import kernels
+
+    if wanted is False or (wanted is None and kernels.backend() != "numba"):
+        return None
+    if _LOOP["kernel"] is None:
+        import numba
+
+        dispatcher = numba.njit(nogil=True, error_model="numpy")(_columns_loop)
+        kernels._attach_cache(dispatcher)
+        _LOOP["kernel"] = dispatcher
+    return _LOOP["kernel"]
+
+
+def placement_rows(sim: ClusterSimulator, jobs: np.ndarray, fewest: np.ndarray,
+                   compiled: "bool | None" = None) -> np.ndarray:
+    """(R, 8) float64: :func:`placement_row` of each running job in ``jobs`` (``fewest``: (N,) the
+    fewest machines that could hold each job's GPUs), computed for all rows at once with the same
+    operations on the same values (elementwise products and quotients, exact minima and maxima,
+    ``math.log1p``), so every value has the same bits as :func:`placement_row`'s. ``compiled``:
+    one numba loop (True; the default, None, under the simulator's numba kernel backend) or
+    whole-array numpy (False; the default under the numpy backend)."""
+    jobs = np.asarray(jobs, dtype=np.int64)
+    rows = len(jobs)
+    job_list = jobs.tolist()
+    allocs = [sim.alloc[job] for job in job_list]
+    counts = np.fromiter(map(len, allocs), dtype=np.int64, count=rows)
+    flat = np.array([pair for alloc in allocs for pair in alloc], dtype=np.int64).reshape(-1, 2)
+    held, given = flat[:, 0], flat[:, 1]                   # each (machine, GPUs) pair, row by row
+    measured32 = sim.machines.measured.astype(np.float32).astype(np.float64)
+    nominal = sim.job_speed[jobs]                                                        # (R, T)
+    nominal32 = nominal.astype(np.float32).astype(np.float64)
+    out = np.empty((rows, len(PLACEMENT_JOB_FEATURES)))
+    loop = _compiled_loop(compiled)
+    if loop is not None:
+        restricted = sim.allowed is not None
+        allowed = sim.allowed[jobs] if restricted else np.zeros((rows, 1), dtype=bool)
+        loop(counts, held, given, nominal, nominal32, sim.machine_type, measured32, sim.machines.free,
+             sim.gpus[jobs], allowed, restricted, fewest[jobs], out)
+    else:
+        row_of = np.repeat(np.arange(rows), counts)
+        starts = np.cumsum(counts) - counts                # every running job holds >= 1 machine
+        speed = nominal32[:, sim.machine_type] * measured32                              # (R, M)
+        current = np.minimum.reduceat(speed[row_of, held], starts)
+        capacity = np.repeat(sim.machines.free.astype(np.int64)[None, :], rows, axis=0)
+        np.add.at(capacity, (row_of, held), given)        # free GPUs plus the job's own
+        holds = capacity >= sim.gpus[jobs][:, None]
+        if sim.allowed is not None:
+            holds &= sim.allowed[jobs][:, sim.machine_type]
+        fits = holds.any(axis=1)
+        best = np.where(fits, np.where(holds, speed, -np.inf).max(axis=1), -1.0)
+        types = sim.machine_type[held]
+        out[:, 0] = counts
+        out[:, 1] = np.minimum.reduceat(nominal[row_of, types], starts)
+        out[:, 2] = np.minimum.reduceat(types, starts) != np.maximum.reduceat(types, starts)
+        out[:, 3] = current
+        out[:, 4] = best
+        out[:, 5] = np.where(fits, best / current, -1.0)
+        out[:, 6] = counts > fewest[jobs]
+    t0 = sim._s_t0[[sim._slot[job] for job in job_list]].tolist()
+    now = sim.now
+    out[:, 7] = [math.log1p(max(now - t, 0.0)) for t in t0]    # math's log1p, as placement_row
+    return out
+
+
 class PlacementObservationBuilder(ExtendedObservationBuilder):
     """The ``extended`` builder plus :data:`PLACEMENT_JOB_FEATURES` (appended, never reordered)."""
 
@@ -98,18 +204,15 @@ class PlacementObservationBuilder(ExtendedObservationBuilder):
     def bind(self, sim, num_tenants: int) -> None:
         super().bind(sim, num_tenants)
         # Fewest machines (of its allowed types, largest first) that could hold each job's GPUs.
-        self._fewest = ClusterSimulator._fewest_machines(sim.gpus, sim.allowed, sim.cluster).tolist()
+        self._fewest = ClusterSimulator._fewest_machines(sim.gpus, sim.allowed, sim.cluster)
 
     def build(self, placing_phase: bool, pending: np.ndarray, running: np.ndarray):
         feats, order_mask, place_mask = super().build(placing_phase, pending, running)
         extra = np.tile(_NOT_RUNNING, (feats["jobs"].shape[0], 1))
-        sim = self.sim
         if len(running):
-            measured32 = sim.machines.measured.astype(np.float32).astype(np.float64)
-            for i, job in enumerate(running.tolist()):
-                extra[self.K + i] = placement_row(sim, job, self._fewest[job], measured32)
+            extra[self.K:self.K + len(running)] = placement_rows(self.sim, running, self._fewest)
         feats["jobs"] = np.concatenate([feats["jobs"], extra], axis=1)
         return feats, order_mask, place_mask
 
 
-__all__ = ["PLACEMENT_JOB_FEATURES", "PlacementObservationBuilder", "placed_speeds", "placement_row"]
+__all__ = ["PLACEMENT_JOB_FEATURES", "PlacementObservationBuilder", "placed_speeds", "placement_row", "placement_rows"]

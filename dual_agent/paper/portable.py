@@ -111,21 +111,54 @@ def _sigmoid(x):
 
 def _dense(x, wt, b, act):
     """``x @ wt + b`` (rows of ``x`` (R, K), ``wt`` (K, J)), each sum in the order k = 0..K-1, then
-    ``tanh`` when ``act``. Only the outputs j run side by side (vectorisable without changing any
-    sum's order)."""
+    ``tanh`` when ``act``. Only independent sums run side by side: the outputs j (vectorisable
+    without changing any sum's order) and two rows at a time (sharing the loads of ``wt``); a
+    narrow layer (J < 8, the heads' last) keeps each sum in a register."""
     rows, inner = x.shape
-    out = np.empty((rows, wt.shape[1]))
-    acc = np.empty(wt.shape[1])
+    width = wt.shape[1]
+    out = np.empty((rows, width))
+    if width < 8:
+        for r in range(rows):
+            for j in range(width):
+                s = 0.0
+                for k in range(inner):
+                    s = s + x[r, k] * wt[k, j]
+                out[r, j] = s
+    else:
+        acc0, acc1 = np.empty(width), np.empty(width)
+        r = 0
+        while r + 2 <= rows:
+            acc0[:] = 0.0
+            acc1[:] = 0.0
+            for k in range(inner):
+                x0, x1 = x[r, k], x[r + 1, k]
+                for j in range(width):
+                    w = wt[k, j]
+                    acc0[j] = acc0[j] + x0 * w
+                    acc1[j] = acc1[j] + x1 * w
+            for j in range(width):
+                out[r, j] = acc0[j]
+                out[r + 1, j] = acc1[j]
+            r += 2
+        if r < rows:
+            acc0[:] = 0.0
+            for k in range(inner):
+                x0 = x[r, k]
+                for j in range(width):
+                    acc0[j] = acc0[j] + x0 * wt[k, j]
+            for j in range(width):
+                out[r, j] = acc0[j]
     for r in range(rows):
-        acc[:] = 0.0
-        for k in range(inner):
-            xk = x[r, k]
-            for j in range(wt.shape[1]):
-                acc[j] = acc[j] + xk * wt[k, j]
-        for j in range(wt.shape[1]):
-            y = acc[j] + b[j]
+        for j in range(width):
+            y = out[r, j] + b[j]
             out[r, j] = _tanh(y) if act else y
     return out
+
+
+def _mlp3(x, w1, b1, w2, b2, w3, b3, last_tanh):
+    """Three :func:`_dense` layers, ``tanh`` between them (and after the last when
+    ``last_tanh``): ``networks.mlp`` in one call (the same operations as three calls)."""
+    return _dense(_dense(_dense(x, w1, b1, True), w2, b2, True), w3, b3, last_tanh)
 
 
 def _sigmoid_rows(x):
@@ -156,9 +189,111 @@ def _mean_max(x, valid):
     return out
 
 
+def _job_rows(rows, last_rows, last_emb, w1, b1, w2, b2, w3, b3):
+    """The job encoder's output (R, H) for ``rows``: a row whose input bits equal a row of
+    ``last_rows`` (the last call's, embedded as ``last_emb``) takes that embedding, the others
+    go through the encoder together (each row is mapped on its own: the same bits)."""
+    n, width = rows.shape
+    bits, last_bits = rows.view(np.uint64), last_rows.view(np.uint64)
+    source = np.full(n, -1, np.int64)
+    missing = 0
+    for r in range(n):
+        for q in range(last_rows.shape[0]):
+            same = True
+            for c in range(width):
+                if bits[r, c] != last_bits[q, c]:
+                    same = False
+                    break
+            if same:
+                source[r] = q
+                break
+        if source[r] < 0:
+            missing += 1
+    emb = np.empty((n, b3.shape[0]))
+    if missing > 0:
+        todo = np.empty((missing, width))
+        where = np.empty(missing, np.int64)
+        i = 0
+        for r in range(n):
+            if source[r] < 0:
+                todo[i] = rows[r]
+                where[i] = r
+                i += 1
+        fresh = _mlp3(todo, w1, b1, w2, b2, w3, b3, False)
+        for i in range(missing):
+            emb[where[i]] = fresh[i]
+    for r in range(n):
+        if source[r] >= 0:
+            emb[r] = last_emb[source[r]]
+    return emb
+
+
+def _summary(emb, valid, m_emb, glob, w1, b1, w2, b2, w3, b3):
+    """The squeeze network on ``[masked mean and max of the valid job rows, mean and max of the
+    machine rows, glob]``: the orderer's summary (1, H)."""
+    jobs = _mean_max(emb, valid)
+    machines = _mean_max(m_emb, np.ones(m_emb.shape[0], np.bool_))
+    pooled = np.empty((1, jobs.shape[0] + machines.shape[0] + glob.shape[0]))
+    pooled[0, :jobs.shape[0]] = jobs
+    pooled[0, jobs.shape[0]:jobs.shape[0] + machines.shape[0]] = machines
+    pooled[0, jobs.shape[0] + machines.shape[0]:] = glob
+    return _mlp3(pooled, w1, b1, w2, b2, w3, b3, False)
+
+
+def _orderer_head(emb, summary, gw, gb, h1, c1, h2, c2, h3, c3, a1, d1, a2, d2, a3, d3):
+    """The orderer's logits (R + 1,) from the job rows' embeddings (R, H) and the summary (1, H):
+    each row gated by ``sigmoid(gate(summary))`` (exact products) next to the summary through the
+    job head, then the advance head on the summary."""
+    gate = _sigmoid_rows(_dense(summary, gw, gb, False))
+    rows, h = emb.shape
+    width = summary.shape[1]
+    head_in = np.empty((rows, h + width))
+    for r in range(rows):
+        for j in range(h):
+            head_in[r, j] = emb[r, j] * gate[0, j]
+        for j in range(width):
+            head_in[r, h + j] = summary[0, j]
+    job = _mlp3(head_in, h1, c1, h2, c2, h3, c3, False)
+    out = np.empty(rows + 1)
+    for r in range(rows):
+        out[r] = job[r, 0]
+    out[rows] = _mlp3(summary, a1, d1, a2, d2, a3, d3, False)[0, 0]
+    return out
+
+
+def _placer_head(machines, placing, summary, e1, f1, e2, f2, e3, f3, h1, c1, h2, c2, h3, c3, noop):
+    """The placer's logits (M + 1,): each machine row next to ``[placing, summary]`` through the
+    encoder, each embedding next to the embeddings' mean through the head, then the no-op."""
+    m, f = machines.shape
+    p, width = placing.shape[0], summary.shape[1]
+    enc_in = np.empty((m, f + p + width))
+    for r in range(m):
+        for j in range(f):
+            enc_in[r, j] = machines[r, j]
+        for j in range(p):
+            enc_in[r, f + j] = placing[j]
+        for j in range(width):
+            enc_in[r, f + p + j] = summary[0, j]
+    emb = _mlp3(enc_in, e1, f1, e2, f2, e3, f3, False)                 # (M, H)
+    h = emb.shape[1]
+    ctx = _mean_max(emb, np.ones(m, np.bool_))
+    head_in = np.empty((m, 2 * h))
+    for r in range(m):
+        for j in range(h):
+            head_in[r, j] = emb[r, j]
+            head_in[r, h + j] = ctx[j]
+    logits = _mlp3(head_in, h1, c1, h2, c2, h3, c3, False)
+    out = np.empty(m + 1)
+    for r in range(m):
+        out[r] = logits[r, 0]
+    out[m] = noop
+    return out
+
+
 # The kernels as called below, compiled on first use. They are looked up as module attributes at
 # each call, so a test can put the pure-Python versions back and compare bits.
-KERNELS = ("_dense", "_sigmoid_rows", "_mean_max")
+KERNELS = ("_dense", "_mlp3", "_sigmoid_rows", "_mean_max", "_job_rows", "_summary", "_orderer_head",
+           "_placer_head", "_distinct_rows")
 _STATE = {"compiled": False}
 
 
@@ -194,18 +329,33 @@ class PortableActors:
     Every network here maps each row on its own, so a row whose inputs have the same bits gives
     the same bits wherever and whenever it is computed. Two savings rest on that and change no
     bit: the observation's padding rows (invalid candidates, all alike) are computed once and
-    copied, and the machine encoder recomputes only the machines whose row changed since the last
-    call (most steps change a few machines, or none)."""
+    copied, the machine encoder recomputes only the machines whose row changed since the last
+    call (most steps change a few machines, or none), and the job encoder only the candidate rows
+    the last call did not see (decisions at one instant share most rows)."""
 
     def __init__(self, orderer: dict[str, tuple[Layer, ...]], placer: dict[str, tuple[Layer, ...]],
                  noop_logit: float) -> None:
         self._o, self._p, self._noop = orderer, placer, float(noop_logit)
         self._machines: Optional[tuple[np.ndarray, np.ndarray]] = None   # last (input, embedding)
+        self._jobs: Optional[tuple[np.ndarray, np.ndarray]] = None       # last (job rows, embeddings)
 
     def _mlp(self, layers: tuple[Layer, ...], x: np.ndarray, last_tanh: bool = False) -> np.ndarray:
+        if len(layers) == 3:                 # networks.mlp: one compiled call instead of three
+            (w1, b1), (w2, b2), (w3, b3) = layers
+            return _mlp3(x, w1, b1, w2, b2, w3, b3, last_tanh)
         for i, (wt, b) in enumerate(layers):
             x = _dense(x, wt, b, i < len(layers) - 1 or last_tanh)
         return x
+
+    def _job_embeddings(self, rows: np.ndarray) -> np.ndarray:
+        """The job encoder's rows, computed only for rows whose input bits the last call did not
+        see (consecutive decisions at one instant share most candidate rows)."""
+        last = self._jobs
+        if last is None or last[0].shape[1] != rows.shape[1]:
+            last = (np.empty((0, rows.shape[1])), np.empty((0, self._o["job_encoder"][-1][1].shape[0])))
+        emb = _job_rows(rows, last[0], last[1], *_flat(self._o["job_encoder"]))
+        self._jobs = (rows, emb)
+        return emb
 
     def _machine_embeddings(self, machines: np.ndarray) -> np.ndarray:
         """The machine encoder's rows, recomputed only where a machine's input bits changed."""
@@ -227,30 +377,25 @@ class PortableActors:
         index, the summary (1, H))."""
         keep, inverse = _distinct_rows(jobs)
         rows = jobs[keep]
-        emb = self._mlp(self._o["job_encoder"], rows)                          # (distinct rows, H)
+        emb = self._job_embeddings(rows)                                       # (distinct rows, H)
         m_emb = self._machine_embeddings(machines)                             # (M, H)
         valid = rows[:, 0] > 0.5          # the valid rows come first, in row order: the same sums
-        pooled = np.concatenate([_mean_max(emb, valid), _mean_max(m_emb, np.ones(len(m_emb), bool)), glob])
-        return emb, valid, inverse, self._mlp(self._o["squeeze"], pooled[None, :])
+        return emb, valid, inverse, _summary(emb, valid, m_emb, glob, *_flat(self._o["squeeze"]))
 
     def orderer(self, jobs: np.ndarray, machines: np.ndarray, glob: np.ndarray) -> np.ndarray:
         """``OrderingAgent.forward``'s logits (N + 1,): the candidates, then ``advance``."""
         emb, _, inverse, summary = self._summarise(jobs, machines, glob)
-        gate = _sigmoid_rows(self._mlp(self._o["gate"], summary))  # (1, H)
-        gated = emb * gate                                                     # exact products
-        head_in = np.concatenate([gated, np.repeat(summary, len(emb), axis=0)], axis=1)
-        job_logits = self._mlp(self._o["job_head"], head_in)[:, 0][inverse]
-        return np.concatenate([job_logits, self._mlp(self._o["advance_head"], summary)[0]])
+        o = self._o
+        distinct = _orderer_head(emb, summary, *_flat(o["gate"]), *_flat(o["job_head"]), *_flat(o["advance_head"]))
+        out = np.empty(len(inverse) + 1)
+        out[:-1] = distinct[inverse]
+        out[-1] = distinct[-1]
+        return out
 
     def placer(self, jobs: np.ndarray, machines: np.ndarray, glob: np.ndarray, placing: np.ndarray) -> np.ndarray:
         """``PlacementAgent.forward``'s logits (M + 1,): the machines, then the no-op."""
         *_, summary = self._summarise(jobs, machines, glob)
-        job = np.concatenate([placing, summary[0]])
-        enc_in = np.concatenate([machines, np.repeat(job[None, :], len(machines), axis=0)], axis=1)
-        emb = self._mlp(self._p["encoder"], enc_in)                          # (M, H)
-        ctx = _mean_max(emb, np.ones(len(emb), bool))[:emb.shape[1]]
-        head_in = np.concatenate([emb, np.repeat(ctx[None, :], len(emb), axis=0)], axis=1)
-        return np.concatenate([self._mlp(self._p["head"], head_in)[:, 0], [self._noop]])
+        return _placer_head(machines, placing, summary, *_flat(self._p["encoder"]), *_flat(self._p["head"]), self._noop)
 
     def logits(self, agent: int, feats: dict) -> np.ndarray:
         """One step's logits (float64, 1-D) of ``agent`` (0 orderer, 1 placer) from the policy's
@@ -262,23 +407,39 @@ class PortableActors:
         return self.placer(wide["jobs"], wide["machines"], wide["global"], wide["placing"])
 
 
-def _distinct_rows(jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _flat(layers: tuple[Layer, ...]) -> tuple[np.ndarray, ...]:
+    """``(wt1, b1, wt2, b2, ...)``: the arrays of ``layers`` in the kernels' argument order."""
+    return tuple(a for layer in layers for a in layer)
+
+
+def _distinct_rows(jobs):
     """(rows to compute, index of each row among them): the valid candidates (column 0 > 0.5) in
     row order, then one padding row standing for every invalid row when they are all the same
-    bits (the observation's zero padding); every row when they are not."""
-    valid = jobs[:, 0] > 0.5
-    pad = np.flatnonzero(~valid)
-    if len(pad) > 1:
-        bits = jobs[pad].view(np.uint64)
-        if not (bits == bits[0]).all():
-            return np.arange(len(jobs)), np.arange(len(jobs))
-    keep = np.flatnonzero(valid)
-    inverse = np.empty(len(jobs), dtype=np.intp)
-    inverse[keep] = np.arange(len(keep))
-    if len(pad):
-        inverse[pad] = len(keep)
-        keep = np.append(keep, pad[0])
-    return keep, inverse
+    bits (the observation's zero padding); every row when they are not. ``jobs``: C-contiguous
+    float64."""
+    n, width = jobs.shape
+    bits = jobs.view(np.uint64)
+    keep = np.empty(n, np.int64)
+    inverse = np.empty(n, np.int64)
+    count, first_pad = 0, -1
+    for r in range(n):
+        if jobs[r, 0] > 0.5:
+            inverse[r] = count
+            keep[count] = r
+            count += 1
+        elif first_pad < 0:
+            first_pad = r
+        else:
+            for c in range(width):
+                if bits[r, c] != bits[first_pad, c]:
+                    return np.arange(n), np.arange(n)
+    if first_pad >= 0:
+        keep[count] = first_pad
+        for r in range(n):
+            if not jobs[r, 0] > 0.5:
+                inverse[r] = count
+        count += 1
+    return keep[:count].copy(), inverse
 
 
 def _layers(pairs: Optional[tuple]) -> tuple[Layer, ...]:
@@ -314,7 +475,7 @@ def portable_logits(model, agent: int, feats: dict) -> Optional[np.ndarray]:
     # The parameter list is walked once per model (module traversal costs more than a small
     # decision); its version counters are read at every call.
     params = cached[2] if cached is not None else list(model.parameters())
-    versions = tuple(p._version for p in params)
+    versions = [p._version for p in params]          # a list comprehension: the cheapest walk
     if cached is None or cached[0] != versions:
         cached = _ACTORS[model] = (versions, portable_actors(model), params)
     actors = cached[1]
