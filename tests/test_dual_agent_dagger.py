@@ -141,6 +141,26 @@ def test_student_learns_the_teacher_of_a_tiny_window(tmp_path):
     assert losses[-1] < 0.5 * losses[0]
 
 
+def test_residual_start_on_las_migrate_learns_the_teacher_too(tmp_path):
+    """``--prior las-migrate`` with ``--teacher best-known``: the untrained student is exactly
+    ``las-migrate`` (its iteration-0 validation and its schedule), and DAgger moves it from there
+    to the teacher's schedule (the labels outweigh the prior's logit bonus where they differ)."""
+    from baselines import evaluate
+
+    cfg = DualAgentConfig(hidden=32, prior="las-migrate", env_overrides=AGENT_ENV)
+    # Twice the plain student's iterations: the labels must first outweigh the prior's bonus.
+    trainer = make_trainer(TrainConfig(**TINY, dagger_iterations=12), cfg, tmp_path, tensorboard=False)
+    untrained = run_episode(trainer.policy(), SCENARIO, "train", 0, {"jobs_per_episode": 10}).record
+    prior = evaluate("las-migrate", SCENARIO, split="train", seeds=[0], env_kwargs={"jobs_per_episode": 10})[0]
+    assert {k: v for k, v in untrained.items() if k not in ("policy", "wall_s")} == \
+        {k: v for k, v in prior.items() if k not in ("policy", "wall_s")}
+    trainer.train(progress=False, max_iterations=12)
+    w = trainer.teachers()[0]
+    assert untrained["avg_jct"] > w.value * 1.01             # the teacher is not the prior
+    student = run_episode(trainer.policy(), SCENARIO, "train", 0, {"jobs_per_episode": 10}).record["avg_jct"]
+    assert student == pytest.approx(w.value, rel=1e-9)
+
+
 def _weights(trainer) -> dict:
     return {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
 
