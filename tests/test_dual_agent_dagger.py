@@ -94,6 +94,19 @@ def test_teacher_follows_a_student_that_deviates():
         assert not (term["orderer"] or trunc["orderer"]), "the episode ended before five checks"
 
 
+def test_teacher_rules_are_exactly_the_rules_that_need_no_durations():
+    """A teacher labels states whose observation hides durations: every rule that asks for them
+    (SJF too, which raised ClairvoyanceRequired mid-run when it was a window's best) is left out."""
+    from baselines.optimality.search import RULES
+    from baselines.registry import make_policy
+
+    for rule in RULES:
+        policy = make_policy(rule, scenario=SCENARIO) if rule == "gittins" else make_policy(rule)
+        reads_durations = bool(policy.env_overrides.get("clairvoyant"))
+        assert (rule in TEACHER_RULES) == (not reads_durations), rule
+    assert "sjf" not in TEACHER_RULES
+
+
 def test_config_refuses_teachers_off_the_train_split_and_without_the_environment(tmp_path):
     with pytest.raises(ValueError, match="train split"):
         TrainConfig(**{**TINY, "split": "test"})
