@@ -94,6 +94,19 @@ def test_teacher_follows_a_student_that_deviates():
         assert not (term["orderer"] or trunc["orderer"]), "the episode ended before five checks"
 
 
+def test_teacher_rules_are_exactly_the_rules_that_need_no_durations():
+    """A teacher labels states whose observation hides durations: every rule that asks for them
+    (SJF too, which raised ClairvoyanceRequired mid-run when it was a window's best) is left out."""
+    from baselines.optimality.search import RULES
+    from baselines.registry import make_policy
+
+    for rule in RULES:
+        policy = make_policy(rule, scenario=SCENARIO) if rule == "gittins" else make_policy(rule)
+        reads_durations = bool(policy.env_overrides.get("clairvoyant"))
+        assert (rule in TEACHER_RULES) == (not reads_durations), rule
+    assert "sjf" not in TEACHER_RULES
+
+
 def test_config_refuses_teachers_off_the_train_split_and_without_the_environment(tmp_path):
     with pytest.raises(ValueError, match="train split"):
         TrainConfig(**{**TINY, "split": "test"})
@@ -139,6 +152,26 @@ def test_student_learns_the_teacher_of_a_tiny_window(tmp_path):
     assert student == pytest.approx(w.value, rel=1e-9)
     losses = [row["policy_loss"] for row in trainer.log]
     assert losses[-1] < 0.5 * losses[0]
+
+
+def test_residual_start_on_las_migrate_learns_the_teacher_too(tmp_path):
+    """``--prior las-migrate`` with ``--teacher best-known``: the untrained student is exactly
+    ``las-migrate`` (its iteration-0 validation and its schedule), and DAgger moves it from there
+    to the teacher's schedule (the labels outweigh the prior's logit bonus where they differ)."""
+    from baselines import evaluate
+
+    cfg = DualAgentConfig(hidden=32, prior="las-migrate", env_overrides=AGENT_ENV)
+    # Twice the plain student's iterations: the labels must first outweigh the prior's bonus.
+    trainer = make_trainer(TrainConfig(**TINY, dagger_iterations=12), cfg, tmp_path, tensorboard=False)
+    untrained = run_episode(trainer.policy(), SCENARIO, "train", 0, {"jobs_per_episode": 10}).record
+    prior = evaluate("las-migrate", SCENARIO, split="train", seeds=[0], env_kwargs={"jobs_per_episode": 10})[0]
+    assert {k: v for k, v in untrained.items() if k not in ("policy", "wall_s")} == \
+        {k: v for k, v in prior.items() if k not in ("policy", "wall_s")}
+    trainer.train(progress=False, max_iterations=12)
+    w = trainer.teachers()[0]
+    assert untrained["avg_jct"] > w.value * 1.01             # the teacher is not the prior
+    student = run_episode(trainer.policy(), SCENARIO, "train", 0, {"jobs_per_episode": 10}).record["avg_jct"]
+    assert student == pytest.approx(w.value, rel=1e-9)
 
 
 def _weights(trainer) -> dict:

@@ -43,7 +43,8 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--imitate-iterations", type=int, default=None, help="iterations of imitation (default 0)")
     p.add_argument("--teacher", choices=("best-known",), default=None,
                    help="warm start by DAgger from hindsight teachers: each training window's best-known schedule "
-                        "(the hindsight search's, clairvoyant rules left out) labels the states the student reaches; "
+                        "(the hindsight search's, rules that read durations left out) labels the states the "
+                        "student reaches; "
                         "needs --agent-env preemption=True --observation extended-v2")
     p.add_argument("--teacher-windows", type=int, default=None,
                    help="training windows (train split, seeds 0 ..) that get a teacher (default 24)")

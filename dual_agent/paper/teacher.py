@@ -12,17 +12,18 @@ in the states a student reached by its own mistakes: that is what DAgger needs
 * :func:`teacher_schedules` runs the search on training windows only (split ``"train"``: a test
   window never teaches), within a budget of compiled episodes per window, and caches the results
   in one JSON file (a list of schedule certificates, :mod:`baselines.optimality.certificate`, read
-  without running anything from it). The clairvoyant rules are left out of the search
-  (:data:`TEACHER_RULES`): they read durations the student's observation does not hold, so they
-  could not label its states.
+  without running anything from it). The rules that read durations (the clairvoyant references
+  and SJF, :data:`DURATION_RULES`) are left out of the search (:data:`TEACHER_RULES`): the
+  student's observation does not hold durations, so they could not label its states.
 * :class:`HindsightTeacher` plays a window's schedule as labeller: :meth:`~HindsightTeacher.label`
   gives the teacher's action for the acting agent (ordering or placement) in the student's state,
   and :meth:`~HindsightTeacher.observe` tells it the action really taken, so that the schedule's
   per-instant bookkeeping (jobs started or preempted at this instant, a move under way) follows
   the student's trajectory and not the one the teacher would have played.
 
-Public names: :data:`TEACHER_RULES`, :data:`TEACHER_FORMAT`, :class:`TeacherWindow`,
-:func:`teacher_schedules`, :class:`HindsightTeacher` (and :func:`dual_agent.schedules.schedule_policy`, re-exported).
+Public names: :data:`TEACHER_RULES`, :data:`DURATION_RULES`, :data:`TEACHER_FORMAT`, :class:`TeacherWindow`,
+:func:`teacher_schedules`, :class:`HindsightTeacher` (and :func:`dual_agent.schedules.schedule_policy`,
+re-exported).
 """
 from __future__ import annotations
 
@@ -44,14 +45,19 @@ TEACHER_VERSION = 1
 TEACHER_SPLIT = "train"
 
 
+#: The search's rules that read true durations (their policies ask for ``clairvoyant=True``).
+DURATION_RULES = ("sjf", "srpt-clairvoyant", "srpt+fastest")
+
+
 def _teacher_rules() -> tuple[str, ...]:
     from baselines.optimality.search import RULES
 
-    # A clairvoyant rule reads durations the student's observation hides: it cannot label its states.
-    return tuple(r for r in RULES if r not in ("srpt-clairvoyant", "srpt+fastest"))
+    # A rule that reads durations the student's observation hides cannot label its states (SJF
+    # raises ClairvoyanceRequired there): the clairvoyant references and SJF are left out.
+    return tuple(r for r in RULES if r not in DURATION_RULES)
 
 
-#: Rules the teacher's search starts from (the search's, less the clairvoyant ones).
+#: Rules the teacher's search starts from (the search's, less those that read durations).
 TEACHER_RULES = _teacher_rules()
 
 
@@ -219,5 +225,5 @@ def _snapshot(orderer: Any) -> dict:
     return {k: copy.copy(v) for k, v in vars(orderer).items() if k.startswith("_")}
 
 
-__all__ = ["TEACHER_FORMAT", "TEACHER_RULES", "HindsightTeacher", "TeacherWindow", "schedule_policy",
+__all__ = ["DURATION_RULES", "TEACHER_FORMAT", "TEACHER_RULES", "HindsightTeacher", "TeacherWindow", "schedule_policy",
            "teacher_schedules"]
