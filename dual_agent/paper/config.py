@@ -147,7 +147,7 @@ class TrainConfig:
             _positive(name, getattr(self, name))
         for name in ("entropy_coef", "value_coef"):
             _positive(name, getattr(self, name), allow_zero=True)
-        for name in ("gamma", "gae_lambda"):
+        for name in ("gamma", "gae_lambda", "dagger_decay"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {value!r}")
@@ -167,13 +167,9 @@ class TrainConfig:
             raise ValueError(f"validation must be 'matched' or 'split', got {self.validation!r}")
         if not isinstance(self.device, str) or not re.fullmatch(r"cpu|cuda(:\d+)?|mps", self.device):
             raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or 'mps', got {self.device!r}")
-        for name in ("teacher_windows", "dagger_episodes", "dagger_epochs", "dagger_max_samples"):
+        for name in ("teacher_windows", "teacher_episodes", "dagger_episodes", "dagger_epochs", "dagger_max_samples"):
             _positive(name, getattr(self, name), integer=True)
         _positive("dagger_iterations", self.dagger_iterations, integer=True, allow_zero=True)
-        _positive("teacher_episodes", self.teacher_episodes, integer=True)
-        if isinstance(self.dagger_decay, bool) or not isinstance(self.dagger_decay, (int, float)) \
-                or not 0.0 <= self.dagger_decay <= 1.0:
-            raise ValueError(f"dagger_decay must be in [0, 1], got {self.dagger_decay!r}")
         if self.teacher not in (None, "best-known"):
             raise ValueError(f"teacher must be 'best-known' (the hindsight search's schedule of each training "
                              f"window) or None, got {self.teacher!r}")
