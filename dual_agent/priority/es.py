@@ -449,6 +449,12 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
         return runner.costs([(th, hidden, config.scenario, config.placer, split, s, eval_kw, engine,
                               config.migrate, config.objective) for split, s in eval_windows])
 
+    def validation_ratio(th: np.ndarray) -> tuple[float, int]:
+        """``th``'s validation against the untrained agent's (``las_val``): the geometric-mean ratio
+        of the costs and the windows it wins."""
+        val = validation(th)
+        return float(np.exp(np.mean(np.log(val / las_val)))), int((val < las_val).sum())
+
     log_path = run_dir / "log.csv"
     fields = ["iteration", "episodes", "wall_s", "grad_norm", "step_norm", "train_log_cost", "pair_spread",
               "val_ratio", "val_wins"] + [f"w_{i}" for i in range(theta.size)]
@@ -494,14 +500,13 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
             start_row = {"val_ratio": 1.0, "val_wins": 0}
             if config.init is not None:       # fine-tuning: the start is the best so far when it validates better
                 theta = init_theta
-                val = validation(theta)
+                ratio, wins = validation_ratio(theta)
                 episodes += len(eval_windows)
-                ratio = float(np.exp(np.mean(np.log(val / las_val))))
-                start_row = {"val_ratio": ratio, "val_wins": int((val < las_val).sum())}
+                start_row = {"val_ratio": ratio, "val_wins": wins}
                 if ratio < best_ratio:
                     best_theta, best_ratio = theta.copy(), ratio
                 log(f"iteration 0: starting from {config.init}: validation ratio to the untrained agent {ratio:.4f} "
-                    f"({start_row['val_wins']}/{len(val)} wins)")
+                    f"({wins}/{len(eval_windows)} wins)")
             atomic_write(log_path, lambda f: _write_rows(f, fields, []), newline="")    # a fresh log
             fh = open_append(log_path, newline="")
             writer = csv.DictWriter(fh, fieldnames=fields)
@@ -557,12 +562,11 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
                 msg = f"iteration {it}: |g| {row['grad_norm']:.3f}, pair spread {row['pair_spread']:.3f}"
                 improved = False
                 if it % config.eval_every == 0 or it == config.iterations:
-                    val = validation(theta)
+                    ratio, wins = validation_ratio(theta)
                     episodes += len(eval_windows)
                     row["episodes"] = episodes
-                    ratio = float(np.exp(np.mean(np.log(val / las_val))))
-                    row.update(val_ratio=ratio, val_wins=int((val < las_val).sum()))
-                    msg += f"; validation ratio to the untrained agent {ratio:.4f} ({row['val_wins']}/{len(val)} wins)"
+                    row.update(val_ratio=ratio, val_wins=wins)
+                    msg += f"; validation ratio to the untrained agent {ratio:.4f} ({wins}/{len(eval_windows)} wins)"
                     if ratio < best_ratio:
                         best_theta, best_ratio, best_iter, improved = theta.copy(), ratio, it, True
                 row["wall_s"] = wall()
