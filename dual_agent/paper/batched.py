@@ -47,6 +47,35 @@ def step_envs(envs: Sequence[Any], actions: Sequence[dict]) -> list[tuple]:
     return [env.step(action) for env, action in zip(envs, actions)]
 
 
+def network_choices(agent: int, items: Sequence[tuple[int, dict]], policies: Sequence[DualAgentPolicy],
+                    model: torch.nn.Module, device: "str | torch.device" = "cpu", pending_rows: "int | None" = None,
+                    trim: bool = True) -> list[int]:
+    """One forward pass of ``agent``'s network over ``items`` ((index into ``policies``, features)),
+    and each item's policy's choice from its logits.
+
+    With ``trim`` the candidate rows no item uses are dropped before the pass (the networks are per
+    row and pool valid rows only: a 256-row window with a few waiting jobs costs a few rows);
+    ``pending_rows`` is the environment's pending window K (default: every row).
+    """
+    stacked = {key: np.stack([f[key] for _, f in items]) for key in _NET_KEYS}
+    jobs, rows = stacked["jobs"], None
+    if trim:
+        K = jobs.shape[1] if pending_rows is None else pending_rows
+        used = max(1, int((jobs[:, :K, 0] > 0.5).sum(axis=1).max()))
+        rows = np.r_[0:used, K:jobs.shape[1]]
+        stacked["jobs"] = np.ascontiguousarray(jobs[:, rows])
+    with torch.inference_mode():
+        batch = {key: torch.from_numpy(v).to(device) for key, v in stacked.items()}
+        logits = network_logits(model, agent, batch).double().cpu().numpy()
+    if rows is not None and agent == ORDERER:     # back to the full layout; dropped rows are masked anyway
+        full = np.full((len(items), jobs.shape[1] + 1), -1e9)
+        full[:, rows] = logits[:, :-1]
+        full[:, -1] = logits[:, -1]
+        logits = full
+    mask_key = "order_mask" if agent == ORDERER else "place_mask"
+    return [policies[k].choose_from_logits(agent, row, feats[mask_key]) for (k, feats), row in zip(items, logits)]
+
+
 def batched_decisions(policies: Sequence[DualAgentPolicy], observations: Sequence[dict], infos: Sequence[dict],
                       model: torch.nn.Module, device: "str | torch.device" = "cpu", pending_rows: "int | None" = None
                       ) -> list[tuple[int, int, bool, dict]]:
@@ -66,27 +95,10 @@ def batched_decisions(policies: Sequence[DualAgentPolicy], observations: Sequenc
             action, learned = policy._decide(agent, feats, obs, info)
             out[k] = (agent, action, learned, feats)
     for agent, items in queued.items():
-        if not items:
-            continue
-        stacked = {key: np.stack([f[key] for _, f in items]) for key in _NET_KEYS}
-        # Candidate rows no item uses are dropped before the forward pass (the networks are per
-        # row and pool valid rows only): a 256-row window with a few waiting jobs costs a few rows.
-        jobs = stacked["jobs"]
-        K = jobs.shape[1] if pending_rows is None else pending_rows
-        used = max(1, int((jobs[:, :K, 0] > 0.5).sum(axis=1).max()))
-        rows = np.r_[0:used, K:jobs.shape[1]]
-        stacked["jobs"] = np.ascontiguousarray(jobs[:, rows])
-        with torch.inference_mode():
-            batch = {key: torch.from_numpy(v).to(device) for key, v in stacked.items()}
-            logits = network_logits(model, agent, batch).double().cpu().numpy()
-        if agent == ORDERER:         # back to the full layout; dropped rows are masked anyway
-            full = np.full((len(items), jobs.shape[1] + 1), -1e9)
-            full[:, rows] = logits[:, :-1]
-            full[:, -1] = logits[:, -1]
-            logits = full
-        mask_key = "order_mask" if agent == ORDERER else "place_mask"
-        for (k, feats), row in zip(items, logits):
-            out[k] = (agent, policies[k].choose_from_logits(agent, row, feats[mask_key]), True, feats)
+        if items:
+            choices = network_choices(agent, items, policies, model, device, pending_rows)
+            for (k, feats), action in zip(items, choices):
+                out[k] = (agent, action, True, feats)
     for policy, (agent, action, _, feats), info in zip(policies, out, infos):
         policy.remember(agent, action, feats, info)
     return out

@@ -28,15 +28,13 @@ import dual_agent._torch  # noqa: F401  (without torch: an ImportError that name
 import torch
 
 from baselines.obs import is_place_phase
-from dual_agent.paper.batched import EpisodeSpec, _assemble, _Episode, step_envs
-from dual_agent.paper.networks import ORDERER, PLACER, network_logits
+from dual_agent.paper.batched import EpisodeSpec, _assemble, _Episode, network_choices, step_envs
+from dual_agent.paper.networks import ORDERER, PLACER
 from dual_agent.paper.policy import DualAgentPolicy, joint_action
 from dual_agent.paper.rollout import NETWORK_FIELDS, Rollout
 from dual_agent.paper.teacher import HindsightTeacher
 
 __all__ = ["Aggregate", "dagger_beta", "dagger_rollout", "imitation_update"]
-
-_NET_KEYS = ("jobs", "machines", "global", "placing")
 
 
 def dagger_beta(iteration: int, decay: float) -> float:
@@ -96,14 +94,8 @@ def dagger_rollout(policies: Sequence[DualAgentPolicy], envs: Sequence[Any], tea
         for agent, items in queued.items():
             if not items:
                 continue
-            stacked = {key: np.stack([info_of[i]["feats"][key] for i in items]) for key in _NET_KEYS}
-            with torch.inference_mode():
-                batch = {key: torch.from_numpy(v).to(device) for key, v in stacked.items()}
-                logits = network_logits(model, agent, batch).double().cpu().numpy()
-            mask_key = "order_mask" if agent == ORDERER else "place_mask"
-            for i, row in zip(items, logits):
-                feats = info_of[i]["feats"]
-                action = policies[i].choose_from_logits(agent, row, feats[mask_key])
+            pairs = [(i, info_of[i]["feats"]) for i in items]
+            for (i, feats), action in zip(pairs, network_choices(agent, pairs, policies, model, device, trim=False)):
                 if info_of[i]["legal"]:          # agreement where the label was the student's to take
                     counts["student"] += 1
                     counts["agree"] += int(action == info_of[i]["label"])
@@ -161,9 +153,9 @@ class Aggregate:
         out: dict[str, list] = {}
         for p in self.parts:
             s = dict(p.steps)
-            pad = used - self._used(p)
+            u = self._used(p)
+            pad = used - u
             if pad:
-                u = self._used(p)
                 s["jobs"] = np.concatenate([s["jobs"][:, :u], np.zeros((len(s["jobs"]), pad, s["jobs"].shape[2]),
                                                                        s["jobs"].dtype), s["jobs"][:, u:]], axis=1)
                 s["order_mask"] = np.concatenate([s["order_mask"][:, :u], np.zeros((len(s["order_mask"]), pad), bool),
