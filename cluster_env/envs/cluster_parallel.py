@@ -75,6 +75,8 @@ scheduling options of :class:`cluster_env.core.config.SchedulingConfig` (``preem
 ``clairvoyant``, ``pending_window``, ``running_window``, ``scheduling_tick``, ``invalid_action``,
 ``max_steps``, ``max_time``); ``reward`` (``"jct"``, ``"cost"`` or a callable on
 :class:`cluster_env.core.rewards.StepStats`); ``jobs_per_episode``, ``time_scale``,
+``train_range`` (``(a, b)``: draw the train split's windows from that fraction of it, e.g.
+``(0.8, 1)`` for its most recent fifth; validation and test are unchanged; default all of it);
 ``load`` (the offered load each episode's arrivals are rescaled to, see
 :mod:`cluster_env.scenarios.load`; default: the scenario's); ``load_measure`` (how that load is
 measured: ``"total"``, the default of every scenario, or ``"concurrent"``, the GPUs demanded at once
@@ -95,7 +97,7 @@ built: a wrong type or value is a ``TypeError`` or ``ValueError`` that names it.
 spread penalty relative to the fewest machines, pending window 256); the ``load`` argument; the
 ``avg_pending_time`` metric; ``offered_load`` in the final infos. Unreleased: the opt-in
 ``observation="extended"`` layout and ``"extended-v2"`` (placement columns) (the default layout of every
-scenario is unchanged).
+scenario is unchanged); the ``train_range`` argument (default: the whole train split, as before).
 """
 from __future__ import annotations
 
@@ -165,7 +167,8 @@ def _world_origin(scenario: Scenario, world_kw: dict) -> str:
 
 
 _ENV_KEYS = {"reward", "render_mode", "jobs_per_episode", "time_scale", "load", "load_measure", "all_effects_off",
-             "workload_csv", "cluster_csv", "workload_columns", "cluster_columns", "observation"}
+             "workload_csv", "cluster_csv", "workload_columns", "cluster_columns", "observation",
+             "train_range"}
 
 
 class ClusterParallelEnv(ParallelEnv):
@@ -213,6 +216,8 @@ class ClusterParallelEnv(ParallelEnv):
             base = replace(base, load=check_load(other["load"]))
         if "load_measure" in other:
             base = replace(base, load_measure=check_load_measure(other["load_measure"]))
+        if other.get("train_range") is not None:
+            base = base.with_train_range(other["train_range"])
         self.scenario = base
         self.split = split
         base.split_range(split, 1)  # validates the split name early

@@ -58,6 +58,15 @@ class Scenario:
         a, b = self.splits[split]
         return int(round(a * num_jobs)), int(round(b * num_jobs))
 
+    def with_train_range(self, train_range: "tuple[float, float]") -> "Scenario":
+        """This scenario with its train split narrowed to ``train_range``, ``(a, b)`` fractions of
+        the train split's jobs (``(0, 1)``: all of them; ``(0.8, 1)``: its most recent fifth, the
+        jobs nearest the validation and test periods). The other splits are unchanged, so a
+        training run can draw its windows from the recent past without touching held-out jobs."""
+        a, b = check_train_range(train_range)
+        lo, hi = self.splits["train"]
+        return replace(self, splits={**self.splits, "train": (lo + a * (hi - lo), lo + b * (hi - lo))})
+
     def sample(self, split: str, rng: np.random.Generator,
                jobs_per_episode: Optional[int] = None, load: Optional[float] = None) -> Workload:
         """The workload of one episode of ``split``, drawn with ``rng``.
@@ -87,6 +96,18 @@ class Scenario:
 
             episode = scale_to_load(episode, self.cluster().total_gpus, target, self.load_measure)
         return episode
+
+
+def check_train_range(value: object) -> tuple[float, float]:
+    """``value`` as ``(a, b)`` with ``0 <= a < b <= 1`` (fractions of the train split), or a
+    ``ValueError`` that names ``train_range``."""
+    try:
+        a, b = (float(x) for x in value)          # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        raise ValueError(f"train_range must be two fractions (a, b) of the train split, got {value!r}") from None
+    if not 0.0 <= a < b <= 1.0:
+        raise ValueError(f"train_range must satisfy 0 <= a < b <= 1 (fractions of the train split), got {value!r}")
+    return a, b
 
 
 def tile_in_time(workload: Workload, copies: int) -> Workload:

@@ -38,6 +38,9 @@ def register_command(subparsers: "argparse._SubParsersAction") -> None:
                    help="jobs of a training window (default: the scenario's full windows)")
     p.add_argument("--train-load", type=float, default=None,
                    help="offered load of the training windows (default: the scenario's; validation keeps it)")
+    p.add_argument("--train-range", type=_train_range, default=None, metavar="A,B",
+                   help="draw the training windows from this fraction of the train split (e.g. 0.8,1: its most "
+                        "recent fifth, nearest the validation and test periods; default all of it)")
     p.add_argument("--iterations", type=int, default=None, help="iterations (default 40)")
     p.add_argument("--max-minutes", type=_positive_minutes, default=None,
                    help="stop after this much wall time (a positive number of minutes)")
@@ -118,6 +121,16 @@ def _threshold(text: str) -> float:
     return _number_above(text, 1.0, "a speed-up threshold > 1 (e.g. 1.5)")
 
 
+def _train_range(text: str) -> tuple[float, float]:
+    """``--train-range``: ``A,B`` with 0 <= A < B <= 1."""
+    from cluster_env.scenarios.base import check_train_range
+
+    try:
+        return check_train_range(text.split(","))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).replace("train_range", "--train-range")) from None
+
+
 def cmd_train_priority(args: argparse.Namespace) -> int:
     from baselines.harness.files import reserve_folder
     from dual_agent.priority.es import ESConfig, train_priority
@@ -127,7 +140,7 @@ def cmd_train_priority(args: argparse.Namespace) -> int:
     kw = dict(SMOKE) if args.smoke else {}
     for key in ("placer", "hidden", "sigma", "lr", "pairs", "windows", "iterations", "max_minutes", "eval_every",
                 "eval_seeds", "workers", "backend", "ray_address", "seed", "engine", "tenant_features", "pairing",
-                "learn", "train_load", "validation", "test_windows", "migrate",
+                "learn", "train_load", "train_range", "validation", "test_windows", "migrate",
                 "objective", "init"):
         value = getattr(args, key)
         if value is not None:

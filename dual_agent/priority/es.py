@@ -55,6 +55,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from baselines.learned_key import TENANT_FEATURES
+from cluster_env.scenarios.base import check_train_range
 from dual_agent.priority.agent import (MAX_HIDDEN_UNITS, PriorityAgentPolicy, PriorityAgentSpec, PriorityModel, SUFFIX,
                                        check_migrate, load_priority_agent, save_priority_agent)
 from dual_agent.validation import VALIDATION_MODES, ValidationSet, validation_set
@@ -126,6 +127,10 @@ class ESConfig:
     # Offered load of the training windows (the environment's ``load``; None: the scenario's).
     # Validation always runs at the scenario's own load.
     train_load: Optional[float] = None
+    # Where in the train split the training windows lie: (a, b) fractions of it (the environment's
+    # ``train_range``); None: all of it. A trace whose jobs drift (Philly's later periods hold more
+    # multi-GPU and shorter jobs) is better learned from its recent past, e.g. (0.8, 1).
+    train_range: Optional[tuple] = None
     workers: int = 2
     # Where the episodes run: "process" (a fork pool of ``workers`` on this machine) or "ray" (Ray
     # tasks: a local instance of ``workers`` CPUs, or the cluster at ``ray_address``). Every episode
@@ -190,6 +195,8 @@ class ESConfig:
         if self.train_load is not None and not (isinstance(self.train_load, (int, float))
                                                 and math.isfinite(self.train_load) and self.train_load > 0):
             raise ValueError(f"train_load must be a positive number or None, got {self.train_load!r}")
+        if self.train_range is not None:
+            check_train_range(self.train_range)
         minutes = self.max_minutes
         if minutes is not None and (isinstance(minutes, bool) or not (
                 isinstance(minutes, (int, float)) and math.isfinite(minutes) and minutes > 0)):
@@ -409,8 +416,9 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
     model0 = PriorityModel.zeros(config.hidden, seed=config.seed)
     theta = model0.flat()
     hidden = config.hidden
-    train_kw = {k: v for k, v in (("jobs_per_episode", config.jobs_per_episode), ("load", config.train_load))
-                if v is not None} or None
+    train_range = None if config.train_range is None else tuple(float(x) for x in config.train_range)
+    train_kw = {k: v for k, v in (("jobs_per_episode", config.jobs_per_episode), ("load", config.train_load),
+                                  ("train_range", train_range)) if v is not None} or None
     eval_kw = {"jobs_per_episode": config.eval_jobs_per_episode} if config.eval_jobs_per_episode else None
     adam = Adam(theta.size, config.lr)
     engine = config.resolved_engine()
