@@ -69,3 +69,24 @@ def test_the_cli_flag_reaches_the_run_and_a_bad_one_names_itself(tmp_path, capsy
     assert json.loads((out / "last.priority.json").read_text())["training"]["config"]["train_range"] == [0.5, 1.0]
     assert cluster_bench(["train-priority", "--smoke", "--train-range", "1,0.5", "--out", str(tmp_path / "bad")]) == 2
     assert "--train-range must satisfy" in capsys.readouterr().err
+
+
+def test_the_drift_table_slices_the_trace_as_the_splits_and_train_range_do():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "trace_drift.py"
+    spec = importlib.util.spec_from_file_location("trace_drift", path)
+    drift = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(drift)
+    rows = {r["slice"]: r for r in drift.drift_rows("philly-hetero-v2")}
+    scenario = cluster_env.parallel_env("philly-hetero-v2").scenario
+    n = scenario.workload().num_jobs
+    lo, hi = scenario.split_range("train", n)
+    assert rows["train, first half"]["jobs"] + rows["train, second half"]["jobs"] == hi - lo
+    recent_lo, recent_hi = scenario.with_train_range((0.8, 1.0)).split_range("train", n)
+    assert rows["train, last fifth (--train-range 0.8,1)"]["jobs"] == recent_hi - recent_lo
+    for split in ("validation", "test"):
+        a, b = scenario.split_range(split, n)
+        assert rows[split]["jobs"] == b - a
+    assert all(0 <= r["multi_gpu"] <= 1 and r["median_duration_s"] > 0 for r in rows.values())
