@@ -55,8 +55,23 @@ GPU_GROUPS = (("1 GPU", 1, 1), ("2-8 GPUs", 2, 8), (">8 GPUs", 9, math.inf))
 #: Job groups by true duration (seconds of work on the reference GPU): (label, from, below).
 DURATION_GROUPS = (("<10 min", 0.0, 600.0), ("10 min-1 h", 600.0, 3600.0), ("1-10 h", 3600.0, 36000.0),
                    (">10 h", 36000.0, math.inf))
-#: The parts a job's JCT splits into (``JobOutcomes``: pending + executed + overhead = JCT).
-COMPONENTS = ("pending", "executed", "overhead")
+#: The parts a job's JCT splits into, exactly: waiting before its first start, waiting after
+#: preemptions (``JobOutcomes.pending`` is their sum), running at its last placement's nominal
+#: speed (``duration / nominal``: GPU type and spread over machines), the rest of its running time
+#: (``executed`` less that: the machine's static factor, fluctuation, contention, and earlier
+#: placements of a preempted job), restart overheads.
+COMPONENTS = ("first_wait", "later_wait", "nominal_run", "other_run", "overhead")
+#: Their column heads in the tables.
+COMPONENT_HEADS = ("waiting for first start", "waiting after preemption", "running: GPU type & spread",
+                   "running: rest", "restart overhead")
+
+
+def components(jobs: Any) -> dict:
+    """A :class:`JobOutcomes`' per-job :data:`COMPONENTS`, which sum to its JCT."""
+    first = jobs.first_start - jobs.submit
+    nominal_run = jobs.duration / jobs.nominal
+    return {"first_wait": first, "later_wait": jobs.pending - first, "nominal_run": nominal_run,
+            "other_run": jobs.executed - nominal_run, "overhead": jobs.overhead}
 #: The sums kept per group of jobs (pooled over windows).
 _SUMS = ("jobs", "excess", "jct_policy", "jct_best", *(f"d_{c}" for c in COMPONENTS))
 
@@ -76,8 +91,9 @@ def group_sums(policy: Any, best: Any, mask: np.ndarray) -> dict:
     """The :data:`_SUMS` of the jobs in ``mask``, from two :class:`JobOutcomes` of one window."""
     out = {"jobs": int(mask.sum()), "excess": float((policy.jct - best.jct)[mask].sum()),
            "jct_policy": float(policy.jct[mask].sum()), "jct_best": float(best.jct[mask].sum())}
+    mine, theirs = components(policy), components(best)
     for c in COMPONENTS:
-        out[f"d_{c}"] = float((getattr(policy, c) - getattr(best, c))[mask].sum())
+        out[f"d_{c}"] = float((mine[c] - theirs[c])[mask].sum())
     return out
 
 
@@ -191,23 +207,23 @@ def markdown(result: dict) -> str:
     """The tables of one run (what ``main`` prints)."""
     a = result["aggregate"]
     t = a["total"]
+    parts = ", ".join(f"{h} {_pct(t[f'{c}_share'])}" for c, h in zip(COMPONENTS, COMPONENT_HEADS))
     lines = [f"### {result['policy']} on {result['scenario']}, test windows {result['seeds_text']} "
              f"({a['windows']} windows)", "",
              f"avg JCT / best-known: {a['ratio_geomean']:.3f} (geometric mean over windows); mean excess "
-             f"{a['gap_per_job_s']:,.0f} s per job; the excess splits into waiting {_pct(t['pending_share'])}, "
-             f"running {_pct(t['executed_share'])}, restart overhead {_pct(t['overhead_share'])}.", "",
-             "| jobs | share of jobs | share of excess | of which waiting | running | restart overhead | "
-             "JCT ratio |", "|---|---:|---:|---:|---:|---:|---:|"]
+             f"{a['gap_per_job_s']:,.0f} s per job, of which {parts}.", "",
+             "| jobs | share of jobs | share of excess | " + " | ".join(COMPONENT_HEADS) + " | JCT ratio |",
+             "|---|" + "---:|" * (3 + len(COMPONENTS))]
     for kind in ("gpus", "duration", "direction", "last placement"):
         for label, g in a["groups"][kind].items():
             if not g["sums"]["jobs"]:
                 continue
-            lines.append(f"| {label} | {_pct(g['jobs_share'])} | {_pct(g['excess_share'])} | "
-                         f"{_pct(g['pending_share'])} | {_pct(g['executed_share'])} | {_pct(g['overhead_share'])} | "
+            cells = " | ".join(_pct(g[f"{c}_share"]) for c in COMPONENTS)
+            lines.append(f"| {label} | {_pct(g['jobs_share'])} | {_pct(g['excess_share'])} | {cells} | "
                          f"{g['jct_ratio']:.3f} |")
-    lines += ["", "Shares of excess and of its parts are of the total excess; a row's waiting + running + "
-              "overhead = its share of excess.", "",
-              "| per window (mean) | preemptions (moves left out) | moves | jobs preempted | restart overhead (GPU-job h) |",
+    lines += ["", "Shares of the excess and of its parts are of the total excess (summed over windows); a row's "
+              "parts sum to its share of the excess. JCT ratio: the group's summed JCT over the best-known's.", "",
+              "| per window (mean) | preemptions (moves left out) | moves | jobs preempted | restart overhead (job-hours) |",
               "|---|---:|---:|---:|---:|"]
     for who, label in (("policy", result["policy"]), ("best", "best-known")):
         d = a["decisions_per_window"][who]
