@@ -72,6 +72,9 @@ def components(jobs: Any) -> dict:
     nominal_run = jobs.duration / jobs.nominal
     return {"first_wait": first, "later_wait": jobs.pending - first, "nominal_run": nominal_run,
             "other_run": jobs.executed - nominal_run, "overhead": jobs.overhead}
+#: The concentration reported: the share of the excess held by this fraction of each window's jobs,
+#: those with the largest excess.
+TOP_SHARE = 0.01
 #: The sums kept per group of jobs (pooled over windows).
 _SUMS = ("jobs", "excess", "jct_policy", "jct_best", *(f"d_{c}" for c in COMPONENTS))
 
@@ -127,7 +130,8 @@ def window_anatomy(policy: Any, best: Any) -> dict:
                            "as fast": group_sums(policy, best, policy.nominal == best.nominal),
                            "faster": group_sums(policy, best, policy.nominal > best.nominal)},
     }
-    return {"jobs": len(excess), "avg_jct_policy": float(policy.jct.mean()), "avg_jct_best": float(best.jct.mean()),
+    top = max(1, math.ceil(TOP_SHARE * len(excess)))
+    return {"jobs": len(excess), "top_excess": float(np.sort(excess)[::-1][:top].sum()), "avg_jct_policy": float(policy.jct.mean()), "avg_jct_best": float(best.jct.mean()),
             "total": group_sums(policy, best, every), "groups": groups,
             "decisions": {"policy": decisions(policy), "best": decisions(best)}}
 
@@ -195,6 +199,7 @@ def aggregate(rows: Sequence[dict]) -> dict:
     return {"windows": len(kept), "skipped": {str(r["seed"]): r["skipped"] for r in rows if "skipped" in r},
             "ratio_geomean": float(np.exp(np.log(ratios).mean())),
             "gap_per_job_s": total["excess"] / total["jobs"], "total": shares(total),
+            "top_jobs_excess_share": sum(r["top_excess"] for r in kept) / total["excess"],
             "groups": {kind: {label: shares(s) for label, s in groups.items()} for kind, groups in pooled.items()},
             "decisions_per_window": decided, "best_known_schedules": kinds}
 
@@ -211,7 +216,8 @@ def markdown(result: dict) -> str:
     lines = [f"### {result['policy']} on {result['scenario']}, test windows {result['seeds_text']} "
              f"({a['windows']} windows)", "",
              f"avg JCT / best-known: {a['ratio_geomean']:.3f} (geometric mean over windows); mean excess "
-             f"{a['gap_per_job_s']:,.0f} s per job, of which {parts}.", "",
+             f"{a['gap_per_job_s']:,.0f} s per job, of which {parts}. The {TOP_SHARE:.0%} of each window's jobs "
+             f"with the largest excess hold {_pct(a['top_jobs_excess_share'])} of it.", "",
              "| jobs | share of jobs | share of excess | " + " | ".join(COMPONENT_HEADS) + " | JCT ratio |",
              "|---|" + "---:|" * (3 + len(COMPONENTS))]
     for kind in ("gpus", "duration", "direction", "last placement"):

@@ -47,6 +47,7 @@ def test_a_hand_worked_window_splits_as_computed_by_hand():
                    executed=[100, 10000, 40000], nominal=[1, 0.5, 1], restarts=(0, 0, 1), moves=1)
     w = mod.window_anatomy(policy, best)
     assert w["total"]["excess"] == 6000 + 560
+    assert w["top_excess"] == 6000           # 1% of three jobs: the one with the largest excess
     by_gpus = w["groups"]["gpus"]
     assert [by_gpus[k]["excess"] for k in ("1 GPU", "2-8 GPUs", ">8 GPUs")] == [0, 6000, 560]
     assert by_gpus["2-8 GPUs"]["d_first_wait"] == 1000 and by_gpus["2-8 GPUs"]["d_nominal_run"] == 5000
@@ -62,6 +63,7 @@ def test_a_hand_worked_window_splits_as_computed_by_hand():
     assert agg["groups"]["gpus"]["2-8 GPUs"]["excess_share"] == pytest.approx(6000 / 6560)
     assert agg["groups"]["gpus"]["2-8 GPUs"]["jct_ratio"] == pytest.approx(11000 / 5000)
     assert agg["ratio_geomean"] == pytest.approx((100 + 11000 + 40560) / (100 + 5000 + 40000))
+    assert agg["top_jobs_excess_share"] == pytest.approx(6000 / 6560)
 
 
 def test_unpaired_or_unfinished_windows_are_refused():
