@@ -76,7 +76,8 @@ def components(jobs: Any) -> dict:
 #: those with the largest excess.
 TOP_SHARE = 0.01
 #: The sums kept per group of jobs (pooled over windows).
-_SUMS = ("jobs", "excess", "jct_policy", "jct_best", *(f"d_{c}" for c in COMPONENTS))
+_SUMS = ("jobs", "excess", "jct_policy", "jct_best", "restarts_policy", "restarts_best",
+         *(f"d_{c}" for c in COMPONENTS))
 
 
 def default_policy(scenario: str) -> str:
@@ -93,7 +94,8 @@ def default_policy(scenario: str) -> str:
 def group_sums(policy: Any, best: Any, mask: np.ndarray) -> dict:
     """The :data:`_SUMS` of the jobs in ``mask``, from two :class:`JobOutcomes` of one window."""
     out = {"jobs": int(mask.sum()), "excess": float((policy.jct - best.jct)[mask].sum()),
-           "jct_policy": float(policy.jct[mask].sum()), "jct_best": float(best.jct[mask].sum())}
+           "jct_policy": float(policy.jct[mask].sum()), "jct_best": float(best.jct[mask].sum()),
+           "restarts_policy": int(policy.restarts[mask].sum()), "restarts_best": int(best.restarts[mask].sum())}
     mine, theirs = components(policy), components(best)
     for c in COMPONENTS:
         out[f"d_{c}"] = float((mine[c] - theirs[c])[mask].sum())
@@ -182,7 +184,9 @@ def aggregate(rows: Sequence[dict]) -> dict:
     def shares(s: dict) -> dict:
         out = {"jobs_share": s["jobs"] / total["jobs"], "excess_share": s["excess"] / total["excess"],
                "jct_ratio": s["jct_policy"] / s["jct_best"] if s["jct_best"] else math.nan,
-               "excess_per_window_s": s["excess"] / len(kept)}
+               "excess_per_window_s": s["excess"] / len(kept),
+               "restarts_per_job_policy": s["restarts_policy"] / s["jobs"] if s["jobs"] else math.nan,
+               "restarts_per_job_best": s["restarts_best"] / s["jobs"] if s["jobs"] else math.nan}
         out.update({f"{c}_share": s[f"d_{c}"] / total["excess"] for c in COMPONENTS})
         return {**out, "sums": s}
 
@@ -218,17 +222,19 @@ def markdown(result: dict) -> str:
              f"avg JCT / best-known: {a['ratio_geomean']:.3f} (geometric mean over windows); mean excess "
              f"{a['gap_per_job_s']:,.0f} s per job, of which {parts}. The {TOP_SHARE:.0%} of each window's jobs "
              f"with the largest excess hold {_pct(a['top_jobs_excess_share'])} of it.", "",
-             "| jobs | share of jobs | share of excess | " + " | ".join(COMPONENT_HEADS) + " | JCT ratio |",
-             "|---|" + "---:|" * (3 + len(COMPONENTS))]
+             "| jobs | share of jobs | share of excess | " + " | ".join(COMPONENT_HEADS) + " | JCT ratio | "
+             "preemptions per job (policy / best-known) |",
+             "|---|" + "---:|" * (4 + len(COMPONENTS))]
     for kind in ("gpus", "duration", "direction", "last placement"):
         for label, g in a["groups"][kind].items():
             if not g["sums"]["jobs"]:
                 continue
             cells = " | ".join(_pct(g[f"{c}_share"]) for c in COMPONENTS)
             lines.append(f"| {label} | {_pct(g['jobs_share'])} | {_pct(g['excess_share'])} | {cells} | "
-                         f"{g['jct_ratio']:.3f} |")
+                         f"{g['jct_ratio']:.3f} | {g['restarts_per_job_policy']:.2f} / {g['restarts_per_job_best']:.2f} |")
     lines += ["", "Shares of the excess and of its parts are of the total excess (summed over windows); a row's "
-              "parts sum to its share of the excess. JCT ratio: the group's summed JCT over the best-known's.", "",
+              "parts sum to its share of the excess. JCT ratio: the group's summed JCT over the best-known's. "
+              "Preemptions per job count moves too.", "",
               "| per window (mean) | preemptions (moves left out) | moves | jobs preempted | restart overhead (job-hours) |",
               "|---|---:|---:|---:|---:|"]
     for who, label in (("policy", result["policy"]), ("best", "best-known")):

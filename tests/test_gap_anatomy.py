@@ -53,6 +53,7 @@ def test_a_hand_worked_window_splits_as_computed_by_hand():
     assert by_gpus["2-8 GPUs"]["d_first_wait"] == 1000 and by_gpus["2-8 GPUs"]["d_nominal_run"] == 5000
     assert by_gpus[">8 GPUs"]["d_later_wait"] == 500 and by_gpus[">8 GPUs"]["d_overhead"] == 60
     by_duration = w["groups"]["duration"]
+    assert by_gpus[">8 GPUs"]["restarts_policy"] == 1 and by_gpus[">8 GPUs"]["restarts_best"] == 0
     assert by_duration["<10 min"]["jobs"] == 1 and by_duration["1-10 h"]["excess"] == 6000
     assert by_duration[">10 h"]["excess"] == 560
     assert w["groups"]["direction"]["later"]["jobs"] == 2 and w["groups"]["direction"]["same"]["jobs"] == 1
