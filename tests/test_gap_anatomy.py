@@ -143,3 +143,40 @@ def test_the_script_pairs_the_policy_with_the_shipped_best_known_values(tmp_path
     ratios = [r["avg_jct_policy"] / r["avg_jct_best"] for r in doc["windows"]]
     assert agg["ratio_geomean"] == pytest.approx(math.sqrt(ratios[0] * ratios[1]))
     assert f"{agg['ratio_geomean']:.3f}" in text
+
+
+def _gap_section() -> str:
+    """The docs' "Where the gap lies" section: in docs/dual_agent.md once merged, else the file it
+    is written in until then."""
+    from tests.helpers import ROOT
+
+    heading = "## Where the gap lies"
+    for page in (ROOT / "docs" / "dual_agent.md", ROOT / "docs" / "_gap_anatomy_section.md"):
+        if page.exists() and heading in page.read_text():
+            text = page.read_text()
+            start = text.index(heading)
+            end = text.find("\n## ", start + len(heading))
+            return text[start:] if end < 0 else text[start:end]
+    raise AssertionError("no 'Where the gap lies' section in docs/dual_agent.md")
+
+
+@pytest.mark.slow
+def test_the_docs_gap_tables_are_what_the_script_prints():
+    """Every table of the docs' section is the script's output for its policy and scenario over
+    test windows 0-99, and every number of its reading is one of those tables' (about 30 s)."""
+    import re
+
+    mod = _module()
+    section = _gap_section()
+    blocks = re.findall(r"(### (\S+) on (\S+), test windows 0-99 \(100 windows\)\n.*?Best-known schedules[^\n]*)",
+                        section, re.S)
+    assert {(p, s) for _, p, s in blocks} == {("dual", SCENARIO), ("las-migrate", SCENARIO),
+                                              ("las-migrate", "modern-v1")}
+    for block, policy, scenario in blocks:
+        result = mod.gap_anatomy(scenario, policy, list(range(100)))
+        result["seeds_text"] = "0-99"
+        assert mod.markdown(result) == block, (policy, scenario)
+    reading = section[section.index("**Reading.**"):]
+    tables = "\n".join(b for b, _, _ in blocks)
+    for number in re.findall(r"-?\d+(?:\.\d+)?%?", reading):
+        assert number in tables, number
