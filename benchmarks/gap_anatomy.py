@@ -168,8 +168,11 @@ def _add(into: dict, sums: dict) -> None:
 
 
 def aggregate(rows: Sequence[dict]) -> dict:
-    """The windows' anatomies pooled: per group its share of jobs, of the excess and of each
-    component, its JCT ratio; the decisions' means per window; the headline ratio."""
+    """The windows' anatomies pooled: per group its share of jobs, of the excess (with a 95%
+    bootstrap interval over the windows) and of each component, its JCT ratio; the decisions'
+    means per window; the headline ratio (geometric mean, 95% bootstrap interval)."""
+    from baselines.harness.stats import geo_mean_ci, share_ci
+
     kept = [r for r in rows if "skipped" not in r]
     if not kept:
         raise ValueError("no window could be analysed: " + "; ".join(f"{r['seed']}: {r['skipped']}" for r in rows))
@@ -181,8 +184,14 @@ def aggregate(rows: Sequence[dict]) -> dict:
             for label, sums in groups.items():
                 _add(pooled.setdefault(kind, {}).setdefault(label, {}), sums)
 
-    def shares(s: dict) -> dict:
+    totals = [r["total"]["excess"] for r in kept]
+
+    def interval(parts: list) -> list:
+        return list(share_ci(parts, totals)[1:])
+
+    def shares(s: dict, parts: list) -> dict:
         out = {"jobs_share": s["jobs"] / total["jobs"], "excess_share": s["excess"] / total["excess"],
+               "excess_share_ci": interval(parts),
                "jct_ratio": s["jct_policy"] / s["jct_best"] if s["jct_best"] else math.nan,
                "excess_per_window_s": s["excess"] / len(kept),
                "restarts_per_job_policy": s["restarts_policy"] / s["jobs"] if s["jobs"] else math.nan,
@@ -190,7 +199,7 @@ def aggregate(rows: Sequence[dict]) -> dict:
         out.update({f"{c}_share": s[f"d_{c}"] / total["excess"] for c in COMPONENTS})
         return {**out, "sums": s}
 
-    ratios = np.array([r["avg_jct_policy"] / r["avg_jct_best"] for r in kept])
+    ratio, ratio_lo, ratio_hi = geo_mean_ci([r["avg_jct_policy"] / r["avg_jct_best"] for r in kept])
     decided = {}
     for who in ("policy", "best"):
         d = [r["decisions"][who] for r in kept]
@@ -201,10 +210,12 @@ def aggregate(rows: Sequence[dict]) -> dict:
         key = r["best_rule"] or "priority index (searched)"
         kinds[key] = kinds.get(key, 0) + 1
     return {"windows": len(kept), "skipped": {str(r["seed"]): r["skipped"] for r in rows if "skipped" in r},
-            "ratio_geomean": float(np.exp(np.log(ratios).mean())),
-            "gap_per_job_s": total["excess"] / total["jobs"], "total": shares(total),
+            "ratio_geomean": ratio, "ratio_ci": [ratio_lo, ratio_hi],
+            "gap_per_job_s": total["excess"] / total["jobs"], "total": shares(total, totals),
+            "components_ci": {c: interval([r["total"][f"d_{c}"] for r in kept]) for c in COMPONENTS},
             "top_jobs_excess_share": sum(r["top_excess"] for r in kept) / total["excess"],
-            "groups": {kind: {label: shares(s) for label, s in groups.items()} for kind, groups in pooled.items()},
+            "groups": {kind: {label: shares(s, [r["groups"][kind][label]["excess"] for r in kept])
+                              for label, s in groups.items()} for kind, groups in pooled.items()},
             "decisions_per_window": decided, "best_known_schedules": kinds}
 
 
@@ -212,14 +223,25 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
+def _interval(ci: Sequence[float], digits: Optional[int] = None) -> str:
+    """``[lo, hi]``: percentages with one decimal (``digits`` None) or plain numbers."""
+    if not all(math.isfinite(x) for x in ci):
+        return "[n/a]"
+    if digits is None:
+        return f"[{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]"
+    return f"[{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
+
+
 def markdown(result: dict) -> str:
     """The tables of one run (what ``main`` prints)."""
     a = result["aggregate"]
     t = a["total"]
-    parts = ", ".join(f"{h} {_pct(t[f'{c}_share'])}" for c, h in zip(COMPONENTS, COMPONENT_HEADS))
+    parts = ", ".join(f"{h} {_pct(t[f'{c}_share'])} {_interval(a['components_ci'][c])}"
+                      for c, h in zip(COMPONENTS, COMPONENT_HEADS))
     lines = [f"### {result['policy']} on {result['scenario']}, test windows {result['seeds_text']} "
              f"({a['windows']} windows)", "",
-             f"avg JCT / best-known: {a['ratio_geomean']:.3f} (geometric mean over windows); mean excess "
+             f"avg JCT / best-known: {a['ratio_geomean']:.3f} {_interval(a['ratio_ci'], 3)} (geometric mean over "
+             f"windows); mean excess "
              f"{a['gap_per_job_s']:,.0f} s per job, of which {parts}. The {TOP_SHARE:.0%} of each window's jobs "
              f"with the largest excess hold {_pct(a['top_jobs_excess_share'])} of it.", "",
              "| jobs | share of jobs | share of excess | " + " | ".join(COMPONENT_HEADS) + " | JCT ratio | "
@@ -230,10 +252,11 @@ def markdown(result: dict) -> str:
             if not g["sums"]["jobs"]:
                 continue
             cells = " | ".join(_pct(g[f"{c}_share"]) for c in COMPONENTS)
-            lines.append(f"| {label} | {_pct(g['jobs_share'])} | {_pct(g['excess_share'])} | {cells} | "
+            lines.append(f"| {label} | {_pct(g['jobs_share'])} | {_pct(g['excess_share'])} "
+                         f"{_interval(g['excess_share_ci'])} | {cells} | "
                          f"{g['jct_ratio']:.3f} | {g['restarts_per_job_policy']:.2f} / {g['restarts_per_job_best']:.2f} |")
-    lines += ["", "Shares of the excess and of its parts are of the total excess (summed over windows); a row's "
-              "parts sum to its share of the excess. JCT ratio: the group's summed JCT over the best-known's. "
+    lines += ["", "Shares of the excess and of its parts are of the total excess (summed over windows), with 95% "
+              "bootstrap intervals over the windows; a row's parts sum to its share of the excess. JCT ratio: the group's summed JCT over the best-known's. "
               "Preemptions per job count moves too.", "",
               "| per window (mean) | preemptions (moves left out) | moves | jobs preempted | restart overhead (job-hours) |",
               "|---|---:|---:|---:|---:|"]

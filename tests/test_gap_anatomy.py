@@ -180,3 +180,19 @@ def test_the_docs_gap_tables_are_what_the_script_prints():
     tables = "\n".join(b for b, _, _ in blocks)
     for number in re.findall(r"-?\d+(?:\.\d+)?%?", reading):
         assert number in tables, number
+
+
+def test_share_ci_is_the_ratio_of_sums_with_a_seeded_interval_over_the_units():
+    from baselines.harness.stats import share_ci
+
+    rng = np.random.default_rng(1)
+    totals = rng.normal(10, 3, 50)
+    parts = 0.4 * totals + rng.normal(0, 1, 50)
+    share, lo, hi = share_ci(parts, totals)
+    assert share == pytest.approx(parts.sum() / totals.sum())
+    assert lo < share < hi and hi - lo < 0.1
+    assert share_ci(parts, totals) == (share, lo, hi)                 # seeded
+    assert share_ci(0.25 * totals, totals) == pytest.approx((0.25, 0.25, 0.25))   # the same share everywhere
+    assert math.isnan(share_ci([1.0], [2.0])[1])
+    with pytest.raises(ValueError, match="paired"):
+        share_ci([1.0, 2.0], [1.0])
