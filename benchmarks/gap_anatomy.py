@@ -72,6 +72,8 @@ def components(jobs: Any) -> dict:
     nominal_run = jobs.duration / jobs.nominal
     return {"first_wait": first, "later_wait": jobs.pending - first, "nominal_run": nominal_run,
             "other_run": jobs.executed - nominal_run, "overhead": jobs.overhead}
+
+
 #: The concentration reported: the share of the excess held by this fraction of each window's jobs,
 #: those with the largest excess.
 TOP_SHARE = 0.01
@@ -103,8 +105,9 @@ def group_sums(policy: Any, best: Any, mask: np.ndarray) -> dict:
 
 
 def decisions(jobs: Any) -> dict:
-    """One schedule's decisions in its window: preemptions without the moves, moves (None when the
-    policy does not say), jobs preempted at least once, restart overhead (seconds)."""
+    """One schedule's decisions in its window: preemptions without the moves (with them when the
+    policy does not say how many: ``moves`` None), moves, jobs preempted at least once, restart
+    overhead (seconds)."""
     restarts = int(jobs.restarts.sum())
     moves = jobs.moves
     return {"preemptions": restarts - (moves or 0), "moves": moves, "jobs_restarted": int((jobs.restarts > 0).sum()),
@@ -133,7 +136,8 @@ def window_anatomy(policy: Any, best: Any) -> dict:
                            "faster": group_sums(policy, best, policy.nominal > best.nominal)},
     }
     top = max(1, math.ceil(TOP_SHARE * len(excess)))
-    return {"jobs": len(excess), "top_excess": float(np.sort(excess)[::-1][:top].sum()), "avg_jct_policy": float(policy.jct.mean()), "avg_jct_best": float(best.jct.mean()),
+    return {"jobs": len(excess), "top_excess": float(np.sort(excess)[::-1][:top].sum()),
+            "avg_jct_policy": float(policy.jct.mean()), "avg_jct_best": float(best.jct.mean()),
             "total": group_sums(policy, best, every), "groups": groups,
             "decisions": {"policy": decisions(policy), "best": decisions(best)}}
 
@@ -254,11 +258,14 @@ def markdown(result: dict) -> str:
             cells = " | ".join(_pct(g[f"{c}_share"]) for c in COMPONENTS)
             lines.append(f"| {label} | {_pct(g['jobs_share'])} | {_pct(g['excess_share'])} "
                          f"{_interval(g['excess_share_ci'])} | {cells} | "
-                         f"{g['jct_ratio']:.3f} | {g['restarts_per_job_policy']:.2f} / {g['restarts_per_job_best']:.2f} |")
+                         f"{g['jct_ratio']:.3f} | {g['restarts_per_job_policy']:.2f} / "
+                         f"{g['restarts_per_job_best']:.2f} |")
     lines += ["", "Shares of the excess and of its parts are of the total excess (summed over windows), with 95% "
-              "bootstrap intervals over the windows; a row's parts sum to its share of the excess. JCT ratio: the group's summed JCT over the best-known's. "
+              "bootstrap intervals over the windows; a row's parts sum to its share of the excess. JCT ratio: "
+              "the group's summed JCT over the best-known's. "
               "Preemptions per job count moves too.", "",
-              "| per window (mean) | preemptions (moves left out) | moves | jobs preempted | restart overhead (job-hours) |",
+              "| per window (mean) | preemptions (moves left out) | moves | jobs preempted | "
+              "restart overhead (job-hours) |",
               "|---|---:|---:|---:|---:|"]
     for who, label in (("policy", result["policy"]), ("best", "best-known")):
         d = a["decisions_per_window"][who]
@@ -274,6 +281,13 @@ def markdown(result: dict) -> str:
 
 def gap_anatomy(scenario: str, policy: Optional[str], seeds: Sequence[int], workers: int = 1) -> dict:
     """Every window's anatomy and their aggregate (the ``--out`` document)."""
+    from baselines.optimality.certificate import certificate_path
+
+    missing = [s for s in seeds if not certificate_path(scenario, s).exists()]
+    if missing:
+        shipped = sorted(p.name for p in certificate_path(scenario, 0).parent.parent.iterdir() if p.is_dir())
+        raise SystemExit(f"no shipped best-known certificate for {scenario} test window(s) {missing[:5]} "
+                         f"(certificates ship for test windows 0-99 of {', '.join(shipped)})")
     policy = policy or default_policy(scenario)
     t0 = time.perf_counter()
     if workers > 1:

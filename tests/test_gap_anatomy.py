@@ -196,3 +196,8 @@ def test_share_ci_is_the_ratio_of_sums_with_a_seeded_interval_over_the_units():
     assert math.isnan(share_ci([1.0], [2.0])[1])
     with pytest.raises(ValueError, match="paired"):
         share_ci([1.0, 2.0], [1.0])
+
+
+def test_a_window_without_a_shipped_certificate_is_refused_by_name():
+    with pytest.raises(SystemExit, match="philly-v0 test window"):
+        _module().gap_anatomy("philly-v0", "las", [0])
