@@ -77,12 +77,17 @@ def test_unpaired_or_unfinished_windows_are_refused():
         mod.aggregate([{"seed": 3, "skipped": "a job did not finish"}])
 
 
-def test_per_job_outcomes_are_the_same_on_the_compiled_and_api_paths():
-    """The public per-job outcomes (moves included) agree bit for bit between the two paths, and
-    the record's average JCT and pending time are their means."""
+@pytest.mark.parametrize("name", ["las-migrate", "dual"])
+def test_per_job_outcomes_are_the_same_on_the_compiled_and_api_paths(name):
+    """The public per-job outcomes (moves included) agree bit for bit between the two paths (a
+    named rule, and the shipped priority agent through its own compiled hook), and the record's
+    average JCT and pending time are their means."""
     kw = {"jobs_per_episode": 60}
-    compiled = engine.run_compiled_episode("las-migrate", SCENARIO, "test", 3, kw)
-    api = run_episode(resolve_policy("las-migrate", SCENARIO), SCENARIO, "test", 3, kw)
+    policy = resolve_policy(name, SCENARIO)
+    compiled = (engine.run_compiled_episode(name, SCENARIO, "test", 3, kw) if name == "las-migrate"
+                else policy.compiled_episode(SCENARIO, "test", 3, kw))
+    api = run_episode(policy, SCENARIO, "test", 3, kw)
+    assert compiled.engine == "compiled" and api.engine == "api"
     for name in FIELDS:
         assert np.array_equal(getattr(compiled.jobs, name), getattr(api.jobs, name), equal_nan=True), name
     assert compiled.jobs.moves == api.jobs.moves and compiled.jobs.moves > 0
