@@ -405,7 +405,21 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
                 "return": float(sc[L.RETURN]), "steps": int(ic[L.STEPS]), "wall_s": wall})
     row.update(fallback_columns(0, int(ic[L.STEPS])))      # the compiled rules never choose a forbidden action
     done = ~np.isnan(jf[L.FINISH])
-    return EpisodeResult(record=row, engine="compiled", jct=(jf[L.FINISH] - sim.submit)[done])
+    return EpisodeResult(record=row, engine="compiled", jct=(jf[L.FINISH] - sim.submit)[done],
+                         jobs=_job_outcomes(sim, jf, ji, int(mig[_loop_module().MG_COUNT])))
+
+
+def _job_outcomes(sim, jf: np.ndarray, ji: np.ndarray, moves: int):
+    """The episode's :class:`~baselines.harness.episode.JobOutcomes` from the loop's per-job rows
+    (the simulator's own job table stays as it was built: the loop plays on copies)."""
+    from baselines.harness.episode import JobOutcomes
+
+    return JobOutcomes(
+        submit=np.array(sim.submit, dtype=np.float64), duration=np.array(sim.duration, dtype=np.float64),
+        gpus=np.array(sim.gpus, dtype=np.int64), best_speed=np.array(sim.best_speed, dtype=np.float64),
+        first_start=jf[L.FIRST_START].copy(), finish=jf[L.FINISH].copy(), held=jf[L.HELD].copy(),
+        executed=jf[L.EXECUTED].copy(), restarts=ji[L.RESTARTS].astype(np.int64), nominal=jf[L.NOMINAL].copy(),
+        moves=moves)
 
 
 __all__ = ["ENGINE_ENV_VAR", "Unsupported", "available", "check_request", "engine_mode", "policy_codes",

@@ -20,6 +20,59 @@ from cluster_env.scenarios.base import Scenario
 SERIES_COLUMNS = ("time", "busy_gpus", "pending_jobs", "running_jobs")
 
 
+@dataclass(frozen=True)
+class JobOutcomes:
+    """What happened to each job of one episode, indexed by job id (the workload's order, so two
+    episodes of the same window pair job by job). Every array has shape (N,); times in seconds.
+
+    A finished job's JCT splits exactly into ``pending + executed + overhead``: the time it waited
+    (before its first start and after every preemption), the time it ran making progress, and the
+    restart overheads it paid (:attr:`pending`, :attr:`overhead`).
+    """
+
+    submit: np.ndarray          # arrival time
+    duration: np.ndarray        # true work, seconds on the reference GPU (hindsight: no policy sees it)
+    gpus: np.ndarray            # int64 GPUs the job asks for
+    best_speed: np.ndarray      # nominal speed of the fastest GPU type the job may use
+    first_start: np.ndarray     # nan if never started
+    finish: np.ndarray          # nan if not finished
+    held: np.ndarray            # seconds holding GPUs (restart overheads included)
+    executed: np.ndarray        # seconds running (restart overheads excluded)
+    restarts: np.ndarray        # int64 preemptions suffered (a move is one)
+    nominal: np.ndarray         # nominal speed of the job's last placement (GPU type, spread)
+    #: The episode's moves (the migration rule's preemptions: ``las-migrate``, a priority agent with
+    #: ``migrate``), counted in :attr:`restarts` too; None when the policy does not say.
+    moves: Optional[int] = None
+
+    @property
+    def jct(self) -> np.ndarray:
+        """finish - submit (nan for an unfinished job)."""
+        return self.finish - self.submit
+
+    @property
+    def pending(self) -> np.ndarray:
+        """Time waiting for GPUs: JCT - held (the metrics' ``avg_pending_time`` per job)."""
+        return self.jct - self.held
+
+    @property
+    def overhead(self) -> np.ndarray:
+        """Restart overheads paid: held - executed."""
+        return self.held - self.executed
+
+
+def job_outcomes(sim: Any, moves: Optional[int] = None) -> JobOutcomes:
+    """The :class:`JobOutcomes` of a :class:`~cluster_env.core.simulator.ClusterSimulator` at the end
+    of its episode (copies: the simulator may be reused)."""
+    js = sim.jobs
+    return JobOutcomes(
+        submit=np.array(sim.submit, dtype=np.float64), duration=np.array(sim.duration, dtype=np.float64),
+        gpus=np.array(sim.gpus, dtype=np.int64), best_speed=np.array(sim.best_speed, dtype=np.float64),
+        first_start=np.array(js.first_start, dtype=np.float64), finish=np.array(js.finish, dtype=np.float64),
+        held=np.array(js.held, dtype=np.float64), executed=np.array(js.executed, dtype=np.float64),
+        restarts=np.array(js.restarts, dtype=np.int64), nominal=np.array(js.nominal, dtype=np.float64),
+        moves=None if moves is None else int(moves))
+
+
 @dataclass
 class EpisodeResult:
     """What one episode produced.
@@ -30,7 +83,8 @@ class EpisodeResult:
     the same jobs count as one window in the confidence intervals), every metric, ``truncated``,
     ``jobs_unfinished``, ``offered_load``, ``pending_window``, steps, return, wall time,
     ``fallbacks`` and ``fallback_share``: :func:`fallback_columns`). ``jct``
-    is there for every episode (compiled ones too); the other arrays when it was recorded.
+    is there for every episode (compiled ones too); ``jobs`` (:class:`JobOutcomes`, per job by job
+    id) too; the other arrays when it was recorded.
     """
 
     record: dict[str, Any]
@@ -42,6 +96,7 @@ class EpisodeResult:
     total_gpus: int = 0
     machine_types: tuple[str, ...] = field(default_factory=tuple)   # (M,) GPU type name of each machine
     engine: str = "api"                              # "api" (PettingZoo steps) or "compiled" (baselines.engine)
+    jobs: Optional[JobOutcomes] = None               # per job, by job id
 
 
 #: What a policy may require of the environment (its ``env_overrides``): how it is scheduled and
@@ -206,6 +261,7 @@ def run_episode(policy: Any, scenario: "str | Scenario", split: str, seed: int, 
     result = EpisodeResult(record=row)
     done = ~np.isnan(sim.jobs.finish)
     result.jct = (sim.jobs.finish - sim.submit)[done]        # every episode: the JCT CDF pools all seeds
+    result.jobs = job_outcomes(sim, _moves(policy))
     if record:
         result.series = _series(sim)
         result.allocations = sim.allocation_log
@@ -214,6 +270,17 @@ def run_episode(policy: Any, scenario: "str | Scenario", split: str, seed: int, 
         result.machine_types = tuple(base.cluster.gpu_type_names[int(t)] for t in sim.machine_type)
         result.total_gpus = int(sim.total_gpus)
     return result
+
+
+def _moves(policy: Any) -> Optional[int]:
+    """The moves a policy's migration rule made in its last episode (its orderer's ``migrations``
+    counter, :class:`baselines.migrate.MigratingLAS`), 0 for a policy without that rule that says
+    how it orders, None when it cannot be told."""
+    orderer = getattr(policy, "orderer", None)
+    count = getattr(orderer, "migrations", None)
+    if count is not None:
+        return int(count)
+    return 0 if orderer is not None and not hasattr(orderer, "movable") else None
 
 
 def world_line(env: Any) -> str:

@@ -347,6 +347,43 @@ def mean_ci(values: Sequence[float], confidence: float = CONFIDENCE, n_resamples
     return m, lo, hi
 
 
+def share_ci(parts: Sequence[float], totals: Sequence[float], confidence: float = CONFIDENCE,
+             n_resamples: int = 4999, seed: int = 0) -> tuple[float, float, float]:
+    """``sum(parts) / sum(totals)`` over paired units (e.g. a group's and the whole excess JCT per
+    window) with a bootstrap interval that resamples the units (BCa, else percentile; seeded).
+    The same conventions as :func:`geo_mean_ci` for fewer than two units; ValueError for unpaired,
+    non-finite input or totals that sum to zero."""
+    a, b = np.asarray(parts, dtype=np.float64), np.asarray(totals, dtype=np.float64)
+    if a.shape != b.shape or a.ndim != 1 or not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+        raise ValueError("parts and totals must be finite and paired (one of each per unit)")
+    if len(a) == 0:
+        return math.nan, math.nan, math.nan
+    if b.sum() == 0:
+        raise ValueError("the totals sum to zero: no share")
+    share = float(a.sum() / b.sum())
+    if len(a) < 2:
+        return share, math.nan, math.nan
+    if np.all(a == a[0]) and np.all(b == b[0]):
+        return share, share, share
+    import warnings
+
+    from scipy.stats import bootstrap
+
+    def ratio(x, y, axis=-1):
+        return x.sum(axis=axis) / y.sum(axis=axis)
+
+    lo = hi = math.nan
+    for method in ("BCa", "percentile"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            res = bootstrap((a, b), ratio, paired=True, confidence_level=confidence, n_resamples=n_resamples,
+                            method=method, vectorized=True, axis=-1, random_state=np.random.default_rng(seed))
+        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+        if math.isfinite(lo) and math.isfinite(hi):
+            break
+    return share, lo, hi
+
+
 def _bootstrap_mean(x: np.ndarray, confidence: float, n_resamples: int, seed: int) -> tuple[float, float]:
     """Bootstrap interval of the mean of ``x`` (two or more values, not all equal): BCa, or the
     percentile interval where BCa is degenerate (e.g. two values)."""

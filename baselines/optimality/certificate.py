@@ -19,7 +19,7 @@ baseline names only, and the parameters are numbers (checked: finite, the right 
 
 Public names: :data:`FORMAT`, :data:`VERSION`, :class:`Certificate`, :class:`CertificateError`,
 :class:`Replay`, :func:`load_certificate`, :func:`save_certificate`, :func:`replay`,
-:func:`certificate_path`.
+:func:`replay_episode`, :func:`certificate_path`.
 """
 from __future__ import annotations
 
@@ -200,13 +200,40 @@ def _policy(cert: Certificate, folder: Path) -> Any:
     return policy
 
 
+def _play(cert: Certificate, policy: Any, path: str) -> Any:
+    """One episode of the certificate's schedule (``policy``: :func:`_policy`'s) on ``path``."""
+    from baselines import engine
+    from baselines.harness.episode import run_episode
+
+    if path == "api":
+        return run_episode(policy, cert.scenario, cert.split, cert.seed)
+    if cert.schedule["kind"] == "rule":
+        return engine.run_compiled_episode(cert.schedule["policy"], cert.scenario, cert.split, cert.seed)
+    return policy.compiled_episode(cert.scenario, cert.split, cert.seed)
+
+
+def replay_episode(cert: Certificate, path: str = "compiled") -> Any:
+    """The certificate's schedule played on its window through ``path`` (``"compiled"`` or
+    ``"api"``): the whole :class:`~baselines.harness.episode.EpisodeResult`, its record and its
+    per-job outcomes (``jobs``), e.g. to pair a policy's jobs with the best-known schedule's
+    (``benchmarks/gap_anatomy.py``). :class:`CertificateError` when the certificate's scenario and
+    seed no longer play its window."""
+    from baselines.optimality.bound import window_simulator
+
+    if path not in ("api", "compiled"):
+        raise ValueError(f"path must be 'api' or 'compiled', got {path!r}")
+    played = window_simulator(cert.scenario, cert.split, cert.seed)[1].digest()
+    if played != cert.window:
+        raise CertificateError(f"the certificate is for window {cert.window}, but {cert.scenario} "
+                               f"{cert.split} seed {cert.seed} plays window {played}")
+    with tempfile.TemporaryDirectory() as tmp:
+        return _play(cert, _policy(cert, Path(tmp)), path)
+
+
 def replay(cert: Certificate, paths: tuple[str, ...] = ("api", "compiled")) -> Replay:
     """Play the certificate's schedule on its window through the API (PettingZoo steps) and the
     compiled engine; ``paths`` limits which (a path left out reads as nan). A certificate whose
     window is not the one its scenario and seed play is not played (both read as nan)."""
-    from baselines import engine
-    from baselines.harness.episode import run_episode
-
     from baselines.optimality.bound import window_simulator
 
     values, window = {"api": math.nan, "compiled": math.nan}, ""
@@ -215,21 +242,17 @@ def replay(cert: Certificate, paths: tuple[str, ...] = ("api", "compiled")) -> R
         return Replay(api=math.nan, compiled=math.nan, window=played)
     with tempfile.TemporaryDirectory() as tmp:
         policy = _policy(cert, Path(tmp))
-        if "api" in paths:
-            result = run_episode(policy, cert.scenario, cert.split, cert.seed)
-            values["api"], window = float(result.record["avg_jct"]), result.record["window"]
-        if "compiled" in paths:
-            if cert.schedule["kind"] == "rule":
-                result = engine.run_compiled_episode(cert.schedule["policy"], cert.scenario, cert.split, cert.seed)
-            else:
-                result = policy.compiled_episode(cert.scenario, cert.split, cert.seed)
-            values["compiled"] = float(result.record["avg_jct"])
-            if window and window != result.record["window"]:
+        for path in ("api", "compiled"):
+            if path not in paths:
+                continue
+            record = _play(cert, policy, path).record
+            values[path] = float(record["avg_jct"])
+            if window and window != record["window"]:
                 window = "(the two paths played different windows)"
-            window = window or result.record["window"]
+            window = window or record["window"]
     return Replay(api=values["api"], compiled=values["compiled"], window=window)
 
 
 __all__ = ["AGENT_FORMAT", "AGENT_VERSION", "CERTIFICATES_DIR", "FORMAT", "VERSION", "Certificate",
            "CertificateError", "Replay", "certificate_path", "load_certificate", "parse_certificate", "replay",
-           "save_certificate"]
+           "replay_episode", "save_certificate"]
