@@ -151,18 +151,15 @@ def test_the_script_pairs_the_policy_with_the_shipped_best_known_values(tmp_path
 
 
 def _gap_section() -> str:
-    """The docs' "Where the gap lies" section: in docs/dual_agent.md once merged, else the file it
-    is written in until then."""
+    """The docs' "Where the gap lies" section of docs/dual_agent.md."""
     from tests.helpers import ROOT
 
     heading = "## Where the gap lies"
-    for page in (ROOT / "docs" / "dual_agent.md", ROOT / "docs" / "_gap_anatomy_section.md"):
-        if page.exists() and heading in page.read_text():
-            text = page.read_text()
-            start = text.index(heading)
-            end = text.find("\n## ", start + len(heading))
-            return text[start:] if end < 0 else text[start:end]
-    raise AssertionError("no 'Where the gap lies' section in docs/dual_agent.md")
+    text = (ROOT / "docs" / "dual_agent.md").read_text()
+    assert heading in text, "no 'Where the gap lies' section in docs/dual_agent.md"
+    start = text.index(heading)
+    end = text.find("\n## ", start + len(heading))
+    return text[start:] if end < 0 else text[start:end]
 
 
 @pytest.mark.slow
