@@ -128,7 +128,7 @@ def test_policy_decisions_take_the_fast_path(monkeypatch):
     ported = []
     original_portable = portable.PortableActors.logits
     monkeypatch.setattr(portable.PortableActors, "logits",
-                        lambda self, a, f: ported.append(a) or original_portable(self, a, f))
+                        lambda self, a, *args: ported.append(a) or original_portable(self, a, *args))
     for deterministic in (False, True):
         policy = DualAgentPolicy.pretrained("openb-v0", deterministic=deterministic)
         env = cluster_env.parallel_env("openb-v0", split="test", **policy.env_overrides)

@@ -230,7 +230,7 @@ class DualAgentPolicy:
             return int(legal[0]), False
         logits = None
         if self.deterministic:   # arg max: the same bits on every CPU (dual_agent.paper.portable)
-            logits = portable_logits(self.model, agent, feats)
+            logits = portable_logits(self.model, agent, feats, mask)
         if logits is None:
             with torch.inference_mode():   # the modules' operations without their call overhead
                 logits = actor_logits(self.model, agent, feats)
