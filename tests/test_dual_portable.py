@@ -149,3 +149,22 @@ def test_checked_in_dual_scores_survive_last_bit_noise_and_catch_a_real_change(t
         _perturb_weights(patch, lambda a: a * 1.01)
         drifts = check_scores(path, backend="serial")
     assert drifts and {d.policy for d in drifts} == {"dual"}
+
+
+def test_masked_argmax_is_numpys_with_the_lowest_index_on_ties():
+    """The deterministic policy's compiled arg max: numpy's over the allowed logits (the others at
+    -inf), ties to the lowest index; -1 for a non-finite allowed logit, -2 for an empty mask."""
+    rng = np.random.default_rng(5)
+    for trial in range(2000):
+        n = int(rng.integers(1, 12))
+        logits = rng.choice([-2.0, 0.0, 0.5, 1.0, 3.0], n) + (rng.random(n) if trial % 2 else 0.0)
+        mask = rng.random(n) < 0.6
+        if trial % 9 == 0:
+            logits[int(rng.integers(n))] = rng.choice([np.nan, np.inf, -np.inf])
+        got = portable.masked_argmax(logits, mask)
+        if not mask.any():
+            assert got == -2
+        elif not np.isfinite(logits[mask]).all():
+            assert got == -1
+        else:
+            assert got == int(np.argmax(np.where(mask, logits, -np.inf))), trial

@@ -25,7 +25,7 @@ from dual_agent.paper.inference import actor_logits
 from dual_agent.paper.checkpoint import CheckpointError, load_checkpoint, pretrained_path
 # ORDERER, PLACER and network_logits are the networks'; importable from here as before the layout.
 from dual_agent.paper.networks import GP_FEATURES, ORDERER, PLACER, DualAgentModel, network_logits  # noqa: F401
-from dual_agent.paper.portable import portable_logits
+from dual_agent.paper.portable import masked_argmax, portable_logits
 from dual_agent.paper.prior import NO_PRIOR, add_prior_bonus, make_prior, zero_output_layers
 
 
@@ -249,7 +249,12 @@ class DualAgentPolicy:
         With a prior, its bonus is added here to the heuristic's action of this step (the one
         :meth:`features` computed last): every path from logits to an action goes through here.
         """
-        logits = add_prior_bonus(logits, self._prior_action, self.config.prior_bonus)
+        if self._prior_action >= 0:
+            logits = add_prior_bonus(logits, self._prior_action, self.config.prior_bonus)
+        if self.deterministic and logits.dtype == np.float64 and mask.dtype == np.bool_:
+            action = masked_argmax(logits, mask)           # the checks and the arg max below, compiled
+            if action >= 0:
+                return action
         if not np.isfinite(logits[mask]).all():
             # NaN logits would pick the first legal action without notice (arg max of NaNs).
             raise FloatingPointError(

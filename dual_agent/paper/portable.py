@@ -36,7 +36,7 @@ from typing import Optional
 
 import numpy as np
 
-__all__ = ["PortableActors", "portable_actors", "portable_logits"]
+__all__ = ["PortableActors", "masked_argmax", "portable_actors", "portable_logits"]
 
 _LN2_HI = 6.93147180369123816490e-01   # ln 2 split so that k * _LN2_HI is exact for |k| < 2^11
 _LN2_LO = 1.90821492927058770002e-10
@@ -446,11 +446,27 @@ def _placer_logits(jobs_in, machines_in, glob_in, placing_in, legal, last_rows, 
     return out, rows, emb_jobs, machines, m_emb
 
 
+def _masked_argmax(logits, mask):
+    """The lowest index of the largest logit ``mask`` allows (``numpy.argmax`` of the logits with
+    the others at -inf); -1 when an allowed logit is not finite (NaN or inf), -2 when ``mask``
+    allows nothing."""
+    best, top = -2, -np.inf
+    for i in range(logits.shape[0]):
+        if mask[i]:
+            v = logits[i]
+            if not np.isfinite(v):
+                return -1
+            if best < 0 or v > top:
+                best, top = i, v
+    return best
+
+
 # The kernels, compiled on first use. Each is looked up as a module attribute when called from
 # Python and as a global when compiled, so a test can put the pure-Python versions back (all of
 # them) and compare bits.
 KERNELS = ("_bias_act", "_products", "_products64", "_dense", "_net", "_sigmoid_rows", "_mean_max", "_widen",
-           "_job_rows", "_machine_rows", "_summarise", "_orderer_logits", "_placer_logits", "_distinct_rows")
+           "_job_rows", "_machine_rows", "_summarise", "_orderer_logits", "_placer_logits", "_distinct_rows",
+           "_masked_argmax")
 _STATE = {"compiled": False}
 
 
@@ -595,6 +611,14 @@ def portable_actors(model) -> Optional[PortableActors]:
 # Per model (weakly held): (the parameters' in-place version counters, its actors or None, its
 # parameters).
 _ACTORS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def masked_argmax(logits: np.ndarray, mask: np.ndarray) -> int:
+    """The arg max of ``logits`` (float64, 1-D) over the actions ``mask`` (booleans) allows, ties
+    to the lowest index (``numpy.argmax`` of ``numpy.where(mask, logits, -inf)``) in one compiled
+    loop: -1 when an allowed logit is NaN or infinite, -2 when the mask allows nothing."""
+    _compile()
+    return int(_masked_argmax(logits, mask))
 
 
 def portable_logits(model, agent: int, feats: dict, mask: Optional[np.ndarray] = None) -> Optional[np.ndarray]:

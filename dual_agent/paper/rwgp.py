@@ -278,7 +278,7 @@ class RandomWalkGP:
     def _take(self, machines: np.ndarray) -> None:
         value = machines[:, COL["measured_speed"]].astype(np.float32, copy=False)
         age_log = machines[:, COL["measured_age_log"]].astype(np.float64)
-        if np.array_equal(value, self._last_value) and np.array_equal(age_log, self._last_age_log):
+        if (value == self._last_value).all() and (age_log == self._last_age_log).all():   # np.array_equal
             # The same readings and ages as the last call (the clock stood still): nothing changed
             # and no frozen age lags more than it did then, so the update below would do nothing.
             return
