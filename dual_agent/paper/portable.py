@@ -170,34 +170,53 @@ def _products(x, wt):
 
 def _products64(x, wt):
     """:func:`_products` for exactly 64 outputs (the shipped hidden width): the same sums in the
-    same order, the loops' trip count known when compiled (the accumulators stay in registers)."""
+    same order, the loops' trip count known when compiled, and eight terms of each sum added one
+    after the other in one pass over the outputs (``(((s + x0 w0) + x1 w1) + ...) + x7 w7``: the
+    order of k = 0, 1, 2, ..., with one load and one store of each partial sum per eight terms
+    instead of per term)."""
     rows, inner = x.shape
     out = np.empty((rows, 64))
     acc0, acc1 = np.empty(64), np.empty(64)
     r = 0
-    while r + 2 <= rows:
+    while r < rows:
+        pair = r + 1 < rows                 # two rows share the weights' loads; the last may be alone
+        s = r + 1 if pair else r            # the second row (the first again when alone: unused)
         for j in range(64):
             acc0[j] = 0.0
             acc1[j] = 0.0
-        for k in range(inner):
-            x0, x1 = x[r, k], x[r + 1, k]
+        k = 0
+        while k + 8 <= inner:
+            a0, a1, a2, a3 = x[r, k], x[r, k + 1], x[r, k + 2], x[r, k + 3]
+            a4, a5, a6, a7 = x[r, k + 4], x[r, k + 5], x[r, k + 6], x[r, k + 7]
+            if pair:
+                c0, c1, c2, c3 = x[s, k], x[s, k + 1], x[s, k + 2], x[s, k + 3]
+                c4, c5, c6, c7 = x[s, k + 4], x[s, k + 5], x[s, k + 6], x[s, k + 7]
+                for j in range(64):
+                    w0, w1, w2, w3 = wt[k, j], wt[k + 1, j], wt[k + 2, j], wt[k + 3, j]
+                    w4, w5, w6, w7 = wt[k + 4, j], wt[k + 5, j], wt[k + 6, j], wt[k + 7, j]
+                    acc0[j] = (((((((acc0[j] + a0 * w0) + a1 * w1) + a2 * w2) + a3 * w3) + a4 * w4) + a5 * w5)
+                               + a6 * w6) + a7 * w7
+                    acc1[j] = (((((((acc1[j] + c0 * w0) + c1 * w1) + c2 * w2) + c3 * w3) + c4 * w4) + c5 * w5)
+                               + c6 * w6) + c7 * w7
+            else:
+                for j in range(64):
+                    acc0[j] = (((((((acc0[j] + a0 * wt[k, j]) + a1 * wt[k + 1, j]) + a2 * wt[k + 2, j])
+                                  + a3 * wt[k + 3, j]) + a4 * wt[k + 4, j]) + a5 * wt[k + 5, j])
+                               + a6 * wt[k + 6, j]) + a7 * wt[k + 7, j]
+            k += 8
+        while k < inner:
+            a0, c0 = x[r, k], x[s, k]
             for j in range(64):
-                w = wt[k, j]
-                acc0[j] = acc0[j] + x0 * w
-                acc1[j] = acc1[j] + x1 * w
+                w0 = wt[k, j]
+                acc0[j] = acc0[j] + a0 * w0
+                acc1[j] = acc1[j] + c0 * w0
+            k += 1
         for j in range(64):
             out[r, j] = acc0[j]
-            out[r + 1, j] = acc1[j]
-        r += 2
-    if r < rows:
-        for j in range(64):
-            acc0[j] = 0.0
-        for k in range(inner):
-            x0 = x[r, k]
+        if pair:
             for j in range(64):
-                acc0[j] = acc0[j] + x0 * wt[k, j]
-        for j in range(64):
-            out[r, j] = acc0[j]
+                out[s, j] = acc1[j]
+        r += 2 if pair else 1
     return out
 
 
@@ -349,13 +368,14 @@ def _machine_rows(machines, last_machines, last_emb, weights, table):
 
 
 def _summarise(jobs, machines, glob, last_rows, last_emb, last_machines, last_m_emb, weights, table):
-    """The orderer's squeeze: (the distinct candidate rows, their job embeddings, each row's
-    distinct row, the machine embeddings, the summary (1, H)). The squeeze network runs on
+    """The orderer's squeeze: (the distinct candidate rows (float64), their job embeddings, each
+    row's distinct row, the machine embeddings, the summary (1, H)); ``jobs`` as observed. The squeeze network runs on
     ``[masked mean and max of the valid job rows, mean and max of the machine rows, glob]``."""
     keep, inverse = _distinct_rows(jobs)
-    rows = np.empty((keep.shape[0], jobs.shape[1]))
+    rows = np.empty((keep.shape[0], jobs.shape[1]))        # float64 (float32 widens exactly)
     for i in range(keep.shape[0]):
-        rows[i] = jobs[keep[i]]
+        for c in range(jobs.shape[1]):
+            rows[i, c] = jobs[keep[i], c]
     emb = _job_rows(rows, last_rows, last_emb, weights, table)
     m_emb = _machine_rows(machines, last_machines, last_m_emb, weights, table)
     valid = np.empty(rows.shape[0], np.bool_)   # the valid rows come first, in row order: the same sums
@@ -377,10 +397,10 @@ def _orderer_logits(jobs_in, machines_in, glob_in, legal, last_rows, last_emb, l
     -inf unless a legal row has the same inputs), and this call's rows and embeddings for the
     next: each job row gated by ``sigmoid(gate(summary))`` (exact products) next to the summary
     through the job head; the advance head on the summary."""
-    jobs, machines = _widen(jobs_in), _widen(machines_in)
+    machines = _widen(machines_in)
     glob = np.empty(glob_in.shape[0])
     glob[:] = glob_in
-    rows, emb, inverse, m_emb, summary = _summarise(jobs, machines, glob, last_rows, last_emb, last_machines,
+    rows, emb, inverse, m_emb, summary = _summarise(jobs_in, machines, glob, last_rows, last_emb, last_machines,
                                                     last_m_emb, weights, table)
     n, h = inverse.shape[0], emb.shape[1]
     need = np.zeros(rows.shape[0], np.bool_)
@@ -414,10 +434,10 @@ def _placer_logits(jobs_in, machines_in, glob_in, placing_in, legal, last_rows, 
     embeddings: each machine row next to ``[placing, summary]`` through the encoder (every
     machine: their mean is the head's context), each legal machine's embedding next to that mean
     through the head."""
-    jobs, machines = _widen(jobs_in), _widen(machines_in)
+    machines = _widen(machines_in)
     glob = np.empty(glob_in.shape[0])
     glob[:] = glob_in
-    rows, emb_jobs, _, m_emb, summary = _summarise(jobs, machines, glob, last_rows, last_emb, last_machines,
+    rows, emb_jobs, _, m_emb, summary = _summarise(jobs_in, machines, glob, last_rows, last_emb, last_machines,
                                                    last_m_emb, weights, table)
     m, f = machines.shape
     p, width = placing_in.shape[0], summary.shape[1]
@@ -561,10 +581,9 @@ class PortableActors:
 def _distinct_rows(jobs):
     """(rows to compute, index of each row among them): the valid candidates (column 0 > 0.5) in
     row order, then one padding row standing for every invalid row when they are all the same
-    bits (the observation's zero padding); every row when they are not. ``jobs``: C-contiguous
-    float64."""
+    (the observation's zero padding; values compared as their bits would be, a NaN never the
+    same: then every row is computed); every row when they are not. ``jobs``: float32 or float64."""
     n, width = jobs.shape
-    bits = jobs.view(np.uint64)
     keep = np.empty(n, np.int64)
     inverse = np.empty(n, np.int64)
     count, first_pad = 0, -1
@@ -577,7 +596,9 @@ def _distinct_rows(jobs):
             first_pad = r
         else:
             for c in range(width):
-                if bits[r, c] != bits[first_pad, c]:
+                a, b = jobs[r, c], jobs[first_pad, c]
+                # The same bits (for numbers): equal, and a zero of the same sign.
+                if not (a == b and (a != 0.0 or math.copysign(1.0, a) == math.copysign(1.0, b))):
                     return np.arange(n), np.arange(n)
     if first_pad >= 0:
         keep[count] = first_pad

@@ -260,6 +260,7 @@ class RandomWalkGP:
         self._dirty = True
         self._mean = self._std = None
         self._seen: "bytes | None" = None           # the last update's reading columns (None: none)
+        self._stacked: "np.ndarray | None" = None   # features' [mean, std] of the current posterior
 
     def update(self, machines: np.ndarray) -> None:
         """Take the measured speeds and ages of ``machines``; update (A, b) for what changed."""
@@ -313,14 +314,17 @@ class RandomWalkGP:
         if self._dirty:
             self._mean, self._std = self._solve()
             self._dirty = False
+            self._stacked = None
         return self._mean.copy(), self._std.copy()
 
     def features(self, machines: np.ndarray) -> np.ndarray:
-        """``update(machines)``, then (M, 2) float32 ``[mean, std]`` for the placement network."""
+        """``update(machines)``, then (M, 2) float32 ``[mean, std]`` for the placement network (a
+        new array)."""
         self.update(machines)
-        if self._dirty:
+        if self._dirty or self._stacked is None:
             self.posterior()
-        return np.stack([self._mean, self._std], axis=1)     # a new array: no copies needed first
+            self._stacked = np.stack([self._mean, self._std], axis=1)   # kept until the posterior moves
+        return self._stacked.copy()
 
     # ------------------------------------------------------------------ internals
     def _check(self, machines: np.ndarray, expected_rows: int | None) -> np.ndarray:
