@@ -187,7 +187,7 @@ class ExtendedObservationBuilder(ObservationBuilder):
         jobs = np.empty((base.shape[0], len(self.job_features)), dtype=np.float32)
         jobs[:, :width] = base
         jobs[:, width:width + len(EXTRA_JOB_FEATURES)] = 0.0
-        rows = np.flatnonzero(ids >= 0)
+        rows = (ids >= 0).nonzero()[0]
         if len(rows):
             j = ids[rows]
             t = self._tenant[j]

@@ -225,9 +225,8 @@ class DualAgentPolicy:
             act = heuristic.order if agent == ORDERER else heuristic.place
             return int(act(observations[name], infos[name])), False
         mask = feats["order_mask"] if agent == ORDERER else feats["place_mask"]
-        legal = np.flatnonzero(mask)
-        if len(legal) == 1:  # a forced move is not a decision: no network call, nothing to learn
-            return int(legal[0]), False
+        if np.count_nonzero(mask) == 1:  # a forced move is not a decision: no network call, nothing to learn
+            return int(mask.argmax()), False
         logits = None
         if self.deterministic:   # arg max: the same bits on every CPU (dual_agent.paper.portable)
             logits = portable_logits(self.model, agent, feats, mask)

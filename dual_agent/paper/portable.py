@@ -168,55 +168,85 @@ def _products(x, wt):
     return out
 
 
+def _four_rows64(x, wt, r, out, acc):
+    """Rows ``r .. r + 3`` of :func:`_products64` (they share the weights' loads)."""
+    inner = x.shape[1]
+    acc[:] = 0.0
+    k = 0
+    while k + 8 <= inner:
+        a0, a1, a2, a3 = x[r, k], x[r, k + 1], x[r, k + 2], x[r, k + 3]
+        a4, a5, a6, a7 = x[r, k + 4], x[r, k + 5], x[r, k + 6], x[r, k + 7]
+        b0, b1, b2, b3 = x[r + 1, k], x[r + 1, k + 1], x[r + 1, k + 2], x[r + 1, k + 3]
+        b4, b5, b6, b7 = x[r + 1, k + 4], x[r + 1, k + 5], x[r + 1, k + 6], x[r + 1, k + 7]
+        c0, c1, c2, c3 = x[r + 2, k], x[r + 2, k + 1], x[r + 2, k + 2], x[r + 2, k + 3]
+        c4, c5, c6, c7 = x[r + 2, k + 4], x[r + 2, k + 5], x[r + 2, k + 6], x[r + 2, k + 7]
+        d0, d1, d2, d3 = x[r + 3, k], x[r + 3, k + 1], x[r + 3, k + 2], x[r + 3, k + 3]
+        d4, d5, d6, d7 = x[r + 3, k + 4], x[r + 3, k + 5], x[r + 3, k + 6], x[r + 3, k + 7]
+        for j in range(64):
+            w0, w1, w2, w3 = wt[k, j], wt[k + 1, j], wt[k + 2, j], wt[k + 3, j]
+            w4, w5, w6, w7 = wt[k + 4, j], wt[k + 5, j], wt[k + 6, j], wt[k + 7, j]
+            acc[0, j] = (((((((acc[0, j] + a0 * w0) + a1 * w1) + a2 * w2) + a3 * w3) + a4 * w4) + a5 * w5)
+                         + a6 * w6) + a7 * w7
+            acc[1, j] = (((((((acc[1, j] + b0 * w0) + b1 * w1) + b2 * w2) + b3 * w3) + b4 * w4) + b5 * w5)
+                         + b6 * w6) + b7 * w7
+            acc[2, j] = (((((((acc[2, j] + c0 * w0) + c1 * w1) + c2 * w2) + c3 * w3) + c4 * w4) + c5 * w5)
+                         + c6 * w6) + c7 * w7
+            acc[3, j] = (((((((acc[3, j] + d0 * w0) + d1 * w1) + d2 * w2) + d3 * w3) + d4 * w4) + d5 * w5)
+                         + d6 * w6) + d7 * w7
+        k += 8
+    while k < inner:
+        a0, b0, c0, d0 = x[r, k], x[r + 1, k], x[r + 2, k], x[r + 3, k]
+        for j in range(64):
+            w0 = wt[k, j]
+            acc[0, j] = acc[0, j] + a0 * w0
+            acc[1, j] = acc[1, j] + b0 * w0
+            acc[2, j] = acc[2, j] + c0 * w0
+            acc[3, j] = acc[3, j] + d0 * w0
+        k += 1
+    for q in range(4):
+        for j in range(64):
+            out[r + q, j] = acc[q, j]
+
+
+def _one_row64(x, wt, r, out, acc):
+    """Row ``r`` of :func:`_products64`."""
+    inner = x.shape[1]
+    for j in range(64):
+        acc[0, j] = 0.0
+    k = 0
+    while k + 8 <= inner:
+        a0, a1, a2, a3 = x[r, k], x[r, k + 1], x[r, k + 2], x[r, k + 3]
+        a4, a5, a6, a7 = x[r, k + 4], x[r, k + 5], x[r, k + 6], x[r, k + 7]
+        for j in range(64):
+            acc[0, j] = (((((((acc[0, j] + a0 * wt[k, j]) + a1 * wt[k + 1, j]) + a2 * wt[k + 2, j])
+                            + a3 * wt[k + 3, j]) + a4 * wt[k + 4, j]) + a5 * wt[k + 5, j])
+                         + a6 * wt[k + 6, j]) + a7 * wt[k + 7, j]
+        k += 8
+    while k < inner:
+        a0 = x[r, k]
+        for j in range(64):
+            acc[0, j] = acc[0, j] + a0 * wt[k, j]
+        k += 1
+    for j in range(64):
+        out[r, j] = acc[0, j]
+
+
 def _products64(x, wt):
     """:func:`_products` for exactly 64 outputs (the shipped hidden width): the same sums in the
-    same order, the loops' trip count known when compiled, and eight terms of each sum added one
-    after the other in one pass over the outputs (``(((s + x0 w0) + x1 w1) + ...) + x7 w7``: the
-    order of k = 0, 1, 2, ..., with one load and one store of each partial sum per eight terms
-    instead of per term)."""
-    rows, inner = x.shape
+    same order, the loops' trip count known when compiled, four rows at a time (sharing the
+    weights' loads), and eight terms of each sum added one after the other in one pass over the
+    outputs (``(((s + x0 w0) + x1 w1) + ...) + x7 w7``: the order of k = 0, 1, 2, ..., with one
+    load and one store of each partial sum per eight terms instead of per term)."""
+    rows = x.shape[0]
     out = np.empty((rows, 64))
-    acc0, acc1 = np.empty(64), np.empty(64)
+    acc = np.empty((4, 64))
     r = 0
+    while r + 4 <= rows:
+        _four_rows64(x, wt, r, out, acc)
+        r += 4
     while r < rows:
-        pair = r + 1 < rows                 # two rows share the weights' loads; the last may be alone
-        s = r + 1 if pair else r            # the second row (the first again when alone: unused)
-        for j in range(64):
-            acc0[j] = 0.0
-            acc1[j] = 0.0
-        k = 0
-        while k + 8 <= inner:
-            a0, a1, a2, a3 = x[r, k], x[r, k + 1], x[r, k + 2], x[r, k + 3]
-            a4, a5, a6, a7 = x[r, k + 4], x[r, k + 5], x[r, k + 6], x[r, k + 7]
-            if pair:
-                c0, c1, c2, c3 = x[s, k], x[s, k + 1], x[s, k + 2], x[s, k + 3]
-                c4, c5, c6, c7 = x[s, k + 4], x[s, k + 5], x[s, k + 6], x[s, k + 7]
-                for j in range(64):
-                    w0, w1, w2, w3 = wt[k, j], wt[k + 1, j], wt[k + 2, j], wt[k + 3, j]
-                    w4, w5, w6, w7 = wt[k + 4, j], wt[k + 5, j], wt[k + 6, j], wt[k + 7, j]
-                    acc0[j] = (((((((acc0[j] + a0 * w0) + a1 * w1) + a2 * w2) + a3 * w3) + a4 * w4) + a5 * w5)
-                               + a6 * w6) + a7 * w7
-                    acc1[j] = (((((((acc1[j] + c0 * w0) + c1 * w1) + c2 * w2) + c3 * w3) + c4 * w4) + c5 * w5)
-                               + c6 * w6) + c7 * w7
-            else:
-                for j in range(64):
-                    acc0[j] = (((((((acc0[j] + a0 * wt[k, j]) + a1 * wt[k + 1, j]) + a2 * wt[k + 2, j])
-                                  + a3 * wt[k + 3, j]) + a4 * wt[k + 4, j]) + a5 * wt[k + 5, j])
-                               + a6 * wt[k + 6, j]) + a7 * wt[k + 7, j]
-            k += 8
-        while k < inner:
-            a0, c0 = x[r, k], x[s, k]
-            for j in range(64):
-                w0 = wt[k, j]
-                acc0[j] = acc0[j] + a0 * w0
-                acc1[j] = acc1[j] + c0 * w0
-            k += 1
-        for j in range(64):
-            out[r, j] = acc0[j]
-        if pair:
-            for j in range(64):
-                out[s, j] = acc1[j]
-        r += 2 if pair else 1
+        _one_row64(x, wt, r, out, acc)
+        r += 1
     return out
 
 
@@ -484,7 +514,7 @@ def _masked_argmax(logits, mask):
 # The kernels, compiled on first use. Each is looked up as a module attribute when called from
 # Python and as a global when compiled, so a test can put the pure-Python versions back (all of
 # them) and compare bits.
-KERNELS = ("_bias_act", "_products", "_products64", "_dense", "_net", "_sigmoid_rows", "_mean_max", "_widen",
+KERNELS = ("_bias_act", "_products", "_four_rows64", "_one_row64", "_products64", "_dense", "_net", "_sigmoid_rows", "_mean_max", "_widen",
            "_job_rows", "_machine_rows", "_summarise", "_orderer_logits", "_placer_logits", "_distinct_rows",
            "_masked_argmax")
 _STATE = {"compiled": False}

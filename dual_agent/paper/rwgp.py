@@ -295,7 +295,7 @@ class RandomWalkGP:
             self._freeze(np.flatnonzero(measured | self._on), measured, value, age)
             self._rebuild()
             return
-        idx = np.flatnonzero(changed)
+        idx = changed.nonzero()[0]                  # np.flatnonzero of a 1-D array
         if idx.size == 0:
             return
         old_w, old_y = self._weights(idx), self._y[idx].copy()
@@ -362,7 +362,7 @@ class RandomWalkGP:
 
     def _rebuild(self) -> None:
         """(A, b) from scratch over the contributing machines."""
-        idx = np.flatnonzero(self._on)
+        idx = self._on.nonzero()[0]
         w = self._weights(idx)
         p = self._phi_t[:, idx]
         self._a = np.eye(len(self._b)) + (p * w) @ p.T
