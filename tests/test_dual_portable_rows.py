@@ -34,7 +34,7 @@ def _full(actors: portable.PortableActors, agent: int, feats: dict) -> np.ndarra
     the savings), by fresh actors."""
     with pytest.MonkeyPatch.context() as patch:
         _interpreted(patch)
-        patch.setattr(portable, "_distinct_rows", lambda jobs: (np.arange(len(jobs)), np.arange(len(jobs))))
+        patch.setattr(portable, "_distinct_rows", lambda jobs, bits: (np.arange(len(jobs)), np.arange(len(jobs))))
         return portable.PortableActors(actors._o, actors._p, actors._noop).logits(agent, feats)
 
 

@@ -397,11 +397,11 @@ def _machine_rows(machines, last_machines, last_emb, weights, table):
     return emb
 
 
-def _summarise(jobs, machines, glob, last_rows, last_emb, last_machines, last_m_emb, weights, table):
+def _summarise(jobs, bits, machines, glob, last_rows, last_emb, last_machines, last_m_emb, weights, table):
     """The orderer's squeeze: (the distinct candidate rows (float64), their job embeddings, each
     row's distinct row, the machine embeddings, the summary (1, H)); ``jobs`` as observed. The squeeze network runs on
     ``[masked mean and max of the valid job rows, mean and max of the machine rows, glob]``."""
-    keep, inverse = _distinct_rows(jobs)
+    keep, inverse = _distinct_rows(jobs, bits)
     rows = np.empty((keep.shape[0], jobs.shape[1]))        # float64 (float32 widens exactly)
     for i in range(keep.shape[0]):
         for c in range(jobs.shape[1]):
@@ -421,7 +421,7 @@ def _summarise(jobs, machines, glob, last_rows, last_emb, last_machines, last_m_
     return rows, emb, inverse, m_emb, _net(pooled, weights, table, _SQUEEZE, 3, False)
 
 
-def _orderer_logits(jobs_in, machines_in, glob_in, legal, last_rows, last_emb, last_machines, last_m_emb,
+def _orderer_logits(jobs_in, bits_in, machines_in, glob_in, legal, last_rows, last_emb, last_machines, last_m_emb,
                     weights, table):
     """``OrderingAgent.forward``'s logits (N + 1,) for the actions ``legal`` allows (the others
     -inf unless a legal row has the same inputs), and this call's rows and embeddings for the
@@ -430,7 +430,7 @@ def _orderer_logits(jobs_in, machines_in, glob_in, legal, last_rows, last_emb, l
     machines = _widen(machines_in)
     glob = np.empty(glob_in.shape[0])
     glob[:] = glob_in
-    rows, emb, inverse, m_emb, summary = _summarise(jobs_in, machines, glob, last_rows, last_emb, last_machines,
+    rows, emb, inverse, m_emb, summary = _summarise(jobs_in, bits_in, machines, glob, last_rows, last_emb, last_machines,
                                                     last_m_emb, weights, table)
     n, h = inverse.shape[0], emb.shape[1]
     need = np.zeros(rows.shape[0], np.bool_)
@@ -457,7 +457,7 @@ def _orderer_logits(jobs_in, machines_in, glob_in, legal, last_rows, last_emb, l
     return out, rows, emb, machines, m_emb
 
 
-def _placer_logits(jobs_in, machines_in, glob_in, placing_in, legal, last_rows, last_emb, last_machines,
+def _placer_logits(jobs_in, bits_in, machines_in, glob_in, placing_in, legal, last_rows, last_emb, last_machines,
                    last_m_emb, noop, weights, table):
     """``PlacementAgent.forward``'s logits (M + 1,) given the orderer's summary of the queue, for
     the machines ``legal`` allows (the others -inf; the no-op always), and this call's rows and
@@ -467,7 +467,7 @@ def _placer_logits(jobs_in, machines_in, glob_in, placing_in, legal, last_rows, 
     machines = _widen(machines_in)
     glob = np.empty(glob_in.shape[0])
     glob[:] = glob_in
-    rows, emb_jobs, _, m_emb, summary = _summarise(jobs_in, machines, glob, last_rows, last_emb, last_machines,
+    rows, emb_jobs, _, m_emb, summary = _summarise(jobs_in, bits_in, machines, glob, last_rows, last_emb, last_machines,
                                                    last_m_emb, weights, table)
     m, f = machines.shape
     p, width = placing_in.shape[0], summary.shape[1]
@@ -584,7 +584,8 @@ class PortableActors:
         ``legal`` ((N + 1,) booleans) only those the mask allows (the others -inf)."""
         _compile()
         legal = np.ones(len(jobs) + 1, np.bool_) if legal is None else np.asarray(legal, np.bool_)
-        out, *last = _orderer_logits(jobs, machines, glob, legal, *self._last, self._weights, self._table)
+        jobs, bits = _observed(jobs)
+        out, *last = _orderer_logits(jobs, bits, machines, glob, legal, *self._last, self._weights, self._table)
         self._last = tuple(last)
         return out
 
@@ -594,7 +595,8 @@ class PortableActors:
         ``legal`` ((M + 1,) booleans) only the machines the mask allows (the others -inf)."""
         _compile()
         legal = np.ones(len(machines) + 1, np.bool_) if legal is None else np.asarray(legal, np.bool_)
-        out, *last = _placer_logits(jobs, machines, glob, np.asarray(placing, np.float64), legal, *self._last,
+        jobs, bits = _observed(jobs)
+        out, *last = _placer_logits(jobs, bits, machines, glob, np.asarray(placing, np.float64), legal, *self._last,
                                     self._noop, self._weights, self._table)
         self._last = tuple(last)
         return out
@@ -608,11 +610,11 @@ class PortableActors:
         return self.placer(feats["jobs"], feats["machines"], feats["global"], feats["placing"], mask)
 
 
-def _distinct_rows(jobs):
+def _distinct_rows(jobs, bits):
     """(rows to compute, index of each row among them): the valid candidates (column 0 > 0.5) in
     row order, then one padding row standing for every invalid row when they are all the same
-    (the observation's zero padding; values compared as their bits would be, a NaN never the
-    same: then every row is computed); every row when they are not. ``jobs``: float32 or float64."""
+    bits (the observation's zero padding); every row when they are not. ``jobs``: float32 or
+    float64, C-contiguous; ``bits``: the same memory as unsigned integers of its width."""
     n, width = jobs.shape
     keep = np.empty(n, np.int64)
     inverse = np.empty(n, np.int64)
@@ -626,9 +628,7 @@ def _distinct_rows(jobs):
             first_pad = r
         else:
             for c in range(width):
-                a, b = jobs[r, c], jobs[first_pad, c]
-                # The same bits (for numbers): equal, and a zero of the same sign.
-                if not (a == b and (a != 0.0 or math.copysign(1.0, a) == math.copysign(1.0, b))):
+                if bits[r, c] != bits[first_pad, c]:
                     return np.arange(n), np.arange(n)
     if first_pad >= 0:
         keep[count] = first_pad
@@ -637,6 +637,15 @@ def _distinct_rows(jobs):
                 inverse[r] = count
         count += 1
     return keep[:count].copy(), inverse
+
+
+def _observed(jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``jobs`` as the kernels read it (float32 as observed, anything else as float64; C-contiguous)
+    and its bits (unsigned integers of the same width)."""
+    if jobs.dtype != np.float32:
+        jobs = np.asarray(jobs, np.float64)
+    jobs = np.ascontiguousarray(jobs)
+    return jobs, jobs.view(np.uint32 if jobs.dtype == np.float32 else np.uint64)
 
 
 def _layers(pairs: Optional[tuple]) -> tuple[Layer, ...]:
