@@ -86,9 +86,16 @@ def placement_row(sim: ClusterSimulator, job: int, fewest: int, measured32: "np.
 
 
 def _columns_loop(counts, held, given, nominal, nominal32, machine_type, measured32, free, need, allowed,
-                  restricted, fewest, out):
-    """Columns 0-6 of :func:`placement_rows` (``since_start_log`` is left to ``math.log1p``), one
-    row at a time: the same products, quotients and exact minima and maxima as the numpy path."""
+                  restricted, fewest, t0, now, out):
+    """The columns of :func:`placement_rows`, one row at a time: the same products, quotients and
+    exact minima and maxima as the numpy path, and ``since_start_log`` by the C library's
+    ``log1p`` (the one ``math.log1p`` calls; it leaves a zero as it is) of ``max(now - t0, 0.0)``
+    as Python's ``max`` takes it."""
+    for i in range(counts.shape[0]):
+        since = now - t0[i]
+        if 0.0 > since:
+            since = 0.0
+        out[i, 7] = math.log1p(since)
     p = 0
     for i in range(counts.shape[0]):
         n = counts[i]
@@ -163,12 +170,13 @@ def placement_rows(sim: ClusterSimulator, jobs: np.ndarray, fewest: np.ndarray,
     nominal = sim.job_speed[jobs]                                                        # (R, T)
     nominal32 = nominal.astype(np.float32).astype(np.float64) if nominal32 is None else nominal32[jobs]
     out = np.empty((rows, len(PLACEMENT_JOB_FEATURES)))
+    t0 = sim._s_t0[list(map(sim._slot.__getitem__, job_list))]     # each stint's placement time
     loop = _compiled_loop(compiled)
     if loop is not None:
         restricted = sim.allowed is not None
         allowed = sim.allowed[jobs] if restricted else _NO_ALLOWED
         loop(counts, held, given, nominal, nominal32, sim.machine_type, measured32, sim.machines.free,
-             sim.gpus[jobs], allowed, restricted, fewest[jobs], out)
+             sim.gpus[jobs], allowed, restricted, fewest[jobs], t0, float(sim.now), out)
     else:
         row_of = np.repeat(np.arange(rows), counts)
         starts = np.cumsum(counts) - counts                # every running job holds >= 1 machine
@@ -189,9 +197,8 @@ def placement_rows(sim: ClusterSimulator, jobs: np.ndarray, fewest: np.ndarray,
         out[:, 4] = best
         out[:, 5] = np.where(fits, best / current, -1.0)
         out[:, 6] = counts > fewest[jobs]
-    t0 = sim._s_t0[list(map(sim._slot.__getitem__, job_list))].tolist()
-    now = sim.now
-    out[:, 7] = [math.log1p(max(now - t, 0.0)) for t in t0]    # math's log1p, as placement_row
+        now = sim.now
+        out[:, 7] = [math.log1p(max(now - t, 0.0)) for t in t0.tolist()]    # math's log1p, as placement_row
     return out
 
 

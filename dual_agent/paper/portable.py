@@ -616,9 +616,12 @@ def _distinct_rows(jobs, bits):
     bits (the observation's zero padding); every row when they are not. ``jobs``: float32 or
     float64, C-contiguous; ``bits``: the same memory as unsigned integers of its width."""
     n, width = jobs.shape
+    if n == 0 or width == 0:
+        return np.arange(n), np.arange(n)
     keep = np.empty(n, np.int64)
     inverse = np.empty(n, np.int64)
     count, first_pad = 0, -1
+    differ = bits[0, 0] ^ bits[0, 0]                 # zero, of the bits' type
     for r in range(n):
         if jobs[r, 0] > 0.5:
             inverse[r] = count
@@ -627,9 +630,10 @@ def _distinct_rows(jobs, bits):
         elif first_pad < 0:
             first_pad = r
         else:
-            for c in range(width):
-                if bits[r, c] != bits[first_pad, c]:
-                    return np.arange(n), np.arange(n)
+            for c in range(width):                  # no early exit: the loop vectorises
+                differ |= bits[r, c] ^ bits[first_pad, c]
+    if differ != 0:
+        return np.arange(n), np.arange(n)
     if first_pad >= 0:
         keep[count] = first_pad
         for r in range(n):
