@@ -201,8 +201,9 @@ def test_gp_solve_by_lapack_equals_scipy_wrappers():
 
 
 def test_gp_reading_scan_is_the_numpy_expressions():
-    """RandomWalkGP's compiled scan of the readings gives the numpy expressions' changed machines
-    and refresh decision, NaN readings, repeated values and ages that go back included."""
+    """RandomWalkGP's compiled scan of the readings gives the numpy expressions' repeat check,
+    changed machines and refresh decision, NaN readings, repeated values and ages that go back
+    included."""
     rng = np.random.default_rng(3)
     for trial in range(300):
         m = int(rng.integers(1, 12))
@@ -213,8 +214,13 @@ def test_gp_reading_scan_is_the_numpy_expressions():
         age = np.where(rng.random(m) < 0.5, last_age + rng.choice([0.0, 5.0, -5.0], m), rng.random(m) * 1000)
         frozen = rng.choice([0.0, 100.0, np.nan if trial % 7 == 0 else 50.0], m)
         refresh = float(rng.choice([60.0, 600.0]))
-        changed, again = rwgp._scan_readings(measured, on, value, last_value, age, last_age, frozen, refresh)
+        age_log = np.log1p(np.maximum(age, 0.0))
+        last_age_log = np.where(rng.random(m) < 0.8, age_log, rng.choice([0.0, np.nan], m))
+        same, changed, again = rwgp._scan_readings(measured, on, value, last_value, age, last_age, frozen, refresh,
+                                                   age_log, last_age_log)
         want = (measured != on) | (measured & ((value != last_value) | (age < last_age)))
         stale = measured & ~want
         want_again = bool(stale.any() and float((age[stale] - frozen[stale]).max()) >= refresh)
+        want_same = np.array_equal(value, last_value) and np.array_equal(age_log, last_age_log)
         assert changed.tolist() == want.tolist() and bool(again) == want_again, trial
+        assert bool(same) == want_same, trial

@@ -31,6 +31,7 @@ Sampling policies (training workers) keep torch's path: their actions are random
 from __future__ import annotations
 
 import math
+import operator
 import weakref
 from typing import Optional
 
@@ -675,6 +676,7 @@ def portable_actors(model) -> Optional[PortableActors]:
 # Per model (weakly held): (the parameters' in-place version counters, its actors or None, its
 # parameters).
 _ACTORS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_VERSION = operator.attrgetter("_version")      # a tensor's in-place version counter
 
 
 def masked_argmax(logits: np.ndarray, mask: np.ndarray) -> int:
@@ -694,7 +696,7 @@ def portable_logits(model, agent: int, feats: dict, mask: Optional[np.ndarray] =
     # The parameter list is walked once per model (module traversal costs more than a small
     # decision); its version counters are read at every call.
     params = cached[2] if cached is not None else list(model.parameters())
-    versions = [p._version for p in params]          # a list comprehension: the cheapest walk
+    versions = list(map(_VERSION, params))           # the cheapest walk
     if cached is None or cached[0] != versions:
         cached = _ACTORS[model] = (versions, portable_actors(model), params)
     actors = cached[1]

@@ -273,24 +273,26 @@ class RandomWalkGP:
             # The last call's readings and ages bit for bit (none NaN): the check below would
             # return at once.
             return
-        self._take(machines)
+        self._take(readings)
         self._seen = None if np.isnan(readings).any() else key
 
-    def _take(self, machines: np.ndarray) -> None:
-        value = machines[:, COL["measured_speed"]].astype(np.float32, copy=False)
-        age_log = machines[:, COL["measured_age_log"]].astype(np.float64)
-        if (value == self._last_value).all() and (age_log == self._last_age_log).all():   # np.array_equal
-            # The same readings and ages as the last call (the clock stood still): nothing changed
-            # and no frozen age lags more than it did then, so the update below would do nothing.
-            return
-        self._last_age_log = age_log
+    def _take(self, readings: np.ndarray) -> None:
+        """The update from the (M, 2) speed and age columns."""
+        value = readings[:, 0].astype(np.float32)
+        age_log = readings[:, 1].astype(np.float64)
         measured = age_log >= 0.0
         age = np.where(measured, np.expm1(np.where(measured, age_log, 0.0)), -1.0)
         # A new reading: (un)measured status flips, the value moves, or the age goes back; a
         # refresh when a reading that did not change lags its frozen age by refresh_seconds.
-        changed, refresh = _scan_readings(measured, self._on, np.ascontiguousarray(value), self._last_value, age,
-                                          self._last_age, self._frozen_age, float(self.config.refresh_seconds))
-        self._last_value, self._last_age = value.copy(), age
+        same, changed, refresh = _scan_readings(measured, self._on, value, self._last_value, age, self._last_age,
+                                                self._frozen_age, float(self.config.refresh_seconds), age_log,
+                                                self._last_age_log)
+        if same:
+            # The same readings and ages as the last call (the clock stood still): nothing changed
+            # and no frozen age lags more than it did then, so the update below would do nothing.
+            return
+        self._last_age_log = age_log
+        self._last_value, self._last_age = value, age        # fresh arrays, never written
         if refresh:
             self._freeze(np.flatnonzero(measured | self._on), measured, value, age)
             self._rebuild()
@@ -390,17 +392,21 @@ class RandomWalkGP:
         return mean.astype(np.float32), np.sqrt(np.clip(var, 0.0, None)).astype(np.float32)
 
 
-def _scan_readings_py(measured, on, value, last_value, age, last_age, frozen_age, refresh_seconds):
-    """(changed, refresh): the machines with a new reading (the (un)measured status flips, or a
-    measured machine's value moves or its age goes back), and whether an unchanged measured
-    reading lags its frozen age by ``refresh_seconds`` or more; the numpy expressions
-    ``(measured != on) | (measured & ((value != last_value) | (age < last_age)))`` and
-    ``max(age[stale] - frozen_age[stale]) >= refresh_seconds`` (a NaN difference makes the
+def _scan_readings_py(measured, on, value, last_value, age, last_age, frozen_age, refresh_seconds, age_log,
+                      last_age_log):
+    """(same, changed, refresh): whether the speeds and the raw ages equal the last call's
+    (``np.array_equal`` of each: NaN never equal), the machines with a new reading (the
+    (un)measured status flips, or a measured machine's value moves or its age goes back), and
+    whether an unchanged measured reading lags its frozen age by ``refresh_seconds`` or more; the
+    numpy expressions ``(measured != on) | (measured & ((value != last_value) | (age < last_age)))``
+    and ``max(age[stale] - frozen_age[stale]) >= refresh_seconds`` (a NaN difference makes the
     maximum NaN: no refresh) in one loop."""
     n = measured.shape[0]
     changed = np.empty(n, np.bool_)
-    top, stale, nan = -np.inf, False, False
+    top, stale, nan, same = -np.inf, False, False, True
     for i in range(n):
+        if not (value[i] == last_value[i] and age_log[i] == last_age_log[i]):
+            same = False
         c = (measured[i] != on[i]) or (measured[i] and (value[i] != last_value[i] or age[i] < last_age[i]))
         changed[i] = c
         if measured[i] and not c:
@@ -410,7 +416,7 @@ def _scan_readings_py(measured, on, value, last_value, age, last_age, frozen_age
                 nan = True
             elif d > top:
                 top = d
-    return changed, stale and not nan and top >= refresh_seconds
+    return same, changed, stale and not nan and top >= refresh_seconds
 
 
 def _scan_readings(*args):
