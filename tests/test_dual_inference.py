@@ -128,7 +128,7 @@ def test_policy_decisions_take_the_fast_path(monkeypatch):
     ported = []
     original_portable = portable.PortableActors.logits
     monkeypatch.setattr(portable.PortableActors, "logits",
-                        lambda self, a, f: ported.append(a) or original_portable(self, a, f))
+                        lambda self, a, *args: ported.append(a) or original_portable(self, a, *args))
     for deterministic in (False, True):
         policy = DualAgentPolicy.pretrained("openb-v0", deterministic=deterministic)
         env = cluster_env.parallel_env("openb-v0", split="test", **policy.env_overrides)
@@ -162,8 +162,9 @@ def test_gp_update_skips_repeated_readings_exactly():
         repeats += cols == last
         last = cols
         fast.update(machines)
-        # The full update on every call: forget the last raw ages so the shortcut never applies.
+        # The full update on every call: forget the last raw readings so no shortcut applies.
         slow._last_age_log = np.full(len(machines), np.nan)
+        slow._seen = None
         slow.update(machines)
         for a, b in zip(fast.posterior(), slow.posterior()):
             assert a.tobytes() == b.tobytes()
@@ -197,3 +198,29 @@ def test_gp_solve_by_lapack_equals_scipy_wrappers():
     assert rwgp._lapack_solve(-np.eye(3), np.ones(3), np.ones((3, 2))) is None   # not positive definite
     with pytest.raises(np.linalg.LinAlgError):
         rwgp._scipy_solve(-np.eye(3), np.ones(3), np.ones((3, 2)))
+
+
+def test_gp_reading_scan_is_the_numpy_expressions():
+    """RandomWalkGP's compiled scan of the readings gives the numpy expressions' repeat check,
+    changed machines and refresh decision, NaN readings, repeated values and ages that go back
+    included."""
+    rng = np.random.default_rng(3)
+    for trial in range(300):
+        m = int(rng.integers(1, 12))
+        measured, on = rng.random(m) < 0.7, rng.random(m) < 0.7
+        last_value = rng.choice([0.5, 1.0, 1.5, np.nan], m).astype(np.float32)
+        value = np.where(rng.random(m) < 0.6, last_value, rng.choice([0.5, 1.0, np.nan], m)).astype(np.float32)
+        last_age = rng.choice([-1.0, 10.0, 400.0, 900.0], m)
+        age = np.where(rng.random(m) < 0.5, last_age + rng.choice([0.0, 5.0, -5.0], m), rng.random(m) * 1000)
+        frozen = rng.choice([0.0, 100.0, np.nan if trial % 7 == 0 else 50.0], m)
+        refresh = float(rng.choice([60.0, 600.0]))
+        age_log = np.log1p(np.maximum(age, 0.0))
+        last_age_log = np.where(rng.random(m) < 0.8, age_log, rng.choice([0.0, np.nan], m))
+        same, changed, again = rwgp._scan_readings(measured, on, value, last_value, age, last_age, frozen, refresh,
+                                                   age_log, last_age_log)
+        want = (measured != on) | (measured & ((value != last_value) | (age < last_age)))
+        stale = measured & ~want
+        want_again = bool(stale.any() and float((age[stale] - frozen[stale]).max()) >= refresh)
+        want_same = np.array_equal(value, last_value) and np.array_equal(age_log, last_age_log)
+        assert changed.tolist() == want.tolist() and bool(again) == want_again, trial
+        assert bool(same) == want_same, trial

@@ -108,11 +108,13 @@ class RunningStats:
         self.total = np.zeros(size)
         self.recent = np.full(size, -1.0)
         self.all_count, self.all_total, self.all_recent = 0, 0.0, -1.0
+        self._mean: "np.ndarray | None" = None       # mean() until the next add
 
     def add(self, jobs: np.ndarray, run_time: np.ndarray) -> None:
         """Fold finished ``jobs`` (already in finish order) with their run times in seconds."""
         # math.log1p (the C library's) rather than numpy's, which may take a vectorised path that
         # differs in the last bit: the compiled engine (baselines.engine) keeps these statistics too.
+        self._mean = None
         for job, value in zip(jobs.tolist(), map(math.log1p, run_time.tolist())):
             t = self.tenant[job]
             self.recent[t] = value if self.count[t] == 0 else (1 - RECENT_WEIGHT) * self.recent[t] + RECENT_WEIGHT * value
@@ -124,8 +126,11 @@ class RunningStats:
             self.all_total += value
 
     def mean(self) -> np.ndarray:
-        """(tenants,) mean log run time, -1 where none finished."""
-        return np.where(self.count > 0, self.total / np.maximum(self.count, 1), -1.0)
+        """(tenants,) mean log run time, -1 where none finished (computed once per change: do not
+        modify the array returned)."""
+        if self._mean is None:
+            self._mean = np.where(self.count > 0, self.total / np.maximum(self.count, 1), -1.0)
+        return self._mean
 
 
 class ExtendedObservationBuilder(ObservationBuilder):
@@ -176,23 +181,37 @@ class ExtendedObservationBuilder(ObservationBuilder):
         self._update_stats()
         sim, stats = self.sim, self._stats
         ids = self.candidate_ids(pending, running)
-        valid = ids >= 0
-        extra = np.zeros((len(ids), len(EXTRA_JOB_FEATURES)), dtype=np.float32)
-        if valid.any():
-            j = ids[valid]
+        base = feats["jobs"]
+        width = base.shape[1]
+        # The whole jobs block at once: the default columns, these, and a subclass's after them.
+        jobs = np.empty((base.shape[0], len(self.job_features)), dtype=np.float32)
+        jobs[:, :width] = base
+        jobs[:, width:width + len(EXTRA_JOB_FEATURES)] = 0.0
+        rows = (ids >= 0).nonzero()[0]
+        if len(rows):
+            j = ids[rows]
             t = self._tenant[j]
-            extra[valid, 0] = self._slot[j]
-            extra[valid, 1] = np.log1p(stats.count[t])
-            extra[valid, 2] = stats.mean()[t]
-            extra[valid, 3] = stats.recent[t]
-            extra[valid, 4] = np.log1p(sim.jobs.attained[j])
-        feats["jobs"] = np.concatenate([feats["jobs"], extra], axis=1)
+            extra = np.empty((len(rows), len(EXTRA_JOB_FEATURES)))      # float64, rounded once below
+            extra[:, 0] = self._slot[j]
+            extra[:, 1] = np.log1p(stats.count[t])
+            extra[:, 2] = stats.mean()[t]
+            extra[:, 3] = stats.recent[t]
+            extra[:, 4] = np.log1p(sim.jobs.attained[j])
+            jobs[rows, width:width + len(EXTRA_JOB_FEATURES)] = extra
+        self._more_job_columns(jobs[:, width + len(EXTRA_JOB_FEATURES):], running)
+        feats["jobs"] = jobs
         if self.preemption:
             last = sim.last_tick if math.isfinite(sim.last_tick) else 0.0
             phase = min(max((sim.now - last) / self.scheduling_tick, 0.0), 1.0)
         else:
             phase = -1.0
         mean_all = stats.all_total / stats.all_count if stats.all_count else -1.0
-        g = np.array([phase, mean_all, stats.all_recent], dtype=np.float32)
-        feats["global"] = np.concatenate([feats["global"], g])
+        glob = np.empty(len(self.global_features), dtype=np.float32)
+        glob[:len(feats["global"])] = feats["global"]
+        glob[len(feats["global"]):] = (phase, mean_all, stats.all_recent)
+        feats["global"] = glob
         return feats, order_mask, place_mask
+
+    def _more_job_columns(self, out: np.ndarray, running: np.ndarray) -> None:
+        """Fill a subclass's ``jobs`` columns after this layout's (``out``: those columns of every
+        row); this layout has none."""

@@ -39,9 +39,11 @@ allocation, free GPUs and measured speeds at the time of the observation.
 from __future__ import annotations
 
 import math
+from itertools import chain
 
 import numpy as np
 
+from cluster_env.core import kernels as _kernels
 from cluster_env.core.simulator import ClusterSimulator
 from cluster_env.envs.observation_ext import ExtendedObservationBuilder, job_features, replace_spaces
 
@@ -84,9 +86,16 @@ def placement_row(sim: ClusterSimulator, job: int, fewest: int, measured32: "np.
 
 
 def _columns_loop(counts, held, given, nominal, nominal32, machine_type, measured32, free, need, allowed,
-                  restricted, fewest, out):
-    """Columns 0-6 of :func:`placement_rows` (``since_start_log`` is left to ``math.log1p``), one
-    row at a time: the same products, quotients and exact minima and maxima as the numpy path."""
+                  restricted, fewest, t0, now, out):
+    """The columns of :func:`placement_rows`, one row at a time: the same products, quotients and
+    exact minima and maxima as the numpy path, and ``since_start_log`` by the C library's
+    ``log1p`` (the one ``math.log1p`` calls; it leaves a zero as it is) of ``max(now - t0, 0.0)``
+    as Python's ``max`` takes it."""
+    for i in range(counts.shape[0]):
+        since = now - t0[i]
+        if 0.0 > since:
+            since = 0.0
+        out[i, 7] = math.log1p(since)
     p = 0
     for i in range(counts.shape[0]):
         n = counts[i]
@@ -119,50 +128,55 @@ def _columns_loop(counts, held, given, nominal, nominal32, machine_type, measure
 
 
 _LOOP = {"kernel": None}
+_NO_ALLOWED = np.zeros((0, 1), dtype=bool)     # the loop's ``allowed`` when no job is restricted
 
 
 def _compiled_loop(wanted: "bool | None"):
     """:func:`_columns_loop` compiled by numba (disk-cached with the simulator's kernels), or None
     for the numpy path: ``wanted`` None follows the simulator's kernel backend (numpy under
     ``CLUSTER_ENV_KERNELS=numpy``), True asks for the loop, False for numpy."""
-    from cluster_env.core import kernels
-
-    if wanted is False or (wanted is None and kernels.backend() != "numba"):
+    if wanted is False or (wanted is None and _kernels.backend() != "numba"):
         return None
     if _LOOP["kernel"] is None:
         import numba
 
         dispatcher = numba.njit(nogil=True, error_model="numpy")(_columns_loop)
-        kernels._attach_cache(dispatcher)
+        _kernels._attach_cache(dispatcher)
         _LOOP["kernel"] = dispatcher
     return _LOOP["kernel"]
 
 
 def placement_rows(sim: ClusterSimulator, jobs: np.ndarray, fewest: np.ndarray,
-                   compiled: "bool | None" = None) -> np.ndarray:
+                   compiled: "bool | None" = None, nominal32: "np.ndarray | None" = None,
+                   measured32: "np.ndarray | None" = None) -> np.ndarray:
     """(R, 8) float64: :func:`placement_row` of each running job in ``jobs`` (``fewest``: (N,) the
     fewest machines that could hold each job's GPUs), computed for all rows at once with the same
     operations on the same values (elementwise products and quotients, exact minima and maxima,
     ``math.log1p``), so every value has the same bits as :func:`placement_row`'s. ``compiled``:
     one numba loop (True; the default, None, under the simulator's numba kernel backend) or
-    whole-array numpy (False; the default under the numpy backend)."""
+    whole-array numpy (False; the default under the numpy backend). ``nominal32`` ((N, T): every
+    job's nominal speeds through float32) and ``measured32`` ((M,): the measured speeds through
+    float32) may be passed when the caller keeps them (the values computed here otherwise)."""
     jobs = np.asarray(jobs, dtype=np.int64)
     rows = len(jobs)
     job_list = jobs.tolist()
-    allocs = [sim.alloc[job] for job in job_list]
+    allocs = list(map(sim.alloc.__getitem__, job_list))
     counts = np.fromiter(map(len, allocs), dtype=np.int64, count=rows)
-    flat = np.array([pair for alloc in allocs for pair in alloc], dtype=np.int64).reshape(-1, 2)
-    held, given = flat[:, 0], flat[:, 1]                   # each (machine, GPUs) pair, row by row
-    measured32 = sim.machines.measured.astype(np.float32).astype(np.float64)
+    # Each (machine, GPUs) pair, row by row.
+    flat = np.fromiter(chain.from_iterable(chain.from_iterable(allocs)), dtype=np.int64).reshape(-1, 2)
+    held, given = flat[:, 0], flat[:, 1]
+    if measured32 is None:
+        measured32 = sim.machines.measured.astype(np.float32).astype(np.float64)
     nominal = sim.job_speed[jobs]                                                        # (R, T)
-    nominal32 = nominal.astype(np.float32).astype(np.float64)
+    nominal32 = nominal.astype(np.float32).astype(np.float64) if nominal32 is None else nominal32[jobs]
     out = np.empty((rows, len(PLACEMENT_JOB_FEATURES)))
+    t0 = sim._s_t0[list(map(sim._slot.__getitem__, job_list))]     # each stint's placement time
     loop = _compiled_loop(compiled)
     if loop is not None:
         restricted = sim.allowed is not None
-        allowed = sim.allowed[jobs] if restricted else np.zeros((rows, 1), dtype=bool)
+        allowed = sim.allowed[jobs] if restricted else _NO_ALLOWED
         loop(counts, held, given, nominal, nominal32, sim.machine_type, measured32, sim.machines.free,
-             sim.gpus[jobs], allowed, restricted, fewest[jobs], out)
+             sim.gpus[jobs], allowed, restricted, fewest[jobs], t0, float(sim.now), out)
     else:
         row_of = np.repeat(np.arange(rows), counts)
         starts = np.cumsum(counts) - counts                # every running job holds >= 1 machine
@@ -183,9 +197,8 @@ def placement_rows(sim: ClusterSimulator, jobs: np.ndarray, fewest: np.ndarray,
         out[:, 4] = best
         out[:, 5] = np.where(fits, best / current, -1.0)
         out[:, 6] = counts > fewest[jobs]
-    t0 = sim._s_t0[[sim._slot[job] for job in job_list]].tolist()
-    now = sim.now
-    out[:, 7] = [math.log1p(max(now - t, 0.0)) for t in t0]    # math's log1p, as placement_row
+        now = sim.now
+        out[:, 7] = [math.log1p(max(now - t, 0.0)) for t in t0.tolist()]    # math's log1p, as placement_row
     return out
 
 
@@ -205,14 +218,20 @@ class PlacementObservationBuilder(ExtendedObservationBuilder):
         super().bind(sim, num_tenants)
         # Fewest machines (of its allowed types, largest first) that could hold each job's GPUs.
         self._fewest = ClusterSimulator._fewest_machines(sim.gpus, sim.allowed, sim.cluster)
+        # What placement_rows would compute at every step: the episode's nominal speeds through
+        # float32 (fixed), the measured speeds through float32 (kept while they stand).
+        self._nominal32 = sim.job_speed.astype(np.float32).astype(np.float64)
+        self._measured32, self._measured_at = None, -1
 
-    def build(self, placing_phase: bool, pending: np.ndarray, running: np.ndarray):
-        feats, order_mask, place_mask = super().build(placing_phase, pending, running)
-        extra = np.tile(_NOT_RUNNING, (feats["jobs"].shape[0], 1))
+    def _more_job_columns(self, out: np.ndarray, running: np.ndarray) -> None:
+        out[:] = _NOT_RUNNING
         if len(running):
-            extra[self.K:self.K + len(running)] = placement_rows(self.sim, running, self._fewest)
-        feats["jobs"] = np.concatenate([feats["jobs"], extra], axis=1)
-        return feats, order_mask, place_mask
+            sim = self.sim
+            if self._measured_at != sim.measure_version:
+                self._measured32 = sim.machines.measured.astype(np.float32).astype(np.float64)
+                self._measured_at = sim.measure_version
+            out[self.K:self.K + len(running)] = placement_rows(sim, running, self._fewest, nominal32=self._nominal32,
+                                                               measured32=self._measured32)
 
 
 __all__ = ["PLACEMENT_JOB_FEATURES", "PlacementObservationBuilder", "placed_speeds", "placement_row", "placement_rows"]

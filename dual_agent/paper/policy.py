@@ -22,10 +22,11 @@ import torch
 from baselines.obs import is_place_phase
 from dual_agent.paper.config import LEARNED, DualAgentConfig
 from dual_agent.paper.inference import actor_logits
+from dual_agent.paper.masks import order_mask as order_mask_rules
 from dual_agent.paper.checkpoint import CheckpointError, load_checkpoint, pretrained_path
 # ORDERER, PLACER and network_logits are the networks'; importable from here as before the layout.
 from dual_agent.paper.networks import GP_FEATURES, ORDERER, PLACER, DualAgentModel, network_logits  # noqa: F401
-from dual_agent.paper.portable import portable_logits
+from dual_agent.paper.portable import masked_argmax, portable_logits
 from dual_agent.paper.prior import NO_PRIOR, add_prior_bonus, make_prior, zero_output_layers
 
 
@@ -134,6 +135,7 @@ class DualAgentPolicy:
         # Jobs started or preempted at the instant ``_touched_at`` (the guard only asks about "now",
         # and time never goes back, so older instants are forgotten).
         self._touched_at, self._touched = -1.0, set()
+        self._touched_ids = _NO_IDS
 
     def act(self, observations: dict, infos: dict) -> dict[str, int]:
         agent, action, _, _ = self.decide(observations, infos)
@@ -155,11 +157,12 @@ class DualAgentPolicy:
                 self.gp.reset(obs["machines"])
             self._new_episode = False
         machines = obs["machines"]
-        order_mask = obs["action_mask"].astype(bool)
-        if infos is not None and self._touched:
-            order_mask = self._livelock_guard(order_mask, infos["orderer"])
-        if self.config.work_conserving:
-            order_mask = work_conserving_mask(order_mask, obs["jobs"])
+        guard = infos is not None and bool(self._touched) and float(infos["orderer"]["time"]) == self._touched_at
+        # The livelock guard and the work-conserving rule (work_conserving_mask) in one compiled call
+        # (dual_agent.paper.masks).
+        order_mask = order_mask_rules(obs["action_mask"], obs["jobs"],
+                                      np.asarray(infos["orderer"]["job_ids"]) if guard else _NO_IDS,
+                                      self._touched_ids if guard else _NO_IDS, guard, self.config.work_conserving)
         gp = self.gp.features(machines) if self.gp is not None else np.zeros((len(machines), GP_FEATURES), np.float32)
         place_mask = observations["placer"]["action_mask"].astype(bool)
         self._prior_action = NO_PRIOR
@@ -195,21 +198,7 @@ class DualAgentPolicy:
             if now != self._touched_at:
                 self._touched_at, self._touched = now, set()
             self._touched.add(int(infos["orderer"]["job_ids"][action]))
-
-    def _livelock_guard(self, order_mask: np.ndarray, info: dict) -> np.ndarray:
-        now, ids = float(info["time"]), info["job_ids"]
-        if now != self._touched_at:
-            return order_mask
-        ids = np.asarray(ids)
-        recent = ids == next(iter(self._touched))   # np.isin, without its overhead: one to a few jobs
-        for job in self._touched:
-            recent |= ids == job
-        if recent.any():
-            guarded = order_mask.copy()
-            guarded[:-1] &= ~recent
-            if guarded.any():  # never leave the agent without a move
-                return guarded
-        return order_mask
+            self._touched_ids = np.fromiter(self._touched, np.int64, len(self._touched))
 
     def _decide(self, agent: int, feats: dict, observations: dict, infos: dict) -> tuple[int, bool]:
         if self.teacher is not None:  # behaviour cloning: the teacher decides, every step (it may keep state)
@@ -225,12 +214,11 @@ class DualAgentPolicy:
             act = heuristic.order if agent == ORDERER else heuristic.place
             return int(act(observations[name], infos[name])), False
         mask = feats["order_mask"] if agent == ORDERER else feats["place_mask"]
-        legal = np.flatnonzero(mask)
-        if len(legal) == 1:  # a forced move is not a decision: no network call, nothing to learn
-            return int(legal[0]), False
+        if np.count_nonzero(mask) == 1:  # a forced move is not a decision: no network call, nothing to learn
+            return int(mask.argmax()), False
         logits = None
         if self.deterministic:   # arg max: the same bits on every CPU (dual_agent.paper.portable)
-            logits = portable_logits(self.model, agent, feats)
+            logits = portable_logits(self.model, agent, feats, mask)
         if logits is None:
             with torch.inference_mode():   # the modules' operations without their call overhead
                 logits = actor_logits(self.model, agent, feats)
@@ -249,7 +237,12 @@ class DualAgentPolicy:
         With a prior, its bonus is added here to the heuristic's action of this step (the one
         :meth:`features` computed last): every path from logits to an action goes through here.
         """
-        logits = add_prior_bonus(logits, self._prior_action, self.config.prior_bonus)
+        if self._prior_action >= 0:
+            logits = add_prior_bonus(logits, self._prior_action, self.config.prior_bonus)
+        if self.deterministic and logits.dtype == np.float64 and mask.dtype == np.bool_:
+            action = masked_argmax(logits, mask)           # the checks and the arg max below, compiled
+            if action >= 0:
+                return action
         if not np.isfinite(logits[mask]).all():
             # NaN logits would pick the first legal action without notice (arg max of NaNs).
             raise FloatingPointError(
@@ -287,6 +280,9 @@ class DualAgentPolicy:
                 f"this dual agent was trained on {self.scenario or 'another scenario'} with "
                 f"{want['rows']} candidate rows and {want['machines']} machines; this environment has "
                 f"{got['rows']} rows and {got['machines']} machines. Pass allow_transfer=True to run it anyway.")
+
+
+_NO_IDS = np.zeros(0, dtype=np.int64)
 
 
 def joint_action(observations: dict, agent: int, action: int) -> dict[str, int]:

@@ -31,12 +31,13 @@ Sampling policies (training workers) keep torch's path: their actions are random
 from __future__ import annotations
 
 import math
+import operator
 import weakref
 from typing import Optional
 
 import numpy as np
 
-__all__ = ["PortableActors", "portable_actors", "portable_logits"]
+__all__ = ["PortableActors", "masked_argmax", "portable_actors", "portable_logits"]
 
 _LN2_HI = 6.93147180369123816490e-01   # ln 2 split so that k * _LN2_HI is exact for |k| < 2^11
 _LN2_LO = 1.90821492927058770002e-10
@@ -83,18 +84,31 @@ def _exp(x):
     return (_expm1_small(r) + 1.0) * _POW2[int(k) + 1022]
 
 
+def _pow2_small(k):
+    """2^k for an integer-valued float ``k`` in [0, 63], as a product of exact powers of two (no
+    table look-up and no branch, so a loop over it vectorises): exactly ``_POW2[k + 1022]``."""
+    p, t = 1.0, k
+    for step, scale in ((32.0, 4294967296.0), (16.0, 65536.0), (8.0, 256.0), (4.0, 16.0), (2.0, 4.0)):
+        c = t >= step
+        p = p * (scale if c else 1.0)
+        t = t - (step if c else 0.0)
+    return p * (2.0 if t >= 1.0 else 1.0)
+
+
 def _tanh(x):
     """tanh(x) = e / (e + 2) with e = exp(2|x|) - 1 (no cancellation near 0), odd; NaN stays NaN
-    (the policy then raises on non-finite logits)."""
-    if x != x:
-        return x
+    (the policy then raises on non-finite logits). Written without branches (every case computed,
+    then selected) so that the dense layers' loop over it vectorises; each case is the operations
+    of :func:`_exp` (near 0: its series alone), so the bits are those of ``_exp(2|x|) - 1``."""
     a = abs(x)
-    if a > 20.0:                                    # tanh is 1 to double precision
-        t = 1.0
-    else:
-        e = _expm1_small(2.0 * a) if 2.0 * a <= 0.34 else _exp(2.0 * a) - 1.0
-        t = e / (e + 2.0)
-    return -t if x < 0.0 else t
+    y = min(2.0 * a, 40.0)                          # tanh is 1 to double precision past |x| = 20
+    k = np.floor(y * _INV_LN2 + 0.5)                # 0 where y <= 0.34: then r = y exactly
+    r = (y - k * _LN2_HI) - k * _LN2_LO
+    p = _expm1_small(r)
+    e = p if y <= 0.34 else (p + 1.0) * _pow2_small(k) - 1.0
+    t = 1.0 if a > 20.0 else e / (e + 2.0)
+    t = -t if x < 0.0 else t
+    return x if x != x else t
 
 
 def _sigmoid(x):
@@ -109,56 +123,172 @@ def _sigmoid(x):
     return 1.0 / (1.0 + _exp(-x))
 
 
-def _dense(x, wt, b, act):
-    """``x @ wt + b`` (rows of ``x`` (R, K), ``wt`` (K, J)), each sum in the order k = 0..K-1, then
-    ``tanh`` when ``act``. Only independent sums run side by side: the outputs j (vectorisable
-    without changing any sum's order) and two rows at a time (sharing the loads of ``wt``); a
-    narrow layer (J < 8, the heads' last) keeps each sum in a register."""
+def _bias_act(out, b, act):
+    """``out[r, j] = out[r, j] + b[j]``, then ``tanh`` when ``act`` (in place)."""
+    rows, width = out.shape
+    if act:
+        for r in range(rows):
+            for j in range(width):
+                out[r, j] = _tanh(out[r, j] + b[j])
+    else:
+        for r in range(rows):
+            for j in range(width):
+                out[r, j] = out[r, j] + b[j]
+
+
+def _products(x, wt):
+    """``x @ wt`` (rows of ``x`` (R, K), ``wt`` (K, J)), each sum in the order k = 0..K-1. Only
+    independent sums run side by side: the outputs j (vectorisable without changing any sum's
+    order) and two rows at a time (sharing the loads of ``wt``)."""
     rows, inner = x.shape
     width = wt.shape[1]
     out = np.empty((rows, width))
-    if width < 8:
+    acc0, acc1 = np.empty(width), np.empty(width)
+    r = 0
+    while r + 2 <= rows:
+        acc0[:] = 0.0
+        acc1[:] = 0.0
+        for k in range(inner):
+            x0, x1 = x[r, k], x[r + 1, k]
+            for j in range(width):
+                w = wt[k, j]
+                acc0[j] = acc0[j] + x0 * w
+                acc1[j] = acc1[j] + x1 * w
+        for j in range(width):
+            out[r, j] = acc0[j]
+            out[r + 1, j] = acc1[j]
+        r += 2
+    if r < rows:
+        acc0[:] = 0.0
+        for k in range(inner):
+            x0 = x[r, k]
+            for j in range(width):
+                acc0[j] = acc0[j] + x0 * wt[k, j]
+        for j in range(width):
+            out[r, j] = acc0[j]
+    return out
+
+
+def _four_rows64(x, wt, r, out, acc):
+    """Rows ``r .. r + 3`` of :func:`_products64` (they share the weights' loads)."""
+    inner = x.shape[1]
+    acc[:] = 0.0
+    k = 0
+    while k + 8 <= inner:
+        a0, a1, a2, a3 = x[r, k], x[r, k + 1], x[r, k + 2], x[r, k + 3]
+        a4, a5, a6, a7 = x[r, k + 4], x[r, k + 5], x[r, k + 6], x[r, k + 7]
+        b0, b1, b2, b3 = x[r + 1, k], x[r + 1, k + 1], x[r + 1, k + 2], x[r + 1, k + 3]
+        b4, b5, b6, b7 = x[r + 1, k + 4], x[r + 1, k + 5], x[r + 1, k + 6], x[r + 1, k + 7]
+        c0, c1, c2, c3 = x[r + 2, k], x[r + 2, k + 1], x[r + 2, k + 2], x[r + 2, k + 3]
+        c4, c5, c6, c7 = x[r + 2, k + 4], x[r + 2, k + 5], x[r + 2, k + 6], x[r + 2, k + 7]
+        d0, d1, d2, d3 = x[r + 3, k], x[r + 3, k + 1], x[r + 3, k + 2], x[r + 3, k + 3]
+        d4, d5, d6, d7 = x[r + 3, k + 4], x[r + 3, k + 5], x[r + 3, k + 6], x[r + 3, k + 7]
+        for j in range(64):
+            w0, w1, w2, w3 = wt[k, j], wt[k + 1, j], wt[k + 2, j], wt[k + 3, j]
+            w4, w5, w6, w7 = wt[k + 4, j], wt[k + 5, j], wt[k + 6, j], wt[k + 7, j]
+            acc[0, j] = (((((((acc[0, j] + a0 * w0) + a1 * w1) + a2 * w2) + a3 * w3) + a4 * w4) + a5 * w5)
+                         + a6 * w6) + a7 * w7
+            acc[1, j] = (((((((acc[1, j] + b0 * w0) + b1 * w1) + b2 * w2) + b3 * w3) + b4 * w4) + b5 * w5)
+                         + b6 * w6) + b7 * w7
+            acc[2, j] = (((((((acc[2, j] + c0 * w0) + c1 * w1) + c2 * w2) + c3 * w3) + c4 * w4) + c5 * w5)
+                         + c6 * w6) + c7 * w7
+            acc[3, j] = (((((((acc[3, j] + d0 * w0) + d1 * w1) + d2 * w2) + d3 * w3) + d4 * w4) + d5 * w5)
+                         + d6 * w6) + d7 * w7
+        k += 8
+    while k < inner:
+        a0, b0, c0, d0 = x[r, k], x[r + 1, k], x[r + 2, k], x[r + 3, k]
+        for j in range(64):
+            w0 = wt[k, j]
+            acc[0, j] = acc[0, j] + a0 * w0
+            acc[1, j] = acc[1, j] + b0 * w0
+            acc[2, j] = acc[2, j] + c0 * w0
+            acc[3, j] = acc[3, j] + d0 * w0
+        k += 1
+    for q in range(4):
+        for j in range(64):
+            out[r + q, j] = acc[q, j]
+
+
+def _one_row64(x, wt, r, out, acc):
+    """Row ``r`` of :func:`_products64`."""
+    inner = x.shape[1]
+    for j in range(64):
+        acc[0, j] = 0.0
+    k = 0
+    while k + 8 <= inner:
+        a0, a1, a2, a3 = x[r, k], x[r, k + 1], x[r, k + 2], x[r, k + 3]
+        a4, a5, a6, a7 = x[r, k + 4], x[r, k + 5], x[r, k + 6], x[r, k + 7]
+        for j in range(64):
+            acc[0, j] = (((((((acc[0, j] + a0 * wt[k, j]) + a1 * wt[k + 1, j]) + a2 * wt[k + 2, j])
+                            + a3 * wt[k + 3, j]) + a4 * wt[k + 4, j]) + a5 * wt[k + 5, j])
+                         + a6 * wt[k + 6, j]) + a7 * wt[k + 7, j]
+        k += 8
+    while k < inner:
+        a0 = x[r, k]
+        for j in range(64):
+            acc[0, j] = acc[0, j] + a0 * wt[k, j]
+        k += 1
+    for j in range(64):
+        out[r, j] = acc[0, j]
+
+
+def _products64(x, wt):
+    """:func:`_products` for exactly 64 outputs (the shipped hidden width): the same sums in the
+    same order, the loops' trip count known when compiled, four rows at a time (sharing the
+    weights' loads), and eight terms of each sum added one after the other in one pass over the
+    outputs (``(((s + x0 w0) + x1 w1) + ...) + x7 w7``: the order of k = 0, 1, 2, ..., with one
+    load and one store of each partial sum per eight terms instead of per term)."""
+    rows = x.shape[0]
+    out = np.empty((rows, 64))
+    acc = np.empty((4, 64))
+    r = 0
+    while r + 4 <= rows:
+        _four_rows64(x, wt, r, out, acc)
+        r += 4
+    while r < rows:
+        _one_row64(x, wt, r, out, acc)
+        r += 1
+    return out
+
+
+def _dense(x, wt, b, act):
+    """``x @ wt + b`` (rows of ``x`` (R, K), ``wt`` (K, J)), each sum in the order k = 0..K-1, the
+    bias added last, then ``tanh`` when ``act``; a narrow layer (J < 8, the heads' last) keeps each
+    sum in a register."""
+    rows, inner = x.shape
+    width = wt.shape[1]
+    if width == 64:
+        out = _products64(x, wt)
+    elif width >= 8:
+        out = _products(x, wt)
+    else:
+        out = np.empty((rows, width))
         for r in range(rows):
             for j in range(width):
                 s = 0.0
                 for k in range(inner):
                     s = s + x[r, k] * wt[k, j]
                 out[r, j] = s
-    else:
-        acc0, acc1 = np.empty(width), np.empty(width)
-        r = 0
-        while r + 2 <= rows:
-            acc0[:] = 0.0
-            acc1[:] = 0.0
-            for k in range(inner):
-                x0, x1 = x[r, k], x[r + 1, k]
-                for j in range(width):
-                    w = wt[k, j]
-                    acc0[j] = acc0[j] + x0 * w
-                    acc1[j] = acc1[j] + x1 * w
-            for j in range(width):
-                out[r, j] = acc0[j]
-                out[r + 1, j] = acc1[j]
-            r += 2
-        if r < rows:
-            acc0[:] = 0.0
-            for k in range(inner):
-                x0 = x[r, k]
-                for j in range(width):
-                    acc0[j] = acc0[j] + x0 * wt[k, j]
-            for j in range(width):
-                out[r, j] = acc0[j]
-    for r in range(rows):
-        for j in range(width):
-            y = out[r, j] + b[j]
-            out[r, j] = _tanh(y) if act else y
+    _bias_act(out, b, act)
     return out
 
 
-def _mlp3(x, w1, b1, w2, b2, w3, b3, last_tanh):
-    """Three :func:`_dense` layers, ``tanh`` between them (and after the last when
-    ``last_tanh``): ``networks.mlp`` in one call (the same operations as three calls)."""
-    return _dense(_dense(_dense(x, w1, b1, True), w2, b2, True), w3, b3, last_tanh)
+# The networks' layers, packed: every (weight transposed (K, J), bias (J,)) pair in one float64
+# buffer, and a table of (offset of the weight, K, J, offset of the bias) per layer, in this order
+# (each network's layers first to last); one array each instead of 40 arguments per call.
+_PARTS = (("job_encoder", 3), ("machine_encoder", 1), ("squeeze", 3), ("gate", 1), ("job_head", 3),
+          ("advance_head", 3), ("encoder", 3), ("head", 3))
+_JOB_ENCODER, _MACHINE_ENCODER, _SQUEEZE, _GATE, _JOB_HEAD, _ADVANCE_HEAD, _ENCODER, _HEAD = 0, 3, 4, 7, 8, 11, 14, 17
+
+
+def _net(x, weights, table, first, count, last_tanh):
+    """Layers ``first .. first + count - 1`` of the packed table on the rows of ``x``: ``tanh``
+    between them and after the last when ``last_tanh`` (``networks.mlp`` and ``networks.embed``)."""
+    for i in range(first, first + count):
+        at, k, j, bias_at = table[i, 0], table[i, 1], table[i, 2], table[i, 3]
+        wt = weights[at:at + k * j].reshape((k, j))
+        x = _dense(x, wt, weights[bias_at:bias_at + j], i < first + count - 1 or last_tanh)
+    return x
 
 
 def _sigmoid_rows(x):
@@ -189,27 +319,39 @@ def _mean_max(x, valid):
     return out
 
 
-def _job_rows(rows, last_rows, last_emb, w1, b1, w2, b2, w3, b3):
+def _widen(a):
+    """A C-contiguous float64 copy of the 2-D ``a`` (float32 widens exactly)."""
+    out = np.empty(a.shape)
+    for r in range(a.shape[0]):
+        for c in range(a.shape[1]):
+            out[r, c] = a[r, c]
+    return out
+
+
+def _job_rows(rows, last_rows, last_emb, weights, table):
     """The job encoder's output (R, H) for ``rows``: a row whose input bits equal a row of
     ``last_rows`` (the last call's, embedded as ``last_emb``) takes that embedding, the others
     go through the encoder together (each row is mapped on its own: the same bits)."""
     n, width = rows.shape
-    bits, last_bits = rows.view(np.uint64), last_rows.view(np.uint64)
+    bits = rows.view(np.uint64)
+    reuse = last_rows.shape[1] == width
+    last_bits = last_rows.view(np.uint64)
     source = np.full(n, -1, np.int64)
     missing = 0
     for r in range(n):
-        for q in range(last_rows.shape[0]):
-            same = True
-            for c in range(width):
-                if bits[r, c] != last_bits[q, c]:
-                    same = False
+        if reuse:
+            for q in range(last_rows.shape[0]):
+                same = True
+                for c in range(width):
+                    if bits[r, c] != last_bits[q, c]:
+                        same = False
+                        break
+                if same:
+                    source[r] = q
                     break
-            if same:
-                source[r] = q
-                break
         if source[r] < 0:
             missing += 1
-    emb = np.empty((n, b3.shape[0]))
+    emb = np.empty((n, table[_JOB_ENCODER + 2, 2]))
     if missing > 0:
         todo = np.empty((missing, width))
         where = np.empty(missing, np.int64)
@@ -219,7 +361,7 @@ def _job_rows(rows, last_rows, last_emb, w1, b1, w2, b2, w3, b3):
                 todo[i] = rows[r]
                 where[i] = r
                 i += 1
-        fresh = _mlp3(todo, w1, b1, w2, b2, w3, b3, False)
+        fresh = _net(todo, weights, table, _JOB_ENCODER, 3, False)
         for i in range(missing):
             emb[where[i]] = fresh[i]
     for r in range(n):
@@ -228,72 +370,154 @@ def _job_rows(rows, last_rows, last_emb, w1, b1, w2, b2, w3, b3):
     return emb
 
 
-def _summary(emb, valid, m_emb, glob, w1, b1, w2, b2, w3, b3):
-    """The squeeze network on ``[masked mean and max of the valid job rows, mean and max of the
-    machine rows, glob]``: the orderer's summary (1, H)."""
-    jobs = _mean_max(emb, valid)
-    machines = _mean_max(m_emb, np.ones(m_emb.shape[0], np.bool_))
-    pooled = np.empty((1, jobs.shape[0] + machines.shape[0] + glob.shape[0]))
-    pooled[0, :jobs.shape[0]] = jobs
-    pooled[0, jobs.shape[0]:jobs.shape[0] + machines.shape[0]] = machines
-    pooled[0, jobs.shape[0] + machines.shape[0]:] = glob
-    return _mlp3(pooled, w1, b1, w2, b2, w3, b3, False)
+def _machine_rows(machines, last_machines, last_emb, weights, table):
+    """The machine encoder's output (M, H), recomputed only for the machines whose input bits
+    differ from ``last_machines`` (the last call's, embedded as ``last_emb``; every machine when
+    the shapes differ). Returns ``last_emb`` itself when no machine changed."""
+    m, width = machines.shape
+    if last_machines.shape[0] != m or last_machines.shape[1] != width:
+        return _net(machines, weights, table, _MACHINE_ENCODER, 1, True)
+    bits, last_bits = machines.view(np.uint64), last_machines.view(np.uint64)
+    changed = np.empty(m, np.int64)
+    n = 0
+    for r in range(m):
+        for c in range(width):
+            if bits[r, c] != last_bits[r, c]:
+                changed[n] = r
+                n += 1
+                break
+    if n == 0:
+        return last_emb
+    todo = np.empty((n, width))
+    for i in range(n):
+        todo[i] = machines[changed[i]]
+    fresh = _net(todo, weights, table, _MACHINE_ENCODER, 1, True)
+    emb = last_emb.copy()
+    for i in range(n):
+        emb[changed[i]] = fresh[i]
+    return emb
 
 
-def _orderer_head(emb, summary, gw, gb, h1, c1, h2, c2, h3, c3, a1, d1, a2, d2, a3, d3):
-    """The orderer's logits (R + 1,) from the job rows' embeddings (R, H) and the summary (1, H):
-    each row gated by ``sigmoid(gate(summary))`` (exact products) next to the summary through the
-    job head, then the advance head on the summary."""
-    gate = _sigmoid_rows(_dense(summary, gw, gb, False))
-    rows, h = emb.shape
+def _summarise(jobs, bits, machines, glob, last_rows, last_emb, last_machines, last_m_emb, weights, table):
+    """The orderer's squeeze: (the distinct candidate rows (float64), their job embeddings, each
+    row's distinct row, the machine embeddings, the summary (1, H)); ``jobs`` as observed. The squeeze network runs on
+    ``[masked mean and max of the valid job rows, mean and max of the machine rows, glob]``."""
+    keep, inverse = _distinct_rows(jobs, bits)
+    rows = np.empty((keep.shape[0], jobs.shape[1]))        # float64 (float32 widens exactly)
+    for i in range(keep.shape[0]):
+        for c in range(jobs.shape[1]):
+            rows[i, c] = jobs[keep[i], c]
+    emb = _job_rows(rows, last_rows, last_emb, weights, table)
+    m_emb = _machine_rows(machines, last_machines, last_m_emb, weights, table)
+    valid = np.empty(rows.shape[0], np.bool_)   # the valid rows come first, in row order: the same sums
+    for i in range(rows.shape[0]):
+        valid[i] = rows[i, 0] > 0.5
+    pooled_jobs = _mean_max(emb, valid)
+    pooled_machines = _mean_max(m_emb, np.ones(m_emb.shape[0], np.bool_))
+    a, b = pooled_jobs.shape[0], pooled_machines.shape[0]
+    pooled = np.empty((1, a + b + glob.shape[0]))
+    pooled[0, :a] = pooled_jobs
+    pooled[0, a:a + b] = pooled_machines
+    pooled[0, a + b:] = glob
+    return rows, emb, inverse, m_emb, _net(pooled, weights, table, _SQUEEZE, 3, False)
+
+
+def _orderer_logits(jobs_in, bits_in, machines_in, glob_in, legal, last_rows, last_emb, last_machines, last_m_emb,
+                    weights, table):
+    """``OrderingAgent.forward``'s logits (N + 1,) for the actions ``legal`` allows (the others
+    -inf unless a legal row has the same inputs), and this call's rows and embeddings for the
+    next: each job row gated by ``sigmoid(gate(summary))`` (exact products) next to the summary
+    through the job head; the advance head on the summary."""
+    machines = _widen(machines_in)
+    glob = np.empty(glob_in.shape[0])
+    glob[:] = glob_in
+    rows, emb, inverse, m_emb, summary = _summarise(jobs_in, bits_in, machines, glob, last_rows, last_emb, last_machines,
+                                                    last_m_emb, weights, table)
+    n, h = inverse.shape[0], emb.shape[1]
+    need = np.zeros(rows.shape[0], np.bool_)
+    for r in range(n):
+        if legal[r]:
+            need[inverse[r]] = True
+    wanted = np.flatnonzero(need)
+    gate = _sigmoid_rows(_net(summary, weights, table, _GATE, 1, False))
     width = summary.shape[1]
-    head_in = np.empty((rows, h + width))
-    for r in range(rows):
+    head_in = np.empty((wanted.shape[0], h + width))
+    for i in range(wanted.shape[0]):
         for j in range(h):
-            head_in[r, j] = emb[r, j] * gate[0, j]
+            head_in[i, j] = emb[wanted[i], j] * gate[0, j]
         for j in range(width):
-            head_in[r, h + j] = summary[0, j]
-    job = _mlp3(head_in, h1, c1, h2, c2, h3, c3, False)
-    out = np.empty(rows + 1)
-    for r in range(rows):
-        out[r] = job[r, 0]
-    out[rows] = _mlp3(summary, a1, d1, a2, d2, a3, d3, False)[0, 0]
-    return out
+            head_in[i, h + j] = summary[0, j]
+    head = _net(head_in, weights, table, _JOB_HEAD, 3, False)
+    distinct = np.full(rows.shape[0], -np.inf)
+    for i in range(wanted.shape[0]):
+        distinct[wanted[i]] = head[i, 0]
+    out = np.empty(n + 1)
+    for r in range(n):
+        out[r] = distinct[inverse[r]]
+    out[n] = _net(summary, weights, table, _ADVANCE_HEAD, 3, False)[0, 0] if legal[n] else -np.inf
+    return out, rows, emb, machines, m_emb
 
 
-def _placer_head(machines, placing, summary, e1, f1, e2, f2, e3, f3, h1, c1, h2, c2, h3, c3, noop):
-    """The placer's logits (M + 1,): each machine row next to ``[placing, summary]`` through the
-    encoder, each embedding next to the embeddings' mean through the head, then the no-op."""
+def _placer_logits(jobs_in, bits_in, machines_in, glob_in, placing_in, legal, last_rows, last_emb, last_machines,
+                   last_m_emb, noop, weights, table):
+    """``PlacementAgent.forward``'s logits (M + 1,) given the orderer's summary of the queue, for
+    the machines ``legal`` allows (the others -inf; the no-op always), and this call's rows and
+    embeddings: each machine row next to ``[placing, summary]`` through the encoder (every
+    machine: their mean is the head's context), each legal machine's embedding next to that mean
+    through the head."""
+    machines = _widen(machines_in)
+    glob = np.empty(glob_in.shape[0])
+    glob[:] = glob_in
+    rows, emb_jobs, _, m_emb, summary = _summarise(jobs_in, bits_in, machines, glob, last_rows, last_emb, last_machines,
+                                                   last_m_emb, weights, table)
     m, f = machines.shape
-    p, width = placing.shape[0], summary.shape[1]
+    p, width = placing_in.shape[0], summary.shape[1]
     enc_in = np.empty((m, f + p + width))
     for r in range(m):
         for j in range(f):
             enc_in[r, j] = machines[r, j]
         for j in range(p):
-            enc_in[r, f + j] = placing[j]
+            enc_in[r, f + j] = placing_in[j]
         for j in range(width):
             enc_in[r, f + p + j] = summary[0, j]
-    emb = _mlp3(enc_in, e1, f1, e2, f2, e3, f3, False)                 # (M, H)
+    emb = _net(enc_in, weights, table, _ENCODER, 3, False)              # (M, H)
     h = emb.shape[1]
     ctx = _mean_max(emb, np.ones(m, np.bool_))
-    head_in = np.empty((m, 2 * h))
-    for r in range(m):
+    wanted = np.flatnonzero(legal[:m])
+    head_in = np.empty((wanted.shape[0], 2 * h))
+    for i in range(wanted.shape[0]):
         for j in range(h):
-            head_in[r, j] = emb[r, j]
-            head_in[r, h + j] = ctx[j]
-    logits = _mlp3(head_in, h1, c1, h2, c2, h3, c3, False)
-    out = np.empty(m + 1)
-    for r in range(m):
-        out[r] = logits[r, 0]
+            head_in[i, j] = emb[wanted[i], j]
+            head_in[i, h + j] = ctx[j]
+    head = _net(head_in, weights, table, _HEAD, 3, False)
+    out = np.full(m + 1, -np.inf)
+    for i in range(wanted.shape[0]):
+        out[wanted[i]] = head[i, 0]
     out[m] = noop
-    return out
+    return out, rows, emb_jobs, machines, m_emb
 
 
-# The kernels as called below, compiled on first use. They are looked up as module attributes at
-# each call, so a test can put the pure-Python versions back and compare bits.
-KERNELS = ("_dense", "_mlp3", "_sigmoid_rows", "_mean_max", "_job_rows", "_summary", "_orderer_head",
-           "_placer_head", "_distinct_rows")
+def _masked_argmax(logits, mask):
+    """The lowest index of the largest logit ``mask`` allows (``numpy.argmax`` of the logits with
+    the others at -inf); -1 when an allowed logit is not finite (NaN or inf), -2 when ``mask``
+    allows nothing."""
+    best, top = -2, -np.inf
+    for i in range(logits.shape[0]):
+        if mask[i]:
+            v = logits[i]
+            if not np.isfinite(v):
+                return -1
+            if best < 0 or v > top:
+                best, top = i, v
+    return best
+
+
+# The kernels, compiled on first use. Each is looked up as a module attribute when called from
+# Python and as a global when compiled, so a test can put the pure-Python versions back (all of
+# them) and compare bits.
+KERNELS = ("_bias_act", "_products", "_four_rows64", "_one_row64", "_products64", "_dense", "_net", "_sigmoid_rows", "_mean_max", "_widen",
+           "_job_rows", "_machine_rows", "_summarise", "_orderer_logits", "_placer_logits", "_distinct_rows",
+           "_masked_argmax")
 _STATE = {"compiled": False}
 
 
@@ -308,10 +532,8 @@ def _compile() -> None:
     jit = numba.njit(nogil=True, error_model="numpy")
     scalar = numba.njit(inline="always", error_model="numpy")
     g = globals()
-    g["_expm1_small"] = scalar(_expm1_small)
-    g["_exp"] = scalar(_exp)
-    g["_tanh"] = scalar(_tanh)
-    g["_sigmoid"] = scalar(_sigmoid)
+    for name in SCALARS:
+        g[name] = scalar(g[name])
     for name in KERNELS:
         dispatcher = jit(g[name])
         _cache._attach_cache(dispatcher)        # numba's disk cache, guarded as the simulator's
@@ -319,7 +541,11 @@ def _compile() -> None:
     _STATE["compiled"] = True
 
 
+#: The scalar functions the kernels inline.
+SCALARS = ("_expm1_small", "_exp", "_pow2_small", "_tanh", "_sigmoid")
+
 Layer = tuple[np.ndarray, np.ndarray]   # (weight transposed (K, J), bias (J,)), float64, contiguous
+_NO_ROWS = np.empty((0, 0))
 
 
 class PortableActors:
@@ -327,101 +553,76 @@ class PortableActors:
     float64 copy of its weights (taken when built: later in-place updates are not seen).
 
     Every network here maps each row on its own, so a row whose inputs have the same bits gives
-    the same bits wherever and whenever it is computed. Two savings rest on that and change no
+    the same bits wherever and whenever it is computed. Three savings rest on that and change no
     bit: the observation's padding rows (invalid candidates, all alike) are computed once and
     copied, the machine encoder recomputes only the machines whose row changed since the last
     call (most steps change a few machines, or none), and the job encoder only the candidate rows
-    the last call did not see (decisions at one instant share most rows)."""
+    the last call did not see (decisions at one instant share most rows). Given the acting
+    agent's mask, the heads score only the actions it allows (what an arg max reads); the
+    encoders and the summary still see every row. One compiled call per decision."""
 
     def __init__(self, orderer: dict[str, tuple[Layer, ...]], placer: dict[str, tuple[Layer, ...]],
                  noop_logit: float) -> None:
         self._o, self._p, self._noop = orderer, placer, float(noop_logit)
-        self._machines: Optional[tuple[np.ndarray, np.ndarray]] = None   # last (input, embedding)
-        self._jobs: Optional[tuple[np.ndarray, np.ndarray]] = None       # last (job rows, embeddings)
+        parts = {**orderer, **placer}
+        layers = [layer for name, count in _PARTS for layer in parts[name]]
+        if [len(parts[name]) for name, _ in _PARTS] != [count for _, count in _PARTS]:
+            raise ValueError("the portable actors mirror networks.mlp (3 layers) and networks.embed (1 layer) only")
+        table, chunks, at = [], [], 0
+        for wt, b in layers:
+            k, j = wt.shape
+            table.append((at, k, j, at + k * j))
+            chunks += [np.ascontiguousarray(wt, np.float64).ravel(), np.ascontiguousarray(b, np.float64)]
+            at += k * j + j
+        self._weights = np.concatenate(chunks)
+        self._table = np.array(table, np.int64)
+        # The last call's (distinct job rows, their embeddings, machine rows, their embeddings).
+        self._last = (_NO_ROWS, _NO_ROWS, _NO_ROWS, _NO_ROWS)
 
-    def _mlp(self, layers: tuple[Layer, ...], x: np.ndarray, last_tanh: bool = False) -> np.ndarray:
-        if len(layers) == 3:                 # networks.mlp: one compiled call instead of three
-            (w1, b1), (w2, b2), (w3, b3) = layers
-            return _mlp3(x, w1, b1, w2, b2, w3, b3, last_tanh)
-        for i, (wt, b) in enumerate(layers):
-            x = _dense(x, wt, b, i < len(layers) - 1 or last_tanh)
-        return x
-
-    def _job_embeddings(self, rows: np.ndarray) -> np.ndarray:
-        """The job encoder's rows, computed only for rows whose input bits the last call did not
-        see (consecutive decisions at one instant share most candidate rows)."""
-        last = self._jobs
-        if last is None or last[0].shape[1] != rows.shape[1]:
-            last = (np.empty((0, rows.shape[1])), np.empty((0, self._o["job_encoder"][-1][1].shape[0])))
-        emb = _job_rows(rows, last[0], last[1], *_flat(self._o["job_encoder"]))
-        self._jobs = (rows, emb)
-        return emb
-
-    def _machine_embeddings(self, machines: np.ndarray) -> np.ndarray:
-        """The machine encoder's rows, recomputed only where a machine's input bits changed."""
-        last = self._machines
-        if last is not None and last[0].shape == machines.shape:
-            changed = np.flatnonzero((last[0].view(np.uint64) != machines.view(np.uint64)).any(axis=1))
-            if len(changed) == 0:
-                return last[1]
-            emb = last[1].copy()
-            emb[changed] = self._mlp(self._o["machine_encoder"], machines[changed], last_tanh=True)
-        else:
-            emb = self._mlp(self._o["machine_encoder"], machines, last_tanh=True)
-        self._machines = (machines.copy(), emb)
-        return emb
-
-    def _summarise(self, jobs: np.ndarray, machines: np.ndarray, glob: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(job embeddings of the distinct rows, which of them are valid, the row -> distinct row
-        index, the summary (1, H))."""
-        keep, inverse = _distinct_rows(jobs)
-        rows = jobs[keep]
-        emb = self._job_embeddings(rows)                                       # (distinct rows, H)
-        m_emb = self._machine_embeddings(machines)                             # (M, H)
-        valid = rows[:, 0] > 0.5          # the valid rows come first, in row order: the same sums
-        return emb, valid, inverse, _summary(emb, valid, m_emb, glob, *_flat(self._o["squeeze"]))
-
-    def orderer(self, jobs: np.ndarray, machines: np.ndarray, glob: np.ndarray) -> np.ndarray:
-        """``OrderingAgent.forward``'s logits (N + 1,): the candidates, then ``advance``."""
-        emb, _, inverse, summary = self._summarise(jobs, machines, glob)
-        o = self._o
-        distinct = _orderer_head(emb, summary, *_flat(o["gate"]), *_flat(o["job_head"]), *_flat(o["advance_head"]))
-        out = np.empty(len(inverse) + 1)
-        out[:-1] = distinct[inverse]
-        out[-1] = distinct[-1]
+    def orderer(self, jobs: np.ndarray, machines: np.ndarray, glob: np.ndarray,
+                legal: Optional[np.ndarray] = None) -> np.ndarray:
+        """``OrderingAgent.forward``'s logits (N + 1,): the candidates, then ``advance``; with
+        ``legal`` ((N + 1,) booleans) only those the mask allows (the others -inf)."""
+        _compile()
+        legal = np.ones(len(jobs) + 1, np.bool_) if legal is None else np.asarray(legal, np.bool_)
+        jobs, bits = _observed(jobs)
+        out, *last = _orderer_logits(jobs, bits, machines, glob, legal, *self._last, self._weights, self._table)
+        self._last = tuple(last)
         return out
 
-    def placer(self, jobs: np.ndarray, machines: np.ndarray, glob: np.ndarray, placing: np.ndarray) -> np.ndarray:
-        """``PlacementAgent.forward``'s logits (M + 1,): the machines, then the no-op."""
-        *_, summary = self._summarise(jobs, machines, glob)
-        return _placer_head(machines, placing, summary, *_flat(self._p["encoder"]), *_flat(self._p["head"]), self._noop)
-
-    def logits(self, agent: int, feats: dict) -> np.ndarray:
-        """One step's logits (float64, 1-D) of ``agent`` (0 orderer, 1 placer) from the policy's
-        feature arrays (``DualAgentPolicy.features``)."""
+    def placer(self, jobs: np.ndarray, machines: np.ndarray, glob: np.ndarray, placing: np.ndarray,
+               legal: Optional[np.ndarray] = None) -> np.ndarray:
+        """``PlacementAgent.forward``'s logits (M + 1,): the machines, then the no-op; with
+        ``legal`` ((M + 1,) booleans) only the machines the mask allows (the others -inf)."""
         _compile()
-        wide = {k: np.ascontiguousarray(feats[k], dtype=np.float64) for k in ("jobs", "machines", "global", "placing")}
+        legal = np.ones(len(machines) + 1, np.bool_) if legal is None else np.asarray(legal, np.bool_)
+        jobs, bits = _observed(jobs)
+        out, *last = _placer_logits(jobs, bits, machines, glob, np.asarray(placing, np.float64), legal, *self._last,
+                                    self._noop, self._weights, self._table)
+        self._last = tuple(last)
+        return out
+
+    def logits(self, agent: int, feats: dict, mask: Optional[np.ndarray] = None) -> np.ndarray:
+        """One step's logits (float64, 1-D) of ``agent`` (0 orderer, 1 placer) from the policy's
+        feature arrays (``DualAgentPolicy.features``); with the agent's ``mask`` only the actions
+        it allows are scored (the others -inf): the same bits for those, less work."""
         if agent == 0:
-            return self.orderer(wide["jobs"], wide["machines"], wide["global"])
-        return self.placer(wide["jobs"], wide["machines"], wide["global"], wide["placing"])
+            return self.orderer(feats["jobs"], feats["machines"], feats["global"], mask)
+        return self.placer(feats["jobs"], feats["machines"], feats["global"], feats["placing"], mask)
 
 
-def _flat(layers: tuple[Layer, ...]) -> tuple[np.ndarray, ...]:
-    """``(wt1, b1, wt2, b2, ...)``: the arrays of ``layers`` in the kernels' argument order."""
-    return tuple(a for layer in layers for a in layer)
-
-
-def _distinct_rows(jobs):
+def _distinct_rows(jobs, bits):
     """(rows to compute, index of each row among them): the valid candidates (column 0 > 0.5) in
     row order, then one padding row standing for every invalid row when they are all the same
-    bits (the observation's zero padding); every row when they are not. ``jobs``: C-contiguous
-    float64."""
+    bits (the observation's zero padding); every row when they are not. ``jobs``: float32 or
+    float64, C-contiguous; ``bits``: the same memory as unsigned integers of its width."""
     n, width = jobs.shape
-    bits = jobs.view(np.uint64)
+    if n == 0 or width == 0:
+        return np.arange(n), np.arange(n)
     keep = np.empty(n, np.int64)
     inverse = np.empty(n, np.int64)
     count, first_pad = 0, -1
+    differ = bits[0, 0] ^ bits[0, 0]                 # zero, of the bits' type
     for r in range(n):
         if jobs[r, 0] > 0.5:
             inverse[r] = count
@@ -430,9 +631,10 @@ def _distinct_rows(jobs):
         elif first_pad < 0:
             first_pad = r
         else:
-            for c in range(width):
-                if bits[r, c] != bits[first_pad, c]:
-                    return np.arange(n), np.arange(n)
+            for c in range(width):                  # no early exit: the loop vectorises
+                differ |= bits[r, c] ^ bits[first_pad, c]
+    if differ != 0:
+        return np.arange(n), np.arange(n)
     if first_pad >= 0:
         keep[count] = first_pad
         for r in range(n):
@@ -440,6 +642,15 @@ def _distinct_rows(jobs):
                 inverse[r] = count
         count += 1
     return keep[:count].copy(), inverse
+
+
+def _observed(jobs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``jobs`` as the kernels read it (float32 as observed, anything else as float64; C-contiguous)
+    and its bits (unsigned integers of the same width)."""
+    if jobs.dtype != np.float32:
+        jobs = np.asarray(jobs, np.float64)
+    jobs = np.ascontiguousarray(jobs)
+    return jobs, jobs.view(np.uint32 if jobs.dtype == np.float32 else np.uint64)
 
 
 def _layers(pairs: Optional[tuple]) -> tuple[Layer, ...]:
@@ -465,18 +676,28 @@ def portable_actors(model) -> Optional[PortableActors]:
 # Per model (weakly held): (the parameters' in-place version counters, its actors or None, its
 # parameters).
 _ACTORS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_VERSION = operator.attrgetter("_version")      # a tensor's in-place version counter
 
 
-def portable_logits(model, agent: int, feats: dict) -> Optional[np.ndarray]:
+def masked_argmax(logits: np.ndarray, mask: np.ndarray) -> int:
+    """The arg max of ``logits`` (float64, 1-D) over the actions ``mask`` (booleans) allows, ties
+    to the lowest index (``numpy.argmax`` of ``numpy.where(mask, logits, -inf)``) in one compiled
+    loop: -1 when an allowed logit is NaN or infinite, -2 when the mask allows nothing."""
+    _compile()
+    return int(_masked_argmax(logits, mask))
+
+
+def portable_logits(model, agent: int, feats: dict, mask: Optional[np.ndarray] = None) -> Optional[np.ndarray]:
     """The acting agent's logits through :class:`PortableActors` (float64, 1-D), rebuilt whenever a
     weight changed in place (an optimiser step, ``load_state_dict``); None when the model is not
-    mirrored (then the caller uses torch's path, which is not portable)."""
+    mirrored (then the caller uses torch's path, which is not portable). With the agent's
+    ``mask``, only the actions it allows are scored (the others -inf; an arg max never reads them)."""
     cached = _ACTORS.get(model)
     # The parameter list is walked once per model (module traversal costs more than a small
     # decision); its version counters are read at every call.
     params = cached[2] if cached is not None else list(model.parameters())
-    versions = [p._version for p in params]          # a list comprehension: the cheapest walk
+    versions = list(map(_VERSION, params))           # the cheapest walk
     if cached is None or cached[0] != versions:
         cached = _ACTORS[model] = (versions, portable_actors(model), params)
     actors = cached[1]
-    return None if actors is None else actors.logits(agent, feats)
+    return None if actors is None else actors.logits(agent, feats, mask)

@@ -259,30 +259,45 @@ class RandomWalkGP:
         self._b = np.zeros(r)
         self._dirty = True
         self._mean = self._std = None
+        self._seen: "bytes | None" = None           # the last update's reading columns (None: none)
+        self._stacked: "np.ndarray | None" = None   # features' [mean, std] of the current posterior
 
     def update(self, machines: np.ndarray) -> None:
         """Take the measured speeds and ages of ``machines``; update (A, b) for what changed."""
         if self.factor is None:
             raise RuntimeError("RandomWalkGP.update called before reset")
         machines = self._check(machines, expected_rows=len(self._on))
-        value = machines[:, COL["measured_speed"]].astype(np.float32, copy=False)
-        age_log = machines[:, COL["measured_age_log"]].astype(np.float64)
-        if np.array_equal(value, self._last_value) and np.array_equal(age_log, self._last_age_log):
+        readings = machines[:, _READINGS]
+        key = readings.tobytes()
+        if key == self._seen:
+            # The last call's readings and ages bit for bit (none NaN): the check below would
+            # return at once.
+            return
+        self._take(readings)
+        self._seen = None if np.isnan(readings).any() else key
+
+    def _take(self, readings: np.ndarray) -> None:
+        """The update from the (M, 2) speed and age columns."""
+        value = readings[:, 0].astype(np.float32)
+        age_log = readings[:, 1].astype(np.float64)
+        measured = age_log >= 0.0
+        age = np.where(measured, np.expm1(np.where(measured, age_log, 0.0)), -1.0)
+        # A new reading: (un)measured status flips, the value moves, or the age goes back; a
+        # refresh when a reading that did not change lags its frozen age by refresh_seconds.
+        same, changed, refresh = _scan_readings(measured, self._on, value, self._last_value, age, self._last_age,
+                                                self._frozen_age, float(self.config.refresh_seconds), age_log,
+                                                self._last_age_log)
+        if same:
             # The same readings and ages as the last call (the clock stood still): nothing changed
             # and no frozen age lags more than it did then, so the update below would do nothing.
             return
         self._last_age_log = age_log
-        measured = age_log >= 0.0
-        age = np.where(measured, np.expm1(np.where(measured, age_log, 0.0)), -1.0)
-        # A new reading: (un)measured status flips, the value moves, or the age goes back.
-        changed = (measured != self._on) | (measured & ((value != self._last_value) | (age < self._last_age)))
-        self._last_value, self._last_age = value.copy(), age
-        stale = measured & ~changed
-        if stale.any() and float((age[stale] - self._frozen_age[stale]).max()) >= self.config.refresh_seconds:
+        self._last_value, self._last_age = value, age        # fresh arrays, never written
+        if refresh:
             self._freeze(np.flatnonzero(measured | self._on), measured, value, age)
             self._rebuild()
             return
-        idx = np.flatnonzero(changed)
+        idx = changed.nonzero()[0]                  # np.flatnonzero of a 1-D array
         if idx.size == 0:
             return
         old_w, old_y = self._weights(idx), self._y[idx].copy()
@@ -301,14 +316,17 @@ class RandomWalkGP:
         if self._dirty:
             self._mean, self._std = self._solve()
             self._dirty = False
+            self._stacked = None
         return self._mean.copy(), self._std.copy()
 
     def features(self, machines: np.ndarray) -> np.ndarray:
-        """``update(machines)``, then (M, 2) float32 ``[mean, std]`` for the placement network."""
+        """``update(machines)``, then (M, 2) float32 ``[mean, std]`` for the placement network (a
+        new array)."""
         self.update(machines)
-        if self._dirty:
+        if self._dirty or self._stacked is None:
             self.posterior()
-        return np.stack([self._mean, self._std], axis=1)     # a new array: no copies needed first
+            self._stacked = np.stack([self._mean, self._std], axis=1)   # kept until the posterior moves
+        return self._stacked.copy()
 
     # ------------------------------------------------------------------ internals
     def _check(self, machines: np.ndarray, expected_rows: int | None) -> np.ndarray:
@@ -346,7 +364,7 @@ class RandomWalkGP:
 
     def _rebuild(self) -> None:
         """(A, b) from scratch over the contributing machines."""
-        idx = np.flatnonzero(self._on)
+        idx = self._on.nonzero()[0]
         w = self._weights(idx)
         p = self._phi_t[:, idx]
         self._a = np.eye(len(self._b)) + (p * w) @ p.T
@@ -372,6 +390,51 @@ class RandomWalkGP:
         var = (1.0 - gain) ** 2 * shared_var + np.where(on, 0.0, res)
         var[on] += gain[on] * noise
         return mean.astype(np.float32), np.sqrt(np.clip(var, 0.0, None)).astype(np.float32)
+
+
+def _scan_readings_py(measured, on, value, last_value, age, last_age, frozen_age, refresh_seconds, age_log,
+                      last_age_log):
+    """(same, changed, refresh): whether the speeds and the raw ages equal the last call's
+    (``np.array_equal`` of each: NaN never equal), the machines with a new reading (the
+    (un)measured status flips, or a measured machine's value moves or its age goes back), and
+    whether an unchanged measured reading lags its frozen age by ``refresh_seconds`` or more; the
+    numpy expressions ``(measured != on) | (measured & ((value != last_value) | (age < last_age)))``
+    and ``max(age[stale] - frozen_age[stale]) >= refresh_seconds`` (a NaN difference makes the
+    maximum NaN: no refresh) in one loop."""
+    n = measured.shape[0]
+    changed = np.empty(n, np.bool_)
+    top, stale, nan, same = -np.inf, False, False, True
+    for i in range(n):
+        if not (value[i] == last_value[i] and age_log[i] == last_age_log[i]):
+            same = False
+        c = (measured[i] != on[i]) or (measured[i] and (value[i] != last_value[i] or age[i] < last_age[i]))
+        changed[i] = c
+        if measured[i] and not c:
+            d = age[i] - frozen_age[i]
+            stale = True
+            if d != d:
+                nan = True
+            elif d > top:
+                top = d
+    return same, changed, stale and not nan and top >= refresh_seconds
+
+
+def _scan_readings(*args):
+    """:func:`_scan_readings_py`, compiled by numba on first use (the same comparisons)."""
+    kernel = _SCAN.get("kernel")
+    if kernel is None:
+        import numba
+
+        from cluster_env.core import kernels
+
+        kernel = numba.njit(nogil=True)(_scan_readings_py)
+        kernels._attach_cache(kernel)            # numba's disk cache, guarded as the simulator's
+        _SCAN["kernel"] = kernel
+    return kernel(*args)
+
+
+_SCAN: dict = {}
+_READINGS = [COL["measured_speed"], COL["measured_age_log"]]   # the columns update reads
 
 
 def _scipy_solve(a: np.ndarray, b: np.ndarray, phi_t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
