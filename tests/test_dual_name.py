@@ -13,7 +13,8 @@ def test_dual_names_the_shipped_agent_of_either_family():
     assert shared.shipped_agent_path("philly-hetero-v1").name == "philly-hetero-v1.priority.json"
     assert shared.shipped_agent_path("philly-v0").name == "philly-v0.pt"
     assert shared.shipped_agent_path("philly-v1") is None
-    assert {"philly-hetero-v1", "philly-hetero-v2", "philly-v0", "openb-v0"} <= set(shared.shipped_scenarios())
+    assert shared.shipped_agent_path("modern-v1").name == "modern-v1.priority.json"
+    assert {"philly-hetero-v1", "philly-hetero-v2", "modern-v1", "philly-v0", "openb-v0"} <= set(shared.shipped_scenarios())
     assert DUAL.default_for("philly-hetero-v1") and not DUAL.default_for("philly-v1")
     assert not DUAL_PRIORITY.default_for("philly-hetero-v1")        # the alias is not listed twice
     agent = DUAL.make("philly-hetero-v1")                           # numpy: no torch needed
@@ -34,6 +35,6 @@ def test_dual_refuses_a_scenario_with_two_shipped_agents_or_none(tmp_path, monke
 def test_the_checked_in_scores_key_the_shipped_agent_as_dual():
     from baselines.harness.scores import load_scores, packaged_scores_file
 
-    for scenario in ("philly-hetero-v1", "philly-hetero-v2", "philly-v0", "openb-v0"):
+    for scenario in ("philly-hetero-v1", "philly-hetero-v2", "modern-v1", "philly-v0", "openb-v0"):
         policies = load_scores(packaged_scores_file(scenario))["scores"][scenario]
         assert "dual" in policies and "dual-priority" not in policies, scenario
