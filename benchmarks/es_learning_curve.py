@@ -5,8 +5,9 @@ time and validation ratio. This script scores the logged weights of every ``--ev
 (and every validated one with ``--validated``) on the same windows (test windows 0-99 by default),
 paired with the untrained agent (LAS + the run's placer, or ``las-migrate`` with ``--migrate``),
 and prints one row per checkpoint: wall time, CPU-hours (wall time x episode workers: the main
-process waits while they play), validation ratio, test ratio with its 95% bootstrap interval and
-wins. No test score selects anything here: it is the curve the docs report beside validation.
+process waits while they play; the run's last ``workers`` setting, so a run resumed with another
+count is misstated before the resume), validation ratio, test ratio with its 95% bootstrap
+interval and wins. No test score selects anything here: it is the curve the docs report beside validation.
 
     python benchmarks/es_learning_curve.py runs/es-modern-v1 --every 20
     python benchmarks/es_learning_curve.py runs/es-modern-v1 --validated --out curve.json
@@ -91,7 +92,7 @@ def main(argv=None) -> None:
         reference = costs(pool, np.zeros(n))
         untrained = "las-migrate" if migrate == 1.5 else f"las+{placer}" + (f" moving at {migrate}" if migrate else "")
         print(f"{args.run}: {scenario}, {args.split} windows 0-{args.windows - 1}, paired with the untrained agent "
-              f"({untrained}); CPU-hours = wall x {workers} worker(s)")
+              f"({untrained}); CPU-hours = wall x {workers} worker(s), the run's last setting")
         print(f"| iteration | wall (min) | CPU-h | episodes | validation ratio | {args.split} ratio | 95% CI | wins |")
         print("|---:|---:|---:|---:|---:|---:|---|---:|")
         for r in checkpoints(args.run, args.every, args.validated):
