@@ -48,12 +48,18 @@ def _feats(rng: np.random.Generator, valid: int, rows: int = 40, machines: int =
             "global": rng.random(10).astype(np.float32), "placing": rng.random(9).astype(np.float32)}
 
 
-def test_padding_rows_and_unchanged_machines_are_computed_once_with_the_same_bits(monkeypatch):
+def _shipped_case(seed: int, valid: int):
+    """The shipped philly-v0 agent's portable actors, random features with ``valid`` candidates, and
+    both agents' full logits on them (the reference every test compares bits with)."""
     policy = DualAgentPolicy.pretrained("philly-v0")
     actors = portable.portable_actors(policy.model)
-    rng = np.random.default_rng(0)
-    feats = _feats(rng, valid=5)
-    want = [_full(actors, agent, feats) for agent in (ORDERER, PLACER)]
+    rng = np.random.default_rng(seed)
+    feats = _feats(rng, valid=valid)
+    return policy, actors, rng, feats, [_full(actors, agent, feats) for agent in (ORDERER, PLACER)]
+
+
+def test_padding_rows_and_unchanged_machines_are_computed_once_with_the_same_bits(monkeypatch):
+    policy, actors, rng, feats, want = _shipped_case(0, valid=5)
     compiled = portable.portable_actors(policy.model)
     assert compiled.logits(ORDERER, feats).tobytes() == want[0].tobytes()        # the compiled kernels too
     assert compiled.logits(PLACER, feats).tobytes() == want[1].tobytes()
@@ -99,11 +105,7 @@ def test_padding_rows_and_unchanged_machines_are_computed_once_with_the_same_bit
 
 
 def test_masked_actions_are_not_scored_and_the_allowed_ones_keep_their_bits(monkeypatch):
-    policy = DualAgentPolicy.pretrained("philly-v0")
-    actors = portable.portable_actors(policy.model)
-    rng = np.random.default_rng(1)
-    feats = _feats(rng, valid=12)
-    want = [_full(actors, agent, feats) for agent in (ORDERER, PLACER)]
+    policy, actors, rng, feats, want = _shipped_case(1, valid=12)
     order_mask = np.zeros(41, bool)
     order_mask[[1, 4, 7]] = True                  # three candidates; advance forbidden
     place_mask = np.zeros(35, bool)
