@@ -24,9 +24,9 @@ from cluster_env.scenarios import get_scenario  # noqa: E402
 
 def slices(scenario) -> list[tuple[str, float, float]]:
     """The train split in halves and its last fifth, then the held-out splits (fractions of the trace)."""
-    a, b = scenario.splits["train"]
-    out = [("train, first half", a, a + (b - a) / 2), ("train, second half", a + (b - a) / 2, b),
-           ("train, last fifth (--train-range 0.8,1)", a + 0.8 * (b - a), b)]
+    spans = [scenario.with_train_range(r).splits["train"] for r in ((0.0, 0.5), (0.5, 1.0), (0.8, 1.0))]
+    out = [(label, *span) for label, span in zip(
+        ("train, first half", "train, second half", "train, last fifth (--train-range 0.8,1)"), spans)]
     return out + [(name, *scenario.splits[name]) for name in scenario.splits if name != "train"]
 
 

@@ -416,7 +416,7 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
     model0 = PriorityModel.zeros(config.hidden, seed=config.seed)
     theta = model0.flat()
     hidden = config.hidden
-    train_range = None if config.train_range is None else tuple(float(x) for x in config.train_range)
+    train_range = None if config.train_range is None else check_train_range(config.train_range)
     train_kw = {k: v for k, v in (("jobs_per_episode", config.jobs_per_episode), ("load", config.train_load),
                                   ("train_range", train_range)) if v is not None} or None
     eval_kw = {"jobs_per_episode": config.eval_jobs_per_episode} if config.eval_jobs_per_episode else None
