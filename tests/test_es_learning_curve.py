@@ -1,23 +1,13 @@
 """benchmarks/es_learning_curve.py: the logged weights of an ES run, scored on fixed windows."""
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 
 from baselines.engine import run_weighted_las_episode
 from dual_agent.priority.es import ESConfig, train_priority
-
-SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "es_learning_curve.py"
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("es_learning_curve", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.helpers import load_script
 
 
 def test_the_curve_scores_each_logged_iteration_against_the_untrained_agent(tmp_path):
@@ -26,7 +16,7 @@ def test_the_curve_scores_each_logged_iteration_against_the_untrained_agent(tmp_
                             eval_every=2, eval_seeds=1, eval_jobs_per_episode=20, workers=1, validation="split",
                             test_windows=0, migrate=1.5, sigma=1.0, lr=0.5, out=str(run)), log=lambda _: None)
     out = tmp_path / "curve.json"
-    _script().main([str(run), "--every", "1", "--windows", "3", "--out", str(out)])
+    load_script("benchmarks/es_learning_curve.py").main([str(run), "--every", "1", "--windows", "3", "--out", str(out)])
     rows = json.loads(out.read_text())["rows"]
     assert [r["iteration"] for r in rows] == [0, 1, 2, 3]
     assert rows[0]["ratio"] == 1.0 and rows[0]["val_ratio"] == 1.0

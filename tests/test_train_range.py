@@ -72,13 +72,9 @@ def test_the_cli_flag_reaches_the_run_and_a_bad_one_names_itself(tmp_path, capsy
 
 
 def test_the_drift_table_slices_the_trace_as_the_splits_and_train_range_do():
-    import importlib.util
-    from pathlib import Path
+    from tests.helpers import load_script
 
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "trace_drift.py"
-    spec = importlib.util.spec_from_file_location("trace_drift", path)
-    drift = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(drift)
+    drift = load_script("benchmarks/trace_drift.py")
     rows = {r["slice"]: r for r in drift.drift_rows("philly-hetero-v2")}
     scenario = cluster_env.parallel_env("philly-hetero-v2").scenario
     n = scenario.workload().num_jobs
@@ -90,3 +86,11 @@ def test_the_drift_table_slices_the_trace_as_the_splits_and_train_range_do():
         a, b = scenario.split_range(split, n)
         assert rows[split]["jobs"] == b - a
     assert all(0 <= r["multi_gpu"] <= 1 and r["median_duration_s"] > 0 for r in rows.values())
+
+
+def test_the_docs_quote_the_drift_table_the_script_prints(capsys):
+    from tests.helpers import ROOT, load_script
+
+    load_script("benchmarks/trace_drift.py").main(["--scenario", "modern-v1"])
+    table = capsys.readouterr().out.strip().split("\n", 1)[1]
+    assert table in (ROOT / "docs" / "dual_agent.md").read_text()
