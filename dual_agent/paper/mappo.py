@@ -32,6 +32,7 @@ from baselines.harness.files import atomic_write, open_append
 from dual_agent.paper.checkpoint import load_checkpoint, save_checkpoint
 from dual_agent.paper.config import DualAgentConfig, TrainConfig
 from dual_agent.paper.networks import masked_logits
+from dual_agent.paper.packing import gather_rows, packed_chunks, packed_order_mask, renumber
 from dual_agent.paper.policy import DualAgentPolicy, build_model, required_env, spaces_signature
 from dual_agent.paper.prior import add_prior_bonus
 from dual_agent.paper.rollout import NETWORK_FIELDS, Rollout, RolloutWorkers, make_env
@@ -269,7 +270,7 @@ class MAPPOTrainer:
         action = torch.from_numpy(rollout.steps["action"]).to(dev)
         learned = torch.from_numpy(rollout.steps["learned"]).to(dev)
         with torch.no_grad():
-            values = (torch.cat([self.model.value({k: v[idx] for k, v in batch.items()})
+            values = (torch.cat([self._values({k: v[idx] for k, v in batch.items()})
                                  for idx in _chunks(len(rollout), 2048, device=dev)])
                       if critic else torch.zeros(len(rollout), device=dev))
             old_logp = torch.zeros(len(rollout), device=dev)
@@ -295,7 +296,7 @@ class MAPPOTrainer:
         for _ in range(cfg.epochs):
             for idx in _chunks(len(pool), cfg.minibatch, pool[rng.permutation(len(pool))], device=dev):
                 if critic:
-                    value_loss = ((self.model.value({k: v[idx] for k, v in batch.items()}) - returns[idx]) ** 2).mean()
+                    value_loss = ((self._values({k: v[idx] for k, v in batch.items()}) - returns[idx]) ** 2).mean()
                     loss = cfg.value_coef * value_loss
                 else:       # no critic: nothing to fit (its weights stay as they are)
                     value_loss = loss = torch.zeros((), device=dev)
@@ -341,27 +342,50 @@ class MAPPOTrainer:
 
         Each actor runs only on its own steps: the orderer on ORDER steps, the orderer's summary
         and the placer on PLACE steps. With a prior, its bonus is added to the recorded prior
-        action of each step, as when acting.
+        action of each step, as when acting. The candidate rows are packed
+        (:mod:`dual_agent.paper.packing`): the padded layout's numbers to float round-off.
         """
         n = len(agent)
         bonus = self.agent_cfg.prior_bonus if self.agent_cfg.prior is not None else 0.0
         logp, entropy = torch.zeros(n, device=agent.device), torch.zeros(n, device=agent.device)
         order, place = (agent == 0).nonzero().squeeze(1), (agent == 1).nonzero().squeeze(1)
         if len(order):
-            logits, _ = self.model.orderer(sub["jobs"][order], sub["machines"][order], sub["global"][order])
-            logits = add_prior_bonus(logits, sub["prior"][order], bonus)
-            dist = Categorical(logits=masked_logits(logits, sub["order_mask"][order]))
-            logp = logp.index_copy(0, order, dist.log_prob(action[order]))
-            entropy = entropy.index_copy(0, order, dist.entropy())
+            jobs, mask, act, prior = (sub["jobs"][order], sub["order_mask"][order], action[order],
+                                      sub["prior"][order])
+            for idx, rows, position in packed_chunks(jobs, mask, act, prior):
+                width = rows.shape[1]
+                logits, _ = self.model.orderer(gather_rows(jobs[idx], rows), sub["machines"][order[idx]],
+                                               sub["global"][order[idx]])
+                logits = add_prior_bonus(logits, renumber(prior[idx], position, width), bonus)
+                dist = Categorical(logits=masked_logits(logits, packed_order_mask(mask[idx], rows)))
+                logp = logp.index_copy(0, order[idx], dist.log_prob(renumber(act[idx], position, width)))
+                entropy = entropy.index_copy(0, order[idx], dist.entropy())
         if len(place):
-            _, _, summary = self.model.orderer.summarise(sub["jobs"][place], sub["machines"][place],
-                                                         sub["global"][place])
+            summary = self._summaries(sub["jobs"][place], sub["machines"][place], sub["global"][place])
             logits = self.model.placer(sub["machines"][place], sub["placing"][place], summary.detach())
             logits = add_prior_bonus(logits, sub["prior"][place], bonus)
             dist = Categorical(logits=masked_logits(logits, sub["place_mask"][place]))
             logp = logp.index_copy(0, place, dist.log_prob(action[place]))
             entropy = entropy.index_copy(0, place, dist.entropy())
         return logp, entropy
+
+    def _summaries(self, jobs: torch.Tensor, machines: torch.Tensor, glob: torch.Tensor) -> torch.Tensor:
+        """The orderer's set summaries (B, H) of steps, valid rows packed."""
+        out = None
+        for idx, rows, _ in packed_chunks(jobs):
+            summary = self.model.orderer.summarise(gather_rows(jobs[idx], rows), machines[idx], glob[idx])[2]
+            out = summary.new_zeros((len(jobs), summary.shape[1])) if out is None else out
+            out = out.index_copy(0, idx, summary)
+        return out
+
+    def _values(self, sub: dict) -> torch.Tensor:
+        """The critic's values (B,) of steps, valid rows packed."""
+        jobs = sub["jobs"]
+        out = torch.zeros(len(jobs), device=jobs.device)
+        for idx, rows, _ in packed_chunks(jobs):
+            out = out.index_copy(0, idx, self.model.critic(gather_rows(jobs[idx], rows), sub["machines"][idx],
+                                                            sub["global"][idx], sub["placing"][idx]))
+        return out
 
     # ----------------------------------------------------------------- evaluation and files
     def policy(self, deterministic: bool = True) -> DualAgentPolicy:
