@@ -89,3 +89,12 @@ def test_packed_update_gives_the_padded_numbers_and_gradients(tmp_path):
     assert len(g_packed) == len(g_padded) > 10
     for a, b in zip(g_packed, g_padded):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
+def test_the_docs_quote_the_chunk_size():
+    from pathlib import Path
+
+    from dual_agent.paper.packing import CHUNK_STEPS
+
+    text = " ".join((Path(__file__).parents[1] / "docs" / "dual_agent.md").read_text().split())
+    assert f"cuts them into chunks of {CHUNK_STEPS} steps" in text
