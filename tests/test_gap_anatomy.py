@@ -203,3 +203,13 @@ def test_share_ci_is_the_ratio_of_sums_with_a_seeded_interval_over_the_units():
 def test_a_window_without_a_shipped_certificate_is_refused_by_name():
     with pytest.raises(SystemExit, match="philly-v0 test window"):
         _module().gap_anatomy("philly-v0", "las", [0])
+
+
+def test_the_default_policy_is_the_shipped_agent_where_one_ships():
+    from dual_agent import shipped_agent_path
+
+    anatomy = _module()
+    for scenario in ("philly-hetero-v2", "modern-v1", "philly-v1"):
+        want = "dual" if shipped_agent_path(scenario) is not None else "las-migrate"
+        assert anatomy.default_policy(scenario) == want
+    assert anatomy.default_policy("philly-hetero-v2") == "dual" and anatomy.default_policy("philly-v1") == "las-migrate"

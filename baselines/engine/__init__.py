@@ -414,12 +414,8 @@ def _job_outcomes(sim, jf: np.ndarray, ji: np.ndarray, moves: int):
     (the simulator's own job table stays as it was built: the loop plays on copies)."""
     from baselines.harness.episode import JobOutcomes
 
-    return JobOutcomes(
-        submit=np.array(sim.submit, dtype=np.float64), duration=np.array(sim.duration, dtype=np.float64),
-        gpus=np.array(sim.gpus, dtype=np.int64), best_speed=np.array(sim.best_speed, dtype=np.float64),
-        first_start=jf[L.FIRST_START].copy(), finish=jf[L.FINISH].copy(), held=jf[L.HELD].copy(),
-        executed=jf[L.EXECUTED].copy(), restarts=ji[L.RESTARTS].astype(np.int64), nominal=jf[L.NOMINAL].copy(),
-        moves=moves)
+    return JobOutcomes.of_episode(sim, jf[L.FIRST_START], jf[L.FINISH], jf[L.HELD], jf[L.EXECUTED], ji[L.RESTARTS],
+                                  jf[L.NOMINAL], moves)
 
 
 __all__ = ["ENGINE_ENV_VAR", "Unsupported", "available", "check_request", "engine_mode", "policy_codes",

@@ -44,6 +44,17 @@ class JobOutcomes:
     #: ``migrate``), counted in :attr:`restarts` too; None when the policy does not say.
     moves: Optional[int] = None
 
+    @classmethod
+    def of_episode(cls, sim: Any, first_start: Any, finish: Any, held: Any, executed: Any, restarts: Any,
+                   nominal: Any, moves: Optional[int] = None) -> "JobOutcomes":
+        """The outcomes (copied) with the workload's fields read from the episode's simulator
+        (:class:`~cluster_env.core.simulator.ClusterSimulator`): the one place both engines build them."""
+        f64 = lambda a: np.array(a, dtype=np.float64)   # noqa: E731  (a copy: the sources may be reused)
+        return cls(submit=f64(sim.submit), duration=f64(sim.duration), gpus=np.array(sim.gpus, dtype=np.int64),
+                   best_speed=f64(sim.best_speed), first_start=f64(first_start), finish=f64(finish),
+                   held=f64(held), executed=f64(executed), restarts=np.array(restarts, dtype=np.int64),
+                   nominal=f64(nominal), moves=None if moves is None else int(moves))
+
     @property
     def jct(self) -> np.ndarray:
         """finish - submit (nan for an unfinished job)."""
@@ -64,13 +75,7 @@ def job_outcomes(sim: Any, moves: Optional[int] = None) -> JobOutcomes:
     """The :class:`JobOutcomes` of a :class:`~cluster_env.core.simulator.ClusterSimulator` at the end
     of its episode (copies: the simulator may be reused)."""
     js = sim.jobs
-    return JobOutcomes(
-        submit=np.array(sim.submit, dtype=np.float64), duration=np.array(sim.duration, dtype=np.float64),
-        gpus=np.array(sim.gpus, dtype=np.int64), best_speed=np.array(sim.best_speed, dtype=np.float64),
-        first_start=np.array(js.first_start, dtype=np.float64), finish=np.array(js.finish, dtype=np.float64),
-        held=np.array(js.held, dtype=np.float64), executed=np.array(js.executed, dtype=np.float64),
-        restarts=np.array(js.restarts, dtype=np.int64), nominal=np.array(js.nominal, dtype=np.float64),
-        moves=None if moves is None else int(moves))
+    return JobOutcomes.of_episode(sim, js.first_start, js.finish, js.held, js.executed, js.restarts, js.nominal, moves)
 
 
 @dataclass
