@@ -845,6 +845,12 @@ class ClusterSimulator:
         args, kernel = self._idle_args, self._idle_kernel
         pending, gpus = self.pending, self._gpus_list
         smallest = min(map(gpus.__getitem__, pending[:window])) if pending else 0
+        # The loop's entry checks, here: most decisions (a running job may be chosen, or a pending
+        # one fits) end at them, and the call would pack and unpack the whole state for nothing.
+        if (self.finished_count == self.num_jobs or not self.now < self.time_limit
+                or (self._n and running_choice) or (pending and smallest <= self.free_total)
+                or not (self.next_arrival < self.num_jobs or self._n)):
+            return
         while True:
             if fl is not None:
                 f_time, f_min, f_cache, f_decay, f_noise = (fl.time, fl._next_min, fl._cache_dt, fl._decay,
