@@ -19,7 +19,9 @@ Every kernel works on the first ``n`` entries of the simulator's slot arrays (ru
 Random numbers are drawn by the caller from numpy's generator (the kernels take the draws), and
 ``exp`` / ``expm1`` stay numpy or ``math`` calls, so the streams and dynamics are the reference's.
 The observation kernel (numba only; the numpy path is ``ObservationBuilder``'s own code) uses the
-C library's ``log1p`` and ``log2``, which numpy's equal on CPUs without AVX-512.
+C library's ``log1p`` and ``log2``, which numpy's equal on CPUs without AVX-512. ``rank_running``
+(numba only too) is ``sync_running`` plus the running candidates' order, the builder's
+``candidates`` in one call.
 
 The compiled backend has a few more kernels that fuse a whole step of the simulator on its blocks
 of arrays (fewer arguments to convert per call): ``event`` (``run_to_next`` plus the time stamps

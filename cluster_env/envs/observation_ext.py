@@ -42,6 +42,7 @@ import math
 import numpy as np
 from gymnasium import spaces
 
+from cluster_env.envs import observation_fused
 from cluster_env.envs.observation import GLOBAL_FEATURES, JOB_FEATURES, ObservationBuilder
 
 #: Values of the environment argument ``observation``.
@@ -167,12 +168,7 @@ class ExtendedObservationBuilder(ObservationBuilder):
         self._stats_key = -1
         # The compiled path: its kernel, numpy's log1p of the tenants' finished counts (kept until
         # the next finish), the attained service it reads.
-        if self._kernel is not None:
-            from cluster_env.envs.observation_fused import compiled
-
-            self._columns = compiled()
-        else:
-            self._columns = None
+        self._columns = observation_fused.compiled() if self._kernel is not None else None
         self._tenant_log, self._tenant_log_at = None, -1
         self._attained = sim.jobs.attained
 
@@ -211,29 +207,22 @@ class ExtendedObservationBuilder(ObservationBuilder):
         ids = np.empty(self.K + self.R, np.int64)
         self.build_into(jobs, machines, glob, placing, order_mask, place_mask, ids, placing_phase, pending, running)
         self._update_stats()
-        sim, stats = self.sim, self._stats
+        stats = self._stats
         if self._tenant_log_at != self._seen_finished:
             self._tenant_log = np.log1p(stats.count)        # numpy's, as the reference's per row
             self._tenant_log_at = self._seen_finished
         # numpy's log1p over every row (an empty row's value is never read).
         attained_log = np.log1p(self._attained.take(ids))
-        if self.preemption:
-            last = sim.last_tick if math.isfinite(sim.last_tick) else 0.0
-            phase = min(max((sim.now - last) / self.scheduling_tick, 0.0), 1.0)
-        else:
-            phase = -1.0
-        mean_all = stats.all_total / stats.all_count if stats.all_count else -1.0
+        phase, mean_all, recent = self._global_columns()
         self._columns(jobs, glob, ids, self._tenant_log, attained_log, running, self.K, len(JOB_FEATURES),
-                      float(phase), float(mean_all), float(stats.all_recent), self._slot, self._tenant, stats.mean(),
-                      stats.recent, *self._placement_arguments(running))
+                      phase, mean_all, recent, self._slot, self._tenant, stats.mean(), stats.recent,
+                      *self._placement_arguments(running))
         return {"jobs": jobs, "machines": machines, "global": glob, "placing": placing}, order_mask, place_mask
 
     def _placement_arguments(self, running: np.ndarray) -> tuple:
         """The fused kernel's placement arguments (this layout: none, typed as a subclass's)."""
-        from cluster_env.envs.observation_fused import NO_PLACEMENT
-
         sim = self.sim
-        not_running, nominal32, measured32, fewest = NO_PLACEMENT
+        not_running, nominal32, measured32, fewest = observation_fused.NO_PLACEMENT
         return (False, not_running, 0, sim._s_float, sim._s_int, sim._s_flag, sim._mpool, sim._gpool,
                 sim.job_speed, nominal32, sim.machine_type, measured32, sim.machines.free, sim.gpus,
                 self._no_allowed, False, fewest, 0.0)
@@ -263,17 +252,22 @@ class ExtendedObservationBuilder(ObservationBuilder):
             jobs[rows, width:width + len(EXTRA_JOB_FEATURES)] = extra
         self._more_job_columns(jobs[:, width + len(EXTRA_JOB_FEATURES):], running)
         feats["jobs"] = jobs
+        glob = np.empty(len(self.global_features), dtype=np.float32)
+        glob[:len(feats["global"])] = feats["global"]
+        glob[len(feats["global"]):] = self._global_columns()
+        feats["global"] = glob
+        return feats, order_mask, place_mask
+
+    def _global_columns(self) -> tuple[float, float, float]:
+        """The :data:`EXTRA_GLOBAL_FEATURES` values (float64, before the observation's float32)."""
+        sim, stats = self.sim, self._stats
         if self.preemption:
             last = sim.last_tick if math.isfinite(sim.last_tick) else 0.0
             phase = min(max((sim.now - last) / self.scheduling_tick, 0.0), 1.0)
         else:
             phase = -1.0
         mean_all = stats.all_total / stats.all_count if stats.all_count else -1.0
-        glob = np.empty(len(self.global_features), dtype=np.float32)
-        glob[:len(feats["global"])] = feats["global"]
-        glob[len(feats["global"]):] = (phase, mean_all, stats.all_recent)
-        feats["global"] = glob
-        return feats, order_mask, place_mask
+        return float(phase), float(mean_all), float(stats.all_recent)
 
     def _more_job_columns(self, out: np.ndarray, running: np.ndarray) -> None:
         """Fill a subclass's ``jobs`` columns after this layout's (``out``: those columns of every

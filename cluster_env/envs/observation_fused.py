@@ -4,15 +4,16 @@
 dozen numpy calls per step, and :func:`~cluster_env.envs.observation_place.placement_rows`
 gathers the running jobs' allocations from the simulator's dictionaries: at tens of thousands of
 decisions per episode that Python is a large part of the step. Under the compiled kernels the
-builders use :func:`extended_columns` instead: the default columns are written by the default
-layout's kernel into the wide ``jobs`` array, then this kernel writes the appended columns, reading
-the allocations from the simulator's slot arrays and machine pools (``_mpool`` / ``_gpool``).
+builders call :func:`compiled` instead: the default layout's kernel writes its columns into the
+wide ``jobs`` array, then this kernel writes the appended columns, reading the allocations from
+the simulator's slot arrays and machine pools (``_mpool`` / ``_gpool``).
 
 Every value has the bits of the numpy path (tested, step by step, on busy windows):
 
 * the two ``log1p`` columns that numpy computes (``tenant_seen_log``, ``attained_all_log``) are
-  still numpy's ``np.log1p``: the caller passes them in (one call over the rows, and a table per
-  tenant kept until the next finish), so the kernel only copies them;
+  still numpy's ``np.log1p``: the caller passes them in (one call over every row, and a table per
+  tenant kept until the next finish), so the kernel only copies them (numpy computes each element
+  on its own: its value does not depend on the array around it);
 * the placement columns go through the same :func:`~cluster_env.envs.observation_place._columns_loop`
   (compiled), on the same inputs in the same row order;
 * every float64 value is rounded to float32 once, on its way into ``jobs`` or ``global``, as the
@@ -76,7 +77,7 @@ def _extended_columns(jobs, glob, ids, tenant_log, attained_log, running, K, wid
     for i in range(count):
         job = running[i]
         k = 0
-        while s_int[0, k] != job:
+        while k < n - 1 and s_int[0, k] != job:      # its slot (a running job has one)
             k += 1
         slots[i] = k
         counts[i] = s_int[3, k] if s_flag[0, k] else 1
