@@ -19,7 +19,9 @@ Every kernel works on the first ``n`` entries of the simulator's slot arrays (ru
 Random numbers are drawn by the caller from numpy's generator (the kernels take the draws), and
 ``exp`` / ``expm1`` stay numpy or ``math`` calls, so the streams and dynamics are the reference's.
 The observation kernel (numba only; the numpy path is ``ObservationBuilder``'s own code) uses the
-C library's ``log1p`` and ``log2``, which numpy's equal on CPUs without AVX-512.
+C library's ``log1p`` and ``log2``, which numpy's equal on CPUs without AVX-512. ``rank_running``
+(numba only too) is ``sync_running`` plus the running candidates' order, the builder's
+``candidates`` in one call.
 
 The compiled backend has a few more kernels that fuse a whole step of the simulator on its blocks
 of arrays (fewer arguments to convert per call): ``event`` (``run_to_next`` plus the time stamps
@@ -1183,6 +1185,45 @@ def _numba_kernels():
             status[job] = 3                               # FINISHED
 
     @jit
+    def rank_running(n, now, s_float, s_int, job_block, duration, gpus, out):
+        """The simulator's ``sync_running`` on its ``n`` running slots (``job_block`` rows:
+        progress, attained, executed, held, executed and held before this run), then the running
+        jobs with the most attained service first (ties: the lower job id), at most ``len(out)``
+        of them, written into ``out``; returns how many. The order of ``np.lexsort((jobs,
+        -attained))`` and the same IEEE operations as ``sync_running``."""
+        size = out.shape[0]
+        count = 0
+        for k in range(n):
+            job = s_int[0, k]
+            until, t0 = s_float[4, k], s_float[5, k]
+            started = until if until >= t0 else t0        # np.maximum(until, t0)
+            e = now - started
+            if e < 0.0:                                   # np.maximum(e, 0.0)
+                e = 0.0
+            job_block[0, job] = duration[job] - s_float[0, k]
+            job_block[2, job] = job_block[4, job] + e
+            attained = gpus[job] * job_block[2, job]
+            job_block[1, job] = attained
+            job_block[3, job] = job_block[5, job] + (now - t0)
+            # Insertion into the ranked head (a few dozen running jobs, a window of 16 or so).
+            at = count
+            while at > 0:
+                other = out[at - 1]
+                a = job_block[1, other]
+                if attained > a or (attained == a and job < other):
+                    at -= 1
+                else:
+                    break
+            if at < size:
+                end = count if count < size else size - 1
+                for q in range(end, at, -1):
+                    out[q] = out[q - 1]
+                out[at] = job
+                if count < size:
+                    count += 1
+        return count
+
+    @jit
     def ou_step(log_speed, z, noise, decay, log_mult, out):
         add = len(out) > 0
         for i in range(len(log_speed)):
@@ -1249,7 +1290,8 @@ def _numba_kernels():
                            refresh_rates=refresh_rates, next_finish=next_finish,
                            accrue_due=accrue_due, run_to_next=run_to_next,
                            measurable_count=measurable_count, measure=measure, observe=observe,
-                           release_slot=release_slot, place_launch=place_launch, idle_events=idle_events)
+                           release_slot=release_slot, place_launch=place_launch, idle_events=idle_events,
+                           rank_running=rank_running)
 
 
 _NUMPY = SimpleNamespace(name="numpy", ou_step=_np_ou_step, switch_due=_np_switch_due,
@@ -1259,7 +1301,7 @@ _NUMPY = SimpleNamespace(name="numpy", ou_step=_np_ou_step, switch_due=_np_switc
                          accrue_due=_np_accrue_due, run_to_next=_np_run_to_next,
                          measurable_count=_np_measurable_count,
                          measure=_np_measure, observe=None, release_slot=None,
-                         place_launch=None, idle_events=None)
+                         place_launch=None, idle_events=None, rank_running=None)
 _loaded: dict[str, SimpleNamespace] = {"numpy": _NUMPY}
 
 

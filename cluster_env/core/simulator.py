@@ -273,6 +273,9 @@ class ClusterSimulator:
         # when full; a slot's offset and length move with the slot.
         self._mpool = np.zeros(max(64, 2 * self.total_gpus), dtype=np.int64)
         self._mpool_end = 0
+        # Beside each pooled machine, the GPUs the job holds there (``alloc`` for compiled
+        # observers: the extended-v2 placement columns read a spread job's allocation from it).
+        self._gpool = np.zeros(len(self._mpool), dtype=np.int64)
         self._exec_before = self._job_block[4]             # (N,) seconds executed in past runs
         self._held_before = self._job_block[5]             # (N,) seconds holding GPUs in past runs
 
@@ -756,14 +759,17 @@ class ClusterSimulator:
                     for k in range(n) if self._s_multi[k] and k != slot]
             need = sum(length for _, _, length in live) + size
             pool = np.zeros(max(len(self._mpool), 2 * need), dtype=np.int64)
+            gpus = np.zeros(len(pool), dtype=np.int64)
             end = 0
             for k, off, length in live:
                 pool[end: end + length] = self._mpool[off: off + length]
+                gpus[end: end + length] = self._gpool[off: off + length]
                 self._s_moff[k] = end
                 end += length
-            self._mpool, self._mpool_end = pool, end
+            self._mpool, self._gpool, self._mpool_end = pool, gpus, end
         end = self._mpool_end
         self._mpool[end: end + size] = machines
+        self._gpool[end: end + size] = [g for _, g in self.alloc[int(self._s_job[slot])]]
         self._s_moff[slot], self._s_mlen[slot] = end, size
         self._mpool_end = end + size
 
@@ -845,6 +851,12 @@ class ClusterSimulator:
         args, kernel = self._idle_args, self._idle_kernel
         pending, gpus = self.pending, self._gpus_list
         smallest = min(map(gpus.__getitem__, pending[:window])) if pending else 0
+        # The loop's entry checks, here: most decisions (a running job may be chosen, or a pending
+        # one fits) end at them, and the call would pack and unpack the whole state for nothing.
+        if (self.finished_count == self.num_jobs or not self.now < self.time_limit
+                or (self._n and running_choice) or (pending and smallest <= self.free_total)
+                or not (self.next_arrival < self.num_jobs or self._n)):
+            return
         while True:
             if fl is not None:
                 f_time, f_min, f_cache, f_decay, f_noise = (fl.time, fl._next_min, fl._cache_dt, fl._decay,

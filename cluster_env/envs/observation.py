@@ -152,6 +152,8 @@ class ObservationBuilder:
         self._job_static = rows.base
         # The compiled backend builds everything in one kernel call (see ``_build_compiled``).
         self._kernel = sim._k.observe
+        self._rank = sim._k.rank_running
+        self._rank_args = (sim._s_float, sim._s_int, sim._job_block, sim.duration, sim.gpus)
         self._no_allowed = np.zeros((0, 0), dtype=bool)
         self._ids_of = self._ids = None
         # The compiled path's private machine block, brought up to date incrementally by the
@@ -184,7 +186,11 @@ class ObservationBuilder:
         """Job ids in the pending window and in the running (preemption) window."""
         sim = self.sim
         pending = np.array(sim.pending[: self.K], dtype=np.int64)
-        if self.R and sim.num_running:
+        if self.R and sim.num_running and self._rank is not None:
+            # sync_running and the ranking below in one compiled call (the same writes and order).
+            running = np.empty(min(self.R, sim.num_running), dtype=np.int64)
+            self._rank(sim.num_running, sim.now, *self._rank_args, running)
+        elif self.R and sim.num_running:
             sim.sync_running()
             run = sim.running_jobs()
             order = np.lexsort((run, -sim.jobs.attained[run]))

@@ -42,6 +42,7 @@ import math
 import numpy as np
 from gymnasium import spaces
 
+from cluster_env.envs import observation_fused
 from cluster_env.envs.observation import GLOBAL_FEATURES, JOB_FEATURES, ObservationBuilder
 
 #: Values of the environment argument ``observation``.
@@ -134,7 +135,15 @@ class RunningStats:
 
 
 class ExtendedObservationBuilder(ObservationBuilder):
-    """:class:`ObservationBuilder` plus the columns of this module (appended, never reordered)."""
+    """:class:`ObservationBuilder` plus the columns of this module (appended, never reordered).
+
+    Under the compiled kernels the appended columns are written by one compiled call
+    (:mod:`cluster_env.envs.observation_fused`), with the numpy path's bits; ``fused_columns =
+    False`` (on the class or an instance) takes the numpy path, the reference the tests compare
+    it with."""
+
+    #: Whether the compiled kernels' build writes the appended columns in one call.
+    fused_columns = True
 
     def __init__(self, *args, scheduling_tick: float = 300.0, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -157,6 +166,11 @@ class ExtendedObservationBuilder(ObservationBuilder):
         self._unfinished = np.zeros(0, dtype=np.int64)   # arrived jobs not yet seen finished
         self._arrived_seen = 0
         self._stats_key = -1
+        # The compiled path: its kernel, numpy's log1p of the tenants' finished counts (kept until
+        # the next finish), the attained service it reads.
+        self._columns = observation_fused.compiled() if self._kernel is not None else None
+        self._tenant_log, self._tenant_log_at = None, -1
+        self._attained = sim.jobs.attained
 
     def _update_stats(self) -> None:
         """Fold the jobs that finished since the last observation into the running statistics."""
@@ -177,6 +191,44 @@ class ExtendedObservationBuilder(ObservationBuilder):
         self._seen_finished = sim.finished_count
 
     def build(self, placing_phase: bool, pending: np.ndarray, running: np.ndarray):
+        if self._columns is not None and self.fused_columns:
+            return self._build_fused(placing_phase, pending, running)
+        return self._build_reference(placing_phase, pending, running)
+
+    def _build_fused(self, placing_phase: bool, pending: np.ndarray, running: np.ndarray):
+        """``build`` under the compiled kernels: the default kernel writes its columns into the
+        wide arrays, then one call writes the appended ones (the reference's values and bits)."""
+        f32 = np.float32
+        jobs = np.zeros((self.K + self.R, len(self.job_features)), f32)
+        machines, glob = np.empty(self._machines_shape, f32), np.empty(len(self.global_features), f32)
+        placing = np.zeros(self._n_placing, f32)
+        order_mask = np.zeros(self.n_orderer_actions, np.int8)
+        place_mask = np.zeros(self.n_placer_actions, np.int8)
+        ids = np.empty(self.K + self.R, np.int64)
+        self.build_into(jobs, machines, glob, placing, order_mask, place_mask, ids, placing_phase, pending, running)
+        self._update_stats()
+        stats = self._stats
+        if self._tenant_log_at != self._seen_finished:
+            self._tenant_log = np.log1p(stats.count)        # numpy's, as the reference's per row
+            self._tenant_log_at = self._seen_finished
+        # numpy's log1p over every row (an empty row's value is never read).
+        attained_log = np.log1p(self._attained.take(ids))
+        phase, mean_all, recent = self._global_columns()
+        self._columns(jobs, glob, ids, self._tenant_log, attained_log, running, self.K, len(JOB_FEATURES),
+                      phase, mean_all, recent, self._slot, self._tenant, stats.mean(), stats.recent,
+                      *self._placement_arguments(running))
+        return {"jobs": jobs, "machines": machines, "global": glob, "placing": placing}, order_mask, place_mask
+
+    def _placement_arguments(self, running: np.ndarray) -> tuple:
+        """The fused kernel's placement arguments (this layout: none, typed as a subclass's)."""
+        sim = self.sim
+        not_running, nominal32, measured32, fewest = observation_fused.NO_PLACEMENT
+        return (False, not_running, 0, sim._s_float, sim._s_int, sim._s_flag, sim._mpool, sim._gpool,
+                sim.job_speed, nominal32, sim.machine_type, measured32, sim.machines.free, sim.gpus,
+                self._no_allowed, False, fewest, 0.0)
+
+    def _build_reference(self, placing_phase: bool, pending: np.ndarray, running: np.ndarray):
+        """``build`` with numpy calls (the numpy kernel backend's path, and the reference)."""
         feats, order_mask, place_mask = super().build(placing_phase, pending, running)
         self._update_stats()
         sim, stats = self.sim, self._stats
@@ -200,17 +252,22 @@ class ExtendedObservationBuilder(ObservationBuilder):
             jobs[rows, width:width + len(EXTRA_JOB_FEATURES)] = extra
         self._more_job_columns(jobs[:, width + len(EXTRA_JOB_FEATURES):], running)
         feats["jobs"] = jobs
+        glob = np.empty(len(self.global_features), dtype=np.float32)
+        glob[:len(feats["global"])] = feats["global"]
+        glob[len(feats["global"]):] = self._global_columns()
+        feats["global"] = glob
+        return feats, order_mask, place_mask
+
+    def _global_columns(self) -> tuple[float, float, float]:
+        """The :data:`EXTRA_GLOBAL_FEATURES` values (float64, before the observation's float32)."""
+        sim, stats = self.sim, self._stats
         if self.preemption:
             last = sim.last_tick if math.isfinite(sim.last_tick) else 0.0
             phase = min(max((sim.now - last) / self.scheduling_tick, 0.0), 1.0)
         else:
             phase = -1.0
         mean_all = stats.all_total / stats.all_count if stats.all_count else -1.0
-        glob = np.empty(len(self.global_features), dtype=np.float32)
-        glob[:len(feats["global"])] = feats["global"]
-        glob[len(feats["global"]):] = (phase, mean_all, stats.all_recent)
-        feats["global"] = glob
-        return feats, order_mask, place_mask
+        return float(phase), float(mean_all), float(stats.all_recent)
 
     def _more_job_columns(self, out: np.ndarray, running: np.ndarray) -> None:
         """Fill a subclass's ``jobs`` columns after this layout's (``out``: those columns of every

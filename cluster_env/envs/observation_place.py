@@ -223,15 +223,28 @@ class PlacementObservationBuilder(ExtendedObservationBuilder):
         self._nominal32 = sim.job_speed.astype(np.float32).astype(np.float64)
         self._measured32, self._measured_at = None, -1
 
+    def _measured(self) -> np.ndarray:
+        """The measured speeds through float32, widened (recomputed when they change)."""
+        sim = self.sim
+        if self._measured_at != sim.measure_version:
+            self._measured32 = sim.machines.measured.astype(np.float32).astype(np.float64)
+            self._measured_at = sim.measure_version
+        return self._measured32
+
     def _more_job_columns(self, out: np.ndarray, running: np.ndarray) -> None:
         out[:] = _NOT_RUNNING
         if len(running):
-            sim = self.sim
-            if self._measured_at != sim.measure_version:
-                self._measured32 = sim.machines.measured.astype(np.float32).astype(np.float64)
-                self._measured_at = sim.measure_version
-            out[self.K:self.K + len(running)] = placement_rows(sim, running, self._fewest, nominal32=self._nominal32,
-                                                               measured32=self._measured32)
+            out[self.K:self.K + len(running)] = placement_rows(self.sim, running, self._fewest,
+                                                               nominal32=self._nominal32, measured32=self._measured())
+
+    def _placement_arguments(self, running: np.ndarray) -> tuple:
+        """The fused kernel's placement arguments: the simulator's slot arrays and pools (where
+        ``placement_rows`` reads ``alloc``), speeds, free GPUs, restrictions and the clock."""
+        sim = self.sim
+        restricted = sim.allowed is not None
+        return (True, _NOT_RUNNING, sim.num_running, sim._s_float, sim._s_int, sim._s_flag, sim._mpool, sim._gpool,
+                sim.job_speed, self._nominal32, sim.machine_type, self._measured(), sim.machines.free, sim.gpus,
+                sim.allowed if restricted else self._no_allowed, restricted, self._fewest, float(sim.now))
 
 
 __all__ = ["PLACEMENT_JOB_FEATURES", "PlacementObservationBuilder", "placed_speeds", "placement_row", "placement_rows"]
