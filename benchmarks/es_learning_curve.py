@@ -4,10 +4,10 @@
 time and validation ratio. This script scores the logged weights of every ``--every``-th iteration
 (and every validated one with ``--validated``) on the same windows (test windows 0-99 by default),
 paired with the untrained agent (LAS + the run's placer, or ``las-migrate`` with ``--migrate``),
-and prints one row per checkpoint: wall time, CPU-hours (wall time x episode workers: the main
-process waits while they play; the run's last ``workers`` setting, so a run resumed with another
-count is misstated before the resume), validation ratio, test ratio with its 95% bootstrap
-interval and wins. No test score selects anything here: it is the curve the docs report beside validation.
+and prints one row per checkpoint: wall time, CPU-hours (each iteration's wall time x its episode
+workers, summed: the main process waits while they play; logs written before ``log.csv`` had a
+``workers`` column take the run's last setting for those rows), validation ratio, test ratio
+with its 95% bootstrap interval and wins. No test score selects anything here: it is the curve the docs report beside validation.
 
     python benchmarks/es_learning_curve.py runs/es-modern-v1 --every 20
     python benchmarks/es_learning_curve.py runs/es-modern-v1 --validated --out curve.json
@@ -50,12 +50,28 @@ def run_config(run: Path) -> dict:
     raise SystemExit(f"{run}: no last.priority.json or best.priority.json (not a train-priority run folder)")
 
 
-def checkpoints(run: Path, every: int, validated: bool) -> list[dict]:
-    """Rows of ``log.csv`` to score: every ``every``-th iteration, the validated ones, the last."""
+def cpu_hours(rows: list[dict], default_workers: int) -> list[float]:
+    """Cumulative CPU-hours at each row of ``log.csv``: every iteration's wall time times the
+    workers it ran with (``default_workers`` where a row does not say)."""
+    out, total, before = [], 0.0, 0.0
+    for r in rows:
+        wall = float(r["wall_s"])
+        workers = int(r["workers"]) if r.get("workers") not in (None, "") else default_workers
+        total += (wall - before) * workers
+        before = wall
+        out.append(total / 3600.0)
+    return out
+
+
+def checkpoints(run: Path, every: int, validated: bool, default_workers: int = 1) -> list[dict]:
+    """Rows of ``log.csv`` to score: every ``every``-th iteration, the validated ones, the last;
+    each with its cumulative ``cpu_hours`` (:func:`cpu_hours`)."""
     with open(run / "log.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     if not rows:
         raise SystemExit(f"{run / 'log.csv'}: no iteration logged")
+    for r, hours in zip(rows, cpu_hours(rows, default_workers)):
+        r["cpu_hours"] = hours
     keep = [r for r in rows if int(r["iteration"]) % every == 0 or (validated and r["val_ratio"] != "")]
     if keep[-1] is not rows[-1]:
         keep.append(rows[-1])
@@ -92,15 +108,16 @@ def main(argv=None) -> None:
         reference = costs(pool, np.zeros(n))
         untrained = "las-migrate" if migrate == 1.5 else f"las+{placer}" + (f" moving at {migrate}" if migrate else "")
         print(f"{args.run}: {scenario}, {args.split} windows 0-{args.windows - 1}, paired with the untrained agent "
-              f"({untrained}); CPU-hours = wall x {workers} worker(s), the run's last setting")
+              f"({untrained}); CPU-hours = each iteration's wall x its workers (rows logged without "
+              f"workers: {workers}, the run's last setting)")
         print(f"| iteration | wall (min) | CPU-h | episodes | validation ratio | {args.split} ratio | 95% CI | wins |")
         print("|---:|---:|---:|---:|---:|---:|---|---:|")
-        for r in checkpoints(args.run, args.every, args.validated):
+        for r in checkpoints(args.run, args.every, args.validated, workers):
             theta = np.array([float(r[f"w_{i}"]) for i in range(n)])
             ratio = costs(pool, theta) / reference
             g, lo, hi = geo_mean_ci(ratio)
             row = {"iteration": int(r["iteration"]), "wall_s": float(r["wall_s"]), "episodes": int(r["episodes"]),
-                   "cpu_hours": float(r["wall_s"]) * workers / 3600.0,
+                   "cpu_hours": r["cpu_hours"],
                    "val_ratio": float(r["val_ratio"]) if r["val_ratio"] else None,
                    "ratio": g, "ci": [lo, hi], "wins": int((ratio < 1).sum())}
             rows.append(row)

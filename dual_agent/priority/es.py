@@ -464,7 +464,9 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
         return float(np.exp(np.mean(np.log(val / las_val)))), int((val < las_val).sum())
 
     log_path = run_dir / "log.csv"
-    fields = ["iteration", "episodes", "wall_s", "grad_norm", "step_norm", "train_log_cost", "pair_spread",
+    # ``workers``: the iteration's episode workers (wall x workers is its CPU, the main process
+    # waiting); a resumed run may use another count.
+    fields = ["iteration", "episodes", "wall_s", "workers", "grad_norm", "step_norm", "train_log_cost", "pair_spread",
               "val_ratio", "val_wins"] + [f"w_{i}" for i in range(theta.size)]
     rows: list[dict] = []
     wall_before = 0.0
@@ -518,7 +520,7 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
             atomic_write(log_path, lambda f: _write_rows(f, fields, []), newline="")    # a fresh log
             fh = open_append(log_path, newline="")
             writer = csv.DictWriter(fh, fieldnames=fields)
-            commit(0, {"iteration": 0, "episodes": episodes, "wall_s": wall(), **start_row,
+            commit(0, {"iteration": 0, "episodes": episodes, "wall_s": wall(), "workers": config.workers, **start_row,
                        **{f"w_{i}": v for i, v in enumerate(theta)}}, improved=True)
         else:
             it = int(state["iteration"])
@@ -577,7 +579,7 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
                     msg += f"; validation ratio to the untrained agent {ratio:.4f} ({wins}/{len(eval_windows)} wins)"
                     if ratio < best_ratio:
                         best_theta, best_ratio, best_iter, improved = theta.copy(), ratio, it, True
-                row["wall_s"] = wall()
+                row["wall_s"], row["workers"] = wall(), config.workers
                 commit(it, row, improved)
                 log(msg)
     except KeyboardInterrupt:
