@@ -114,6 +114,8 @@ def test_fused_columns_read_spread_jobs_from_a_compacted_pool(monkeypatch):
     assert len(sim._gpool) == len(sim._mpool)
 
 
+@pytest.mark.skipif(kernels.active().name != "numba", reason="the machine and GPU pools are the numba kernels' "
+                    "(CLUSTER_ENV_KERNELS=numpy keeps no pools)")
 def test_the_gpu_pool_holds_each_spread_jobs_allocation():
     from tests.helpers import policy_steps
 
