@@ -237,5 +237,28 @@ def test_cli_help_states_the_config_defaults():
     helps = {a.dest: a.help for a in parser._actions}
     cfg = TrainConfig()
     for name in ("teacher_windows", "teacher_episodes", "dagger_iterations", "dagger_episodes", "dagger_decay",
-                 "dagger_epochs"):
+                 "dagger_epochs", "dagger_workers"):
         assert f"(default {getattr(cfg, name)}" in helps[name], name
+
+
+def test_worker_processes_give_the_in_process_weights(tmp_path):
+    """``dagger_workers=2``: each episode is a task in a spawned worker process (labels, mixing
+    draws and the student's greedy choices there), and the run's weights, log and aggregate equal
+    the in-process run's: two teacher windows of 12 jobs, three iterations (the student plays from
+    the second on)."""
+    agent = DualAgentConfig(hidden=16, env_overrides=AGENT_ENV)
+    kw = {**TINY, "jobs_per_episode": 12, "teacher_windows": 2, "dagger_episodes": 3, "dagger_iterations": 3}
+    runs = {}
+    for workers in (1, 2):
+        trainer = make_trainer(TrainConfig(**kw, dagger_workers=workers), agent, tmp_path / str(workers),
+                               tensorboard=False)
+        trainer.train(progress=False, max_iterations=3)
+        runs[workers] = trainer
+    one, two = runs[1], runs[2]
+    assert two._dagger_pool is None                          # closed when training returned
+    assert all(torch.equal(v, _weights(two)[k]) for k, v in _weights(one).items())
+    strip = lambda rows: [{k: v for k, v in r.items() if k not in ("wall_s", "steps_per_s")} for r in rows]  # noqa: E731
+    assert strip(one.log) == strip(two.log)
+    assert one.log[-1]["teacher_agree"] is not None and 0 < one.log[1]["learned_frac"]
+    a, b = one._aggregate.steps(), two._aggregate.steps()
+    assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)

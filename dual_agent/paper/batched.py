@@ -48,26 +48,25 @@ def step_envs(envs: Sequence[Any], actions: Sequence[dict]) -> list[tuple]:
 
 
 def network_choices(agent: int, items: Sequence[tuple[int, dict]], policies: Sequence[DualAgentPolicy],
-                    model: torch.nn.Module, device: "str | torch.device" = "cpu", pending_rows: "int | None" = None,
-                    trim: bool = True) -> list[int]:
+                    model: torch.nn.Module, device: "str | torch.device" = "cpu", pending_rows: "int | None" = None
+                    ) -> list[int]:
     """One forward pass of ``agent``'s network over ``items`` ((index into ``policies``, features)),
     and each item's policy's choice from its logits.
 
-    With ``trim`` the candidate rows no item uses are dropped before the pass (the networks are per
-    row and pool valid rows only: a 256-row window with a few waiting jobs costs a few rows);
-    ``pending_rows`` is the environment's pending window K (default: every row).
+    The candidate rows no item uses are dropped before the pass (the networks are per row and pool
+    valid rows only: a 256-row window with a few waiting jobs costs a few rows); ``pending_rows``
+    is the environment's pending window K (default: every row).
     """
     stacked = {key: np.stack([f[key] for _, f in items]) for key in _NET_KEYS}
-    jobs, rows = stacked["jobs"], None
-    if trim:
-        K = jobs.shape[1] if pending_rows is None else pending_rows
-        used = max(1, int((jobs[:, :K, 0] > 0.5).sum(axis=1).max()))
-        rows = np.r_[0:used, K:jobs.shape[1]]
-        stacked["jobs"] = np.ascontiguousarray(jobs[:, rows])
+    jobs = stacked["jobs"]
+    K = jobs.shape[1] if pending_rows is None else pending_rows
+    used = max(1, int((jobs[:, :K, 0] > 0.5).sum(axis=1).max()))
+    rows = np.r_[0:used, K:jobs.shape[1]]
+    stacked["jobs"] = np.ascontiguousarray(jobs[:, rows])
     with torch.inference_mode():
         batch = {key: torch.from_numpy(v).to(device) for key, v in stacked.items()}
         logits = network_logits(model, agent, batch).double().cpu().numpy()
-    if rows is not None and agent == ORDERER:     # back to the full layout; dropped rows are masked anyway
+    if agent == ORDERER:                          # back to the full layout; dropped rows are masked anyway
         full = np.full((len(items), jobs.shape[1] + 1), -1e9)
         full[:, rows] = logits[:, :-1]
         full[:, -1] = logits[:, -1]

@@ -61,6 +61,9 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
                    help="probability that the teacher plays a decision: decay ** iteration (default 0.5)")
     p.add_argument("--dagger-epochs", type=int, default=None,
                    help="passes of cross-entropy over the aggregated labels per DAgger iteration (default 2)")
+    p.add_argument("--dagger-workers", type=int, default=None,
+                   help="processes that play a DAgger iteration's episodes (default 1: this process; any count "
+                        "gives the same weights)")
     p.add_argument("--eval-every", type=int, default=None, help="iterations between validation runs (default 10)")
     p.add_argument("--eval-seeds", type=int, default=None, help="validation episodes per evaluation (default 2)")
     p.add_argument("--validation", choices=("matched", "split"), default=None,
@@ -136,7 +139,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                            ("teacher_windows", args.teacher_windows), ("teacher_episodes", args.teacher_episodes),
                            ("teacher_file", args.teacher_file), ("dagger_iterations", args.dagger_iterations),
                            ("dagger_episodes", args.dagger_episodes), ("dagger_decay", args.dagger_decay),
-                           ("dagger_epochs", args.dagger_epochs)):
+                           ("dagger_epochs", args.dagger_epochs), ("dagger_workers", args.dagger_workers)):
             if value is not None:
                 train_kw[key] = value
         agent_env = parse_env_overrides(args.agent_env)

@@ -136,6 +136,7 @@ class TrainConfig:
     dagger_decay: float = 0.5      # P(teacher plays a decision) = decay ** iteration (1 at the first)
     dagger_epochs: int = 2         # passes of cross-entropy over the aggregate per iteration
     dagger_max_samples: int = 200_000   # the aggregate's cap (the oldest samples go first)
+    dagger_workers: int = 1        # processes that play a DAgger iteration's episodes (1: this one; same weights)
 
     def __post_init__(self) -> None:
         for name in ("timesteps", "steps_per_worker", "epochs", "minibatch", "eval_seeds"):
@@ -170,6 +171,7 @@ class TrainConfig:
         for name in ("teacher_windows", "teacher_episodes", "dagger_episodes", "dagger_epochs", "dagger_max_samples"):
             _positive(name, getattr(self, name), integer=True)
         _positive("dagger_iterations", self.dagger_iterations, integer=True, allow_zero=True)
+        _positive("dagger_workers", self.dagger_workers, integer=True, maximum=MAX_N_ENVS)
         if self.teacher not in (None, "best-known"):
             raise ValueError(f"teacher must be 'best-known' (the hindsight search's schedule of each training "
                              f"window) or None, got {self.teacher!r}")

@@ -6,18 +6,21 @@ placements).
 One DAgger iteration (:func:`dagger_rollout`, then :func:`imitation_update`):
 
 1. ``episodes`` training windows, each with its teacher (:class:`~dual_agent.paper.teacher.HindsightTeacher`),
-   are played in lock step with one batched forward pass per acting agent per step. At each
-   decision the teacher labels the state; with probability ``beta`` the teacher's action is
-   played, else the student's greedy one (iteration 0 has ``beta = 1``: plain behaviour cloning;
-   then ``beta`` decays geometrically, so the student soon visits the states its own mistakes lead
-   to). The teacher is then told the action really taken (its per-instant bookkeeping follows the
-   student).
+   are played one after another in this process (:func:`dagger_rollout`) or as tasks of worker
+   processes (:class:`DaggerWorkers`, ``TrainConfig.dagger_workers``). At each decision the
+   teacher labels the state; with probability ``beta`` the teacher's action is played, else the
+   student's greedy one (iteration 0 has ``beta = 1``: plain behaviour cloning; then ``beta``
+   decays geometrically, so the student soon visits the states its own mistakes lead to). The
+   teacher is then told the action really taken (its per-instant bookkeeping follows the
+   student). Each episode draws its mixing from its own stream and takes the student's choice
+   from the portable logits (:mod:`dual_agent.paper.portable`), so its result is the same in any
+   process: the number of workers does not change the weights.
 2. Every decision the network takes (not a forced move), with a label the student's mask allows,
    joins the aggregate (:class:`Aggregate`, capped: the oldest samples go first).
 3. A few epochs of cross-entropy over the whole aggregate.
 
-Seeds: the windows, the mixing draws and the minibatch order derive from the run's seed and the
-iteration, so the same seed gives the same weights.
+Seeds: the windows, the mixing draws (one stream per episode) and the minibatch order derive from
+the run's seed and the iteration, so the same seed gives the same weights, on any number of workers.
 """
 from __future__ import annotations
 
@@ -28,13 +31,14 @@ import dual_agent._torch  # noqa: F401  (without torch: an ImportError that name
 import torch
 
 from baselines.obs import is_place_phase
-from dual_agent.paper.batched import EpisodeSpec, _assemble, _Episode, network_choices, step_envs
+from dual_agent.paper.batched import EpisodeSpec, _assemble, _Episode
 from dual_agent.paper.networks import ORDERER, PLACER
 from dual_agent.paper.policy import DualAgentPolicy, joint_action
 from dual_agent.paper.rollout import NETWORK_FIELDS, Rollout
 from dual_agent.paper.teacher import HindsightTeacher
 
-__all__ = ["Aggregate", "dagger_beta", "dagger_rollout", "imitation_update"]
+__all__ = ["COUNTS", "Aggregate", "DaggerWorkers", "dagger_beta", "dagger_episode", "dagger_rollout", "gather_episodes",
+           "imitation_update"]
 
 
 def dagger_beta(iteration: int, decay: float) -> float:
@@ -43,11 +47,80 @@ def dagger_beta(iteration: int, decay: float) -> float:
     return float(decay) ** int(iteration)
 
 
+#: The counts a DAgger rollout reports (see :func:`dagger_rollout`).
+COUNTS = ("decisions", "labelled", "agree", "student", "illegal", "env_steps")
+
+
+def dagger_episode(policy: DualAgentPolicy, env: Any, teacher: HindsightTeacher, spec: EpisodeSpec, beta: float,
+                   mix_seed: int) -> tuple[_Episode, dict, dict]:
+    """Play one window: the student ``policy`` (deterministic) in ``env``, labelled by ``teacher``.
+
+    At each decision (not a forced move) the teacher labels the state; a label the student's mask
+    allows is recorded, and with probability ``beta`` it is played, else the student's greedy
+    choice is. The mixing draws come from this episode's own stream (``[mix_seed, spec.group]``)
+    and the student's choice from the portable logits (the same bits in any process), so an
+    episode's result does not depend on which process plays it or beside which others: the
+    labelled rows, the played episode's record and its counts (:data:`COUNTS`).
+    """
+    K = env.unwrapped.builder.K
+    episode = _Episode(spec, K)
+    played = {"seed": spec.env_seed, "group": spec.group, "return": 0.0, "steps": 0}
+    counts = dict.fromkeys(COUNTS, 0)
+    rng = np.random.default_rng([int(mix_seed), int(spec.group)])
+    obs, infos = env.reset(seed=spec.env_seed)
+    policy.reset(spec.policy_seed)
+    teacher.reset(spec.env_seed)
+    while True:
+        feats = policy.features(obs, infos)
+        agent = PLACER if is_place_phase(obs["orderer"]) else ORDERER
+        _, label = teacher.label(obs, infos)
+        mask = feats["order_mask"] if agent == ORDERER else feats["place_mask"]
+        legal = np.flatnonzero(mask)
+        if len(legal) == 1:                          # a forced move: nothing to learn
+            action = int(legal[0])
+        else:
+            counts["decisions"] += 1
+            action = -1
+            if mask[label]:
+                counts["labelled"] += 1
+                episode.add(feats, agent, label, True, 0.0, False, float(infos["orderer"]["time"]))
+                if rng.random() < beta:
+                    action = int(label)
+            else:
+                counts["illegal"] += 1
+            if action < 0:
+                action = policy.network_action(agent, feats)
+                if mask[label]:                      # agreement where the label was the student's to take
+                    counts["student"] += 1
+                    counts["agree"] += int(action == label)
+        policy.remember(agent, action, feats, infos)
+        teacher.observe(obs, infos, action)
+        obs, rewards, term, trunc, infos = env.step(joint_action(obs, agent, action))
+        played["return"] += float(rewards["orderer"])
+        played["steps"] += 1
+        counts["env_steps"] += 1
+        if term["orderer"] or trunc["orderer"]:
+            episode.info = infos["orderer"]
+            played.update(infos["orderer"].get("metrics", {}))
+            return episode, played, counts
+
+
+def gather_episodes(results: Sequence[tuple[_Episode, dict, dict]], K: int) -> tuple["Rollout | None", list[dict], dict]:
+    """The episodes' results (in episode order) as one rollout of labelled decisions (None when
+    there is none), the played episodes' records and the summed counts."""
+    counts = dict.fromkeys(COUNTS, 0)
+    for _, _, c in results:
+        for key in COUNTS:
+            counts[key] += c[key]
+    nonempty = [e for e, _, _ in results if e.rows["reward"]]
+    return (_assemble(nonempty, K) if nonempty else None), [p for _, p, _ in results], counts
+
+
 def dagger_rollout(policies: Sequence[DualAgentPolicy], envs: Sequence[Any], teachers: Sequence[HindsightTeacher],
-                   specs: Sequence[EpisodeSpec], model: torch.nn.Module, beta: float, mix_seed: int,
-                   device: "str | torch.device" = "cpu") -> tuple["Rollout | None", list[dict], dict]:
+                   specs: Sequence[EpisodeSpec], beta: float, mix_seed: int) -> tuple["Rollout | None", list[dict], dict]:
     """Play ``specs[i]`` in ``envs[i]`` (student ``policies[i]``, labeller ``teachers[i]``), mixing
-    with probability ``beta``.
+    with probability ``beta``, one episode after another in this process (:func:`dagger_episode`;
+    :class:`DaggerWorkers` plays them in worker processes, with the same result).
 
     Returns (the labelled decisions: ``action`` is the teacher's, ``learned`` True, None when
     there is none; per played episode its seed, return, steps and metrics; and counts: ``decisions`` taken by the network or the teacher,
@@ -56,73 +129,75 @@ def dagger_rollout(policies: Sequence[DualAgentPolicy], envs: Sequence[Any], tea
     """
     if not (len(policies) == len(envs) == len(teachers) == len(specs)) or not specs:
         raise ValueError("dagger_rollout needs as many policies, envs, teachers and specs, at least one")
-    K = envs[0].unwrapped.builder.K
-    labelled = [_Episode(spec, K) for spec in specs]
-    played = [{"seed": spec.env_seed, "group": spec.group, "return": 0.0, "steps": 0} for spec in specs]
-    rng = np.random.default_rng(mix_seed)
-    counts = {"decisions": 0, "labelled": 0, "agree": 0, "student": 0, "illegal": 0, "env_steps": 0}
-    obs, infos = [None] * len(envs), [None] * len(envs)
-    for i, (env, policy, teacher, spec) in enumerate(zip(envs, policies, teachers, specs)):
-        obs[i], infos[i] = env.reset(seed=spec.env_seed)
-        policy.reset(spec.policy_seed)
-        teacher.reset(spec.env_seed)
-    active = list(range(len(envs)))
-    while active:
-        chosen: dict[int, tuple[int, int, dict]] = {}
-        queued: dict[int, list[int]] = {ORDERER: [], PLACER: []}
-        info_of: dict[int, dict] = {}
-        for i in active:
-            feats = policies[i].features(obs[i], infos[i])
-            agent = PLACER if is_place_phase(obs[i]["orderer"]) else ORDERER
-            _, label = teachers[i].label(obs[i], infos[i])
-            mask = feats["order_mask"] if agent == ORDERER else feats["place_mask"]
-            legal = np.flatnonzero(mask)
-            info_of[i] = {"label": label, "feats": feats, "agent": agent, "legal": bool(mask[label])}
-            if len(legal) == 1:                      # a forced move: nothing to learn
-                chosen[i] = (agent, int(legal[0]), feats)
-                continue
-            counts["decisions"] += 1
-            if mask[label]:
-                counts["labelled"] += 1
-                labelled[i].add(feats, agent, label, True, 0.0, False, float(infos[i]["orderer"]["time"]))
-                if rng.random() < beta:
-                    chosen[i] = (agent, label, feats)
-                    continue
-            else:
-                counts["illegal"] += 1
-            queued[agent].append(i)
-        for agent, items in queued.items():
-            if not items:
-                continue
-            pairs = [(i, info_of[i]["feats"]) for i in items]
-            for (i, feats), action in zip(pairs, network_choices(agent, pairs, policies, model, device, trim=False)):
-                if info_of[i]["legal"]:          # agreement where the label was the student's to take
-                    counts["student"] += 1
-                    counts["agree"] += int(action == info_of[i]["label"])
-                chosen[i] = (agent, action, feats)
-        actions = []
-        for i in active:
-            agent, action, feats = chosen[i]
-            policies[i].remember(agent, action, feats, infos[i])
-            teachers[i].observe(obs[i], infos[i], action)
-            actions.append(joint_action(obs[i], agent, action))
-        results = step_envs([envs[i] for i in active], actions)
-        still = []
-        for i, (o, rewards, term, trunc, info) in zip(active, results):
-            agent, action, feats = chosen[i]
-            done = bool(term["orderer"] or trunc["orderer"])
-            played[i]["return"] += float(rewards["orderer"])
-            played[i]["steps"] += 1
-            counts["env_steps"] += 1
-            obs[i], infos[i] = o, info
-            if done:
-                labelled[i].info = info["orderer"]
-                played[i].update(info["orderer"].get("metrics", {}))
-            else:
-                still.append(i)
-        active = still
-    nonempty = [e for e in labelled if e.rows["reward"]]
-    return (_assemble(nonempty, K) if nonempty else None), played, counts
+    results = [dagger_episode(p, e, t, spec, beta, mix_seed) for p, e, t, spec in zip(policies, envs, teachers, specs)]
+    return gather_episodes(results, envs[0].unwrapped.builder.K)
+
+
+class DaggerWorkers:
+    """Worker processes that play a DAgger iteration's episodes (:func:`dagger_episode`), each
+    episode a task; the results come back in episode order, so any number of workers gives the
+    in-process :func:`dagger_rollout`'s rollout (and the same weights). ``n`` processes (spawn:
+    torch is loaded), each keeping its environment and student between tasks; closed by
+    :meth:`close` or on leaving a ``with`` block.
+    """
+
+    def __init__(self, n: int, scenario: str, split: str, env_kwargs: dict, jobs_per_episode: "int | None",
+                 config: dict, spaces: dict) -> None:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"DAgger workers must be an integer >= 1, got {n!r}")
+        self.n = n
+        self._pool = ProcessPoolExecutor(n, mp_context=mp.get_context("spawn"), initializer=_dagger_worker_init,
+                                         initargs=(scenario, split, env_kwargs, jobs_per_episode, config, spaces))
+
+    def rollout(self, state_dict: dict, schedules: Sequence[dict], specs: Sequence[EpisodeSpec], beta: float,
+                mix_seed: int) -> tuple["Rollout | None", list[dict], dict]:
+        """:func:`dagger_rollout`'s result for the student with weights ``state_dict`` and the
+        teachers of ``schedules`` (one per spec)."""
+        if len(schedules) != len(specs) or not specs:
+            raise ValueError("DaggerWorkers.rollout needs one schedule per spec, at least one")
+        tasks = [(state_dict, schedule, spec, beta, mix_seed) for schedule, spec in zip(schedules, specs)]
+        results = list(self._pool.map(_dagger_worker_play, tasks))
+        return gather_episodes([r[:3] for r in results], results[0][3])
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> "DaggerWorkers":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+_WORKER: dict = {}
+
+
+def _dagger_worker_init(scenario: str, split: str, env_kwargs: dict, jobs_per_episode: "int | None", config: dict,
+                        spaces: dict) -> None:
+    """A DAgger worker's environment and student (weights set per task), one torch thread."""
+    import os
+
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
+    from dual_agent.paper.config import DualAgentConfig
+    from dual_agent.paper.policy import build_model, required_env
+    from dual_agent.paper.rollout import make_env
+
+    cfg = DualAgentConfig.from_dict(config)
+    _WORKER.update(scenario=scenario, env=make_env(scenario, split, {**env_kwargs, **required_env(cfg)}, jobs_per_episode),
+                   policy=DualAgentPolicy(build_model(cfg, spaces), cfg, spaces, scenario=scenario, deterministic=True))
+
+
+def _dagger_worker_play(task: tuple) -> tuple:
+    state_dict, schedule, spec, beta, mix_seed = task
+    policy, env = _WORKER["policy"], _WORKER["env"]
+    policy.model.load_state_dict(state_dict)
+    episode, played, counts = dagger_episode(policy, env, HindsightTeacher(schedule, _WORKER["scenario"]), spec,
+                                             beta, mix_seed)
+    return episode, played, counts, env.unwrapped.builder.K
 
 
 class Aggregate:

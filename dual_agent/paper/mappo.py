@@ -174,6 +174,9 @@ class MAPPOTrainer:
                     bar.set_postfix(ret=f"{row['episode_return']:.2f}", val=_fmt(self.best))
         finally:
             workers.close()
+            if getattr(self, "_dagger_pool", None) is not None:
+                self._dagger_pool.close()
+                self._dagger_pool = None
             if bar is not None:
                 bar.close()
             if self._tb is not None:
@@ -203,25 +206,33 @@ class MAPPOTrainer:
     def _dagger_iteration(self) -> tuple[Rollout, dict]:
         """One DAgger iteration (:mod:`dual_agent.paper.dagger`): play, label, aggregate, imitate."""
         from dual_agent.paper.batched import EpisodeSpec
-        from dual_agent.paper.dagger import Aggregate, dagger_beta, dagger_rollout, imitation_update
+        from dual_agent.paper.dagger import Aggregate, DaggerWorkers, dagger_beta, dagger_rollout, imitation_update
         from dual_agent.paper.rollout import episode_seed
         from dual_agent.paper.teacher import HindsightTeacher
 
         cfg, i = self.train_cfg, self.iteration
         teachers = self.teachers()
+        in_process = cfg.dagger_workers == 1
         if getattr(self, "_dagger_envs", None) is None:
             kw = {**cfg.env_kwargs, **required_env(self.agent_cfg)}
             self._dagger_envs = [make_env(cfg.scenario, cfg.split, kw, cfg.jobs_per_episode)
-                                 for _ in range(cfg.dagger_episodes)]
+                                 for _ in range(cfg.dagger_episodes if in_process else 1)]
             self._aggregate = Aggregate(cfg.dagger_max_samples, self._dagger_envs[0].unwrapped.builder.R)
         picks = [teachers[(i * cfg.dagger_episodes + e) % len(teachers)] for e in range(cfg.dagger_episodes)]
         specs = [EpisodeSpec(w.seed, episode_seed(cfg.seed, i, e, 1), e) for e, w in enumerate(picks)]
-        model = self.policy().model
-        policies = [DualAgentPolicy(model, self.agent_cfg, self.spaces, scenario=cfg.scenario, deterministic=True)
-                    for _ in picks]
-        labellers = [HindsightTeacher(w.schedule, cfg.scenario) for w in picks]
-        data, played, counts = dagger_rollout(policies, self._dagger_envs, labellers, specs, model,
-                                              dagger_beta(i, cfg.dagger_decay), episode_seed(cfg.seed, i, 0, 2))
+        beta, mix_seed = dagger_beta(i, cfg.dagger_decay), episode_seed(cfg.seed, i, 0, 2)
+        if in_process:
+            model = self.policy().model
+            policies = [DualAgentPolicy(model, self.agent_cfg, self.spaces, scenario=cfg.scenario, deterministic=True)
+                        for _ in picks]
+            labellers = [HindsightTeacher(w.schedule, cfg.scenario) for w in picks]
+            data, played, counts = dagger_rollout(policies, self._dagger_envs, labellers, specs, beta, mix_seed)
+        else:   # worker processes: each episode is a task, the results in episode order (the same rollout)
+            if getattr(self, "_dagger_pool", None) is None:
+                self._dagger_pool = DaggerWorkers(cfg.dagger_workers, cfg.scenario, cfg.split, cfg.env_kwargs,
+                                                  cfg.jobs_per_episode, self.agent_cfg.to_dict(), self.spaces)
+            state = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
+            data, played, counts = self._dagger_pool.rollout(state, [w.schedule for w in picks], specs, beta, mix_seed)
         self._aggregate.add(data)
         stats = imitation_update(self, self._aggregate.steps(), cfg.dagger_epochs, cfg.minibatch, (cfg.seed, i))
         stats["teacher_agree"] = counts["agree"] / counts["student"] if counts["student"] else None

@@ -216,13 +216,20 @@ class DualAgentPolicy:
         mask = feats["order_mask"] if agent == ORDERER else feats["place_mask"]
         if np.count_nonzero(mask) == 1:  # a forced move is not a decision: no network call, nothing to learn
             return int(mask.argmax()), False
+        return self.network_action(agent, feats), True
+
+    def network_action(self, agent: int, feats: dict) -> int:
+        """The network's action for ``agent`` on the step's features (from :meth:`features`): arg
+        max of the portable logits when deterministic (the same bits in any process and on any
+        CPU), else a sample; the prior's bonus and the mask applied."""
+        mask = feats["order_mask"] if agent == ORDERER else feats["place_mask"]
         logits = None
         if self.deterministic:   # arg max: the same bits on every CPU (dual_agent.paper.portable)
             logits = portable_logits(self.model, agent, feats, mask)
         if logits is None:
             with torch.inference_mode():   # the modules' operations without their call overhead
                 logits = actor_logits(self.model, agent, feats)
-        return self.choose_from_logits(agent, logits, mask), True
+        return self.choose_from_logits(agent, logits, mask)
 
     def network_decides(self, agent: int, feats: dict) -> bool:
         """Whether the learned network takes this decision: not a teacher's, not a heuristic half's,
