@@ -116,9 +116,9 @@ def gather_episodes(results: Sequence[tuple[_Episode, dict, dict]], K: int) -> t
     return (_assemble(nonempty, K) if nonempty else None), [p for _, p, _ in results], counts
 
 
-def dagger_rollout(policies: Sequence[DualAgentPolicy], envs: Sequence[Any], teachers: Sequence[HindsightTeacher],
+def dagger_rollout(policy: DualAgentPolicy, env: Any, teachers: Sequence[HindsightTeacher],
                    specs: Sequence[EpisodeSpec], beta: float, mix_seed: int) -> tuple["Rollout | None", list[dict], dict]:
-    """Play ``specs[i]`` in ``envs[i]`` (student ``policies[i]``, labeller ``teachers[i]``), mixing
+    """Play ``specs[i]`` with the student ``policy`` in ``env``, labelled by ``teachers[i]``, mixing
     with probability ``beta``, one episode after another in this process (:func:`dagger_episode`;
     :class:`DaggerWorkers` plays them in worker processes, with the same result).
 
@@ -127,10 +127,10 @@ def dagger_rollout(policies: Sequence[DualAgentPolicy], envs: Sequence[Any], tea
     ``labelled``, ``student`` (labelled decisions the student took), ``agree`` (of those, the
     ones where its greedy choice was the label), ``illegal`` (labels the student's mask forbids, left out)).
     """
-    if not (len(policies) == len(envs) == len(teachers) == len(specs)) or not specs:
-        raise ValueError("dagger_rollout needs as many policies, envs, teachers and specs, at least one")
-    results = [dagger_episode(p, e, t, spec, beta, mix_seed) for p, e, t, spec in zip(policies, envs, teachers, specs)]
-    return gather_episodes(results, envs[0].unwrapped.builder.K)
+    if len(teachers) != len(specs) or not specs:
+        raise ValueError("dagger_rollout needs one teacher per spec, at least one")
+    results = [dagger_episode(policy, env, teacher, spec, beta, mix_seed) for teacher, spec in zip(teachers, specs)]
+    return gather_episodes(results, env.unwrapped.builder.K)
 
 
 class DaggerWorkers:

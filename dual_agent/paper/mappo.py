@@ -212,21 +212,18 @@ class MAPPOTrainer:
 
         cfg, i = self.train_cfg, self.iteration
         teachers = self.teachers()
-        in_process = cfg.dagger_workers == 1
-        if getattr(self, "_dagger_envs", None) is None:
+        if getattr(self, "_dagger_env", None) is None:   # the episodes play one after another: one env
             kw = {**cfg.env_kwargs, **required_env(self.agent_cfg)}
-            self._dagger_envs = [make_env(cfg.scenario, cfg.split, kw, cfg.jobs_per_episode)
-                                 for _ in range(cfg.dagger_episodes if in_process else 1)]
-            self._aggregate = Aggregate(cfg.dagger_max_samples, self._dagger_envs[0].unwrapped.builder.R)
+            self._dagger_env = make_env(cfg.scenario, cfg.split, kw, cfg.jobs_per_episode)
+            self._aggregate = Aggregate(cfg.dagger_max_samples, self._dagger_env.unwrapped.builder.R)
         picks = [teachers[(i * cfg.dagger_episodes + e) % len(teachers)] for e in range(cfg.dagger_episodes)]
         specs = [EpisodeSpec(w.seed, episode_seed(cfg.seed, i, e, 1), e) for e, w in enumerate(picks)]
         beta, mix_seed = dagger_beta(i, cfg.dagger_decay), episode_seed(cfg.seed, i, 0, 2)
-        if in_process:
-            model = self.policy().model
-            policies = [DualAgentPolicy(model, self.agent_cfg, self.spaces, scenario=cfg.scenario, deterministic=True)
-                        for _ in picks]
+        if cfg.dagger_workers == 1:
+            student = DualAgentPolicy(self.policy().model, self.agent_cfg, self.spaces, scenario=cfg.scenario,
+                                      deterministic=True)
             labellers = [HindsightTeacher(w.schedule, cfg.scenario) for w in picks]
-            data, played, counts = dagger_rollout(policies, self._dagger_envs, labellers, specs, beta, mix_seed)
+            data, played, counts = dagger_rollout(student, self._dagger_env, labellers, specs, beta, mix_seed)
         else:   # worker processes: each episode is a task, the results in episode order (the same rollout)
             if getattr(self, "_dagger_pool", None) is None:
                 self._dagger_pool = DaggerWorkers(cfg.dagger_workers, cfg.scenario, cfg.split, cfg.env_kwargs,
