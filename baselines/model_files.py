@@ -117,17 +117,26 @@ def open_model_zip(path: "str | Path") -> ModelZip:
     try:
         with zipfile.ZipFile(path) as archive:
             infos = archive.infolist()
+            first = min((i.header_offset for i in infos), default=0)
+            if first > 0:
+                # zipfile found the directory of a zip stored inside this file (SB3 stores each
+                # .pth entry as a zip of its own): the file's own directory, at its end, is missing.
+                raise ModelFileError(f"{path}: truncated: its zip directory is missing (the one found is that of a "
+                                     f"zip stored inside it, from byte {first:,}); save or copy the model again")
             _check_directory(path, infos)
             names = [i.filename for i in infos]
             if "data" in names:
                 data = _parse_data(path, read_entry(archive, "data", path))
                 algorithm, obs_size, n_actions = _data_summary(path, data)
                 return ModelZip(path, "sb3", data, algorithm, obs_size, n_actions)
-            if any(n.endswith("constants.pkl") or n.endswith("/data.pkl") for n in names):
+            # TorchScript writes its program (code/) and constants.pkl; a plain torch.save file has neither.
+            if any(n.endswith("constants.pkl") for n in names) and any("/code/" in n for n in names):
                 return ModelZip(path, "torch")
     except zipfile.BadZipFile as exc:
-        raise ModelFileError(f"{path}: not a Stable-Baselines3 model or TorchScript file ({exc})") from None
-    raise ModelFileError(f"{path}: neither a Stable-Baselines3 model (no 'data' entry) nor a TorchScript module")
+        raise ModelFileError(f"{path}: not a complete zip file ({exc}): truncated, or neither a Stable-Baselines3 "
+                             "model nor a TorchScript module") from None
+    raise ModelFileError(f"{path}: neither a Stable-Baselines3 model (no 'data' entry) nor a TorchScript module "
+                         "(no program)")
 
 
 def _parse_data(path: Path, raw: bytes) -> dict:
@@ -294,24 +303,83 @@ def _check_network_size(path: Path, net_arch: Any, n_inputs: int, n_actions: int
 def load_weights(path: Path, entry: str, raw: bytes) -> dict:
     """A state dict from ``raw`` with ``torch.load(weights_only=True)``: tensors and plain values
     only; a file carrying other pickled objects is refused (it would run code)."""
-    import pickle
-
     import torch
 
     try:
         state = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as exc:
-        if "Unsupported global" in str(exc):
+    except Exception as exc:  # noqa: BLE001 - torch raises many kinds for truncated or foreign bytes
+        if carries_objects(exc, raw):
             raise ModelFileError(f"{path}: zip entry {entry!r} carries pickled Python objects beyond tensors "
                                  "(loading them would run code from the file); it is never unpickled") from None
         raise ModelFileError(f"{path}: zip entry {entry!r} is not a torch state dict (truncated or foreign: "
-                             f"{str(exc).splitlines()[0][:120]})") from None
-    except Exception as exc:  # noqa: BLE001 - torch raises many kinds for truncated or foreign bytes
-        raise ModelFileError(f"{path}: zip entry {entry!r} is not a torch state dict "
-                             f"({type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''})") from None
+                             f"{torch_error(exc)})") from None
     if not isinstance(state, dict):
         raise ModelFileError(f"{path}: zip entry {entry!r} is a {type(state).__name__}, not a state dict")
     return state
+
+
+#: Longest quotation of a library's error in a message (cut at a word, with an ellipsis).
+QUOTE_CHARS = 160
+#: Boilerplate lines of torch's weights-only error, around the line that says what failed.
+_TORCH_BOILERPLATE = re.compile(r"^(Weights only load failed|\(\d\)|In PyTorch|Please file an issue|Check the "
+                                r"documentation|Re-running)", re.IGNORECASE)
+#: Pickle opcodes that import or call something: a stream with any of them holds more than plain values.
+_CODE_OPCODES = frozenset({"GLOBAL", "STACK_GLOBAL", "INST", "OBJ", "NEWOBJ", "NEWOBJ_EX", "REDUCE"})
+#: How much of a refused pickle stream is scanned for those opcodes.
+_SCAN_BYTES = 16 * 2**20
+
+
+def shorten(text: str, limit: int = QUOTE_CHARS) -> str:
+    """``text`` on one line, at most ``limit`` characters, cut after a whole word with ``...``."""
+    text = " ".join(str(text).split())
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 3]
+    if " " in cut and not text[limit - 3].isspace():
+        cut = cut[:cut.rindex(" ")]
+    return cut.rstrip(" ,;:") + "..."
+
+
+def torch_error(exc: BaseException) -> str:
+    """The decisive part of an error of ``torch.load`` (its type and the line that says what
+    failed, without torch's advice to load with ``weights_only=False``), shortened by words."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    decisive = [line for line in lines if not _TORCH_BOILERPLATE.match(line)]
+    line = (decisive or lines or [""])[0]
+    line = re.sub(r"^WeightsUnpickler error:\s*", "", line)
+    # torch follows the decisive sentence with advice ("Please use ...", "This is an internal miniz error ...")
+    line = re.split(r"(?<=[a-z0-9)>'\"])\. (?=[A-Z])", line)[0]
+    return shorten(f"{type(exc).__name__}: {line}" if line else type(exc).__name__)
+
+
+def carries_objects(exc: BaseException, raw: "bytes | Path | None" = None) -> bool:
+    """Whether ``torch.load(weights_only=True)`` refused a pickle that imports or calls something
+    (a Python object beyond tensors and plain values: loading it fully would run code), told by
+    torch's message (any case: torch has written "Unsupported global" and "unsupported GLOBAL")
+    or, for a raw pickle torch cannot parse, by its opcodes (``raw``: the bytes or the file), read
+    without executing anything."""
+    text = str(exc)
+    if re.search(r"\bglobal\b|Can only (create new object|build)", text, re.IGNORECASE):
+        return True
+    if raw is None or not re.search(r"Unsupported operand", text, re.IGNORECASE):
+        return False
+    import pickletools
+
+    if isinstance(raw, Path):
+        try:
+            with open(raw, "rb") as fh:
+                raw = fh.read(_SCAN_BYTES)
+        except OSError:
+            return False
+
+    try:
+        for op, _, _ in pickletools.genops(raw[:_SCAN_BYTES]):
+            if op.name in _CODE_OPCODES:
+                return True
+    except Exception:  # noqa: BLE001 - a truncated or foreign stream: what was read decides
+        pass
+    return False
 
 
 def check_finite(path: Path, state: dict) -> None:
@@ -327,5 +395,6 @@ def check_finite(path: Path, state: dict) -> None:
 
 
 __all__ = ["MAX_DATA_BYTES", "MAX_ENTRIES", "MAX_ENTRY_BYTES", "MAX_RATIO", "MAX_TOTAL_BYTES", "ModelFileError",
-           "ModelZip", "NeedsCode", "SAFE_SB3_POLICIES", "check_finite", "load_weights", "open_model_zip",
-           "policy_kwargs", "read_entry", "rebuild_sb3_policy", "safe_algorithms"]
+           "ModelZip", "NeedsCode", "SAFE_SB3_POLICIES", "carries_objects", "check_finite", "load_weights",
+           "open_model_zip", "policy_kwargs", "read_entry", "rebuild_sb3_policy", "safe_algorithms", "shorten",
+           "torch_error"]

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
 from baselines.model_files import (SAFE_SB3_POLICIES, ModelFileError, ModelZip, NeedsCode, check_finite,
-                                   open_model_zip, rebuild_sb3_policy, safe_algorithms)
+                                   open_model_zip, rebuild_sb3_policy, safe_algorithms, torch_error)
 from baselines.model_trust import TRUST_RISK, UntrustedModelError, model_trusted, trusted_models
 from cluster_env.extras import RL_HINT, MissingExtraError
 
@@ -333,8 +333,7 @@ def _load_torchscript(path: Path, trust_model: Optional[bool]) -> Any:
             warnings.simplefilter("ignore", DeprecationWarning)
             module = torch.jit.load(str(path), map_location="cpu").eval()
     except Exception as exc:  # noqa: BLE001 - torch raises many kinds for a foreign or broken file
-        raise ModelFileError(f"{path}: not a loadable TorchScript module ({type(exc).__name__}: "
-                             f"{str(exc).splitlines()[0][:160] if str(exc) else ''})") from None
+        raise ModelFileError(f"{path}: not a loadable TorchScript module ({torch_error(exc)})") from None
     check_finite(path, dict(module.state_dict()))
     return module
 
@@ -350,8 +349,7 @@ def _load_sb3(path: Path, algorithm: str) -> Any:
             try:
                 return cls.load(str(path), device="cpu")
             except Exception as exc:  # noqa: BLE001 - SB3 raises many kinds for a file of another class
-                raise ModelFileError(f"{path}: {algorithm}.load failed ({type(exc).__name__}: "
-                                     f"{str(exc).splitlines()[0][:160] if str(exc) else ''})") from None
+                raise ModelFileError(f"{path}: {algorithm}.load failed ({torch_error(exc)})") from None
     raise ModelFileError(f"{path}: unknown algorithm {algorithm!r} (a class of stable_baselines3 or sb3_contrib, "
                          "e.g. PPO or MaskablePPO)")
 

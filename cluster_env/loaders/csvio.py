@@ -14,7 +14,8 @@ What the reader accepts:
 * comma-separated values only: a header that has no comma but contains ``;`` or a tab is refused
   with a message that says so;
 * header names matched case-insensitively after stripping spaces; cell values are stripped of
-  surrounding spaces.
+  surrounding spaces; a name that appears twice, and two accepted names of one field (say
+  ``job_class`` and ``class``) unless the column mapping chooses one, are refused.
 
 Documented limits on numbers (anything beyond is "absurd" and refused, since it is almost always
 a unit mistake or a corrupt file):
@@ -353,8 +354,9 @@ def read_csv(path: PathLike, *, required: Mapping[str, Sequence[str]],
         display: how the file is named in error messages (default: the path).
 
     Raises:
-        DataError: empty file, header only, wrong delimiter, missing or duplicated column, a row
-            with the wrong number of fields, a malformed line.
+        DataError: empty file, header only, wrong delimiter, missing or duplicated column, two
+            aliases of one field not chosen between by ``columns``, a row with the wrong number of
+            fields, a malformed line.
     """
     display = str(path) if display is None else display
     optional = dict(optional or {})
@@ -427,8 +429,16 @@ def read_csv(path: PathLike, *, required: Mapping[str, Sequence[str]],
             j = seen[want]
             table.mapped.add(canonical)
         else:
-            j = next((seen[normalize_header(a)] for a in aliases
-                      if normalize_header(a) in seen), None)
+            present = list(dict.fromkeys(seen[normalize_header(a)] for a in aliases
+                                         if normalize_header(a) in seen))
+            if len(present) > 1:    # reading one and dropping the other would lose data unseen
+                a, b = (header[k] for k in sorted(present)[:2])
+                flag = f" (cluster-bench: --{columns_arg.replace('_', '-')} {canonical}={b})" \
+                    if columns_arg.endswith("_columns") else ""
+                raise DataError(f"columns {a!r} and {b!r} are both names of field {canonical!r}: keep one, or "
+                                f"choose one with {columns_arg}={{{canonical!r}: {b!r}}}{flag}", file=display,
+                                row=0, field=b)
+            j = present[0] if present else None
             if j is None:
                 if is_required:
                     missing.append((canonical, aliases))

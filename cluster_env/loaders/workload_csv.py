@@ -30,8 +30,8 @@ Rules (each one applied is counted in ``Workload.report``; nothing is dropped si
   work; a positive duration under :data:`~cluster_env.loaders.csvio.MIN_DURATION` (1 ms) is an
   error (the simulator could not resolve its completion time); more than 10 years is refused.
 * ``num_gpus``: a whole number >= 1 (at most 100,000). A fraction in (0, 1) (a GPU-sharing
-  request) is rounded up to one whole GPU and counted in a note; 0 GPUs (a CPU-only job) and a
-  fractional count above 1 are errors for a user trace.
+  request) is rounded up to one whole GPU and counted in a note; 0 GPUs (a CPU-only job), a
+  negative count and a fractional count above 1 are errors for a user trace.
 * ``job_id``: any non-empty text, unique (a duplicate is an error naming both rows); default
   ``job-<row>``.
 * ``job_type``: a name of :data:`cluster_env.world.throughputs.JOB_TYPES` (case-insensitive) or
@@ -47,8 +47,8 @@ Rules (each one applied is counted in ``Workload.report``; nothing is dropped si
 * ``job_class``: ``high-priority`` (or ``hp``) or ``best-effort`` (or ``be``, ``spot``),
   case-insensitive; an empty cell is best-effort; other values are errors
   (:mod:`cluster_env.core.objectives`).
-* ``deadline``: seconds *after the job's submit time* by which it should finish (> 0); an empty
-  cell means no deadline. Both fields are service objectives (docs/objectives.md).
+* ``deadline``: seconds *after the job's submit time* by which it should finish, > 0 (zero and
+  negative values are errors with one message); an empty cell means no deadline. Both fields are service objectives (docs/objectives.md).
 * ``Workload.source_row`` holds the 1-based data row of each kept job.
 """
 from __future__ import annotations
@@ -158,12 +158,14 @@ def check_unique_ids(table: CsvTable, ids: Sequence[str], canonical: str) -> Non
 def gpu_counts(table: CsvTable, canonical: str, report: LoadReport, *,
                zero_is_error: bool = True) -> np.ndarray:
     """Whole GPU counts; fractions in (0, 1) become 1 (counted in a note)."""
-    g = table.floats(canonical, max_value=MAX_GPUS, what="GPU count")
-    if zero_is_error:
-        bad = np.flatnonzero(g == 0)
+    g = table.floats(canonical, max_value=MAX_GPUS, what="GPU count", allow_negative=zero_is_error)
+    if zero_is_error:     # negative and zero counts get one message, which says what is accepted
+        bad = np.flatnonzero(g <= 0)
         if bad.size:
-            raise table.error("0 GPUs: a job of a user trace needs at least one GPU (CPU-only "
-                              "jobs are not simulated)", int(bad[0]), canonical)
+            i = int(bad[0])
+            raise table.error(f"GPU count {table.strings(canonical)[i]!r}: a job of a user trace needs at least "
+                              f"one GPU (0 GPUs: CPU-only jobs are not simulated; a fraction in (0, 1) is "
+                              f"rounded up to 1)", i, canonical)
     frac = (g > 0) & (g < 1)
     n_frac = int(frac.sum())
     g = np.where(frac, 1.0, g)
@@ -321,12 +323,14 @@ def parse_job_classes(table: CsvTable) -> np.ndarray:
 
 def parse_deadlines(table: CsvTable) -> np.ndarray:
     """The ``deadline`` column: seconds after submit (> 0), NaN for an empty cell (no deadline)."""
-    deadline = table.floats("deadline", max_value=MAX_SECONDS, what="deadline", allow_empty=True)
+    # Negative and zero deadlines get one message, which says what is accepted.
+    deadline = table.floats("deadline", max_value=MAX_SECONDS, what="deadline", allow_empty=True,
+                            allow_negative=True)
     bad = np.flatnonzero(deadline <= 0)
     if bad.size:
         i = int(bad[0])
-        raise table.error(f"deadline {float(deadline[i]):g} s must be > 0 seconds after submit "
-                          f"(empty: no deadline)", i, "deadline")
+        raise table.error(f"deadline {table.strings('deadline')[i]!r}: a deadline is a number of seconds after "
+                          f"submit greater than 0 (empty: no deadline)", i, "deadline")
     return deadline
 
 

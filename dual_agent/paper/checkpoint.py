@@ -13,7 +13,6 @@ can never run code):
 from __future__ import annotations
 
 import errno
-import pickle
 import shutil
 from pathlib import Path
 from typing import Optional
@@ -22,6 +21,7 @@ import dual_agent._torch  # noqa: F401  (without torch: an ImportError that name
 import torch
 
 from baselines.harness.files import atomic_write
+from baselines.model_files import carries_objects, torch_error
 from dual_agent.shared import PRETRAINED_DIR, pretrained_scenarios
 from dual_agent.paper.config import DualAgentConfig
 
@@ -66,17 +66,14 @@ def load_checkpoint(path: "str | Path", scenario: Optional[str] = None) -> dict:
         raise CheckpointError(f"{path}: no such checkpoint file")
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as exc:
-        if "Unsupported global" not in str(exc):
-            raise CheckpointError(f"{path}: not a readable dual-agent checkpoint (truncated or foreign file: "
-                                  f"{str(exc).splitlines()[0][:120]})") from None
-        # torch's own message suggests weights_only=False; a checkpoint never needs it.
-        raise CheckpointError(f"{path}: carries pickled Python objects beyond tensors and plain values (loading "
-                              f"them would run code from the file); a dual-agent checkpoint holds none, so it is "
-                              f"refused, --trust-model or not") from None
-    except Exception as exc:  # torch raises many kinds for truncated or foreign files
+    except Exception as exc:  # noqa: BLE001 - torch raises many kinds for truncated or foreign files
+        if carries_objects(exc, path):
+            # torch's own message suggests weights_only=False; a checkpoint never needs it.
+            raise CheckpointError(f"{path}: carries pickled Python objects beyond tensors and plain values "
+                                  f"(loading them would run code from the file); a dual-agent checkpoint holds "
+                                  f"none, so it is refused, --trust-model or not") from None
         raise CheckpointError(f"{path}: not a readable dual-agent checkpoint (truncated or foreign file: "
-                              f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+                              f"{torch_error(exc)})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise CheckpointError(f"{path}: not a dual-agent checkpoint (format tag {FORMAT!r} missing)")
     if data.get("version") != VERSION:
