@@ -299,3 +299,70 @@ def test_missing_columns_are_all_listed_with_the_argument_that_maps_them(tmp_pat
     for field in ("submit_time", "num_gpus"):
         assert repr(field) in msg.split("; columns found")[0]
     assert "workload_columns={'submit_time': 'your header', 'num_gpus': 'your header'}" in msg
+
+
+# --------------------------------------------------------------------------- two names of one field
+def _alias_cases():
+    from cluster_env.loaders import cluster_csv, workload_csv
+
+    for loader, module in (("workload", workload_csv), ("cluster", cluster_csv)):
+        fields = {**module.REQUIRED_FIELDS, **module.OPTIONAL_FIELDS}
+        for canonical, aliases in fields.items():
+            for other in aliases[1:]:
+                yield loader, canonical, aliases[0], other
+
+
+ALIAS_CASES = list(_alias_cases())
+
+
+@pytest.mark.parametrize("loader, canonical, first, second", ALIAS_CASES,
+                         ids=[f"{c[0]}-{c[2]}-{c[3]}" for c in ALIAS_CASES])
+def test_two_names_of_one_field_are_refused_naming_both_columns(tmp_path, loader, canonical, first, second):
+    from cluster_env.loaders import cluster_csv, workload_csv
+
+    module = workload_csv if loader == "workload" else cluster_csv
+    # the required fields by their first names, plus both names of the field under test
+    header = [aliases[0] for name, aliases in module.REQUIRED_FIELDS.items() if name != canonical]
+    header += [first, second]
+    p = write(tmp_path, "two.csv", ",".join(header) + "\n" + ",".join("1" for _ in header) + "\n")
+    load = load_workload_csv if loader == "workload" else load_cluster_csv
+    with pytest.raises(DataError) as err:
+        load(p)
+    msg = check(err, p, 0, second)
+    assert f"columns {first!r} and {second!r} are both names of field {canonical!r}" in msg
+    assert f"{loader}_columns={{{canonical!r}: {second!r}}}" in msg and "\n" not in msg
+
+
+def test_a_column_mapping_chooses_between_two_names_of_one_field(tmp_path, capsys):
+    from baselines.cli import main
+
+    p = write(tmp_path, "classes.csv", "submit,duration,gpus,job_class,class\n0,10,1,hp,be\n5,10,1,be,hp\n")
+    assert load_workload_csv(p, columns={"job_class": "class"}).job_class.tolist() == [0, 1]
+    assert load_workload_csv(p, columns={"job_class": "job_class"}).job_class.tolist() == [1, 0]
+    # On the command line: one line naming the file and both columns, exit 2, no traceback.
+    assert main(["run", "--scenario", "toy-v0", "--workload-csv", str(p), "--reference-gpu", "V100",
+                 "--policies", "fifo", "--seeds", "0", "--backend", "serial", "--no-plots", "--quiet",
+                 "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and err[1].startswith("hint: ") and "Traceback" not in "".join(err), err
+    assert f"file {p}" in err[0] and "columns 'job_class' and 'class'" in err[0]
+    assert "--workload-columns job_class=class" in err[0]
+
+
+# --------------------------------------------------------------------------- what is accepted, said once
+@pytest.mark.parametrize("header, field, cells, accepted", [
+    ("job_id,submit_time,duration,num_gpus,deadline\n", "deadline", ("-5", "0", "-0.0"),
+     "a deadline is a number of seconds after submit greater than 0 (empty: no deadline)"),
+    (HEADER, "num_gpus", ("-1", "0"), "a job of a user trace needs at least one GPU"),
+], ids=["deadline", "num_gpus"])
+def test_zero_and_negative_objective_values_get_one_message_saying_what_is_accepted(tmp_path, header, field,
+                                                                                    cells, accepted):
+    messages = []
+    for cell in cells:
+        row = "a,0,5,1," + cell if field == "deadline" else "a,0,5," + cell
+        p, err = load_bad(tmp_path, "b,0,5,1" + (",10" if field == "deadline" else "") + "\n" + row + "\n",
+                          header=header)
+        msg = check(err, p, 2, field)
+        assert accepted in msg and f"{cell!r}" in msg
+        messages.append(msg.replace(repr(cell), "VALUE"))
+    assert len(set(messages)) == 1, messages       # the same words for a negative value and for zero
