@@ -112,6 +112,7 @@ HEAVY = frozenset({
     "test_model_trust.py::test_a_payload_the_policy_needs_runs_only_with_the_trust_flag",
     "test_model_trust.py::test_a_saved_agent_loads_without_trust_and_scores_as_sb3s_own_load",
     "test_model_trust.py::test_a_torchscript_module_needs_the_trust_flag_also_in_worker_processes",
+    "test_model_trust.py::test_the_environment_variable_trusts_with_the_flags_warning_once",
     "test_no_stall.py::test_lowest_allowed_action_with_preemption_ends",
     "test_npy_loops.py::test_disabled_by_environment_variable",
     "test_observation_ext.py::test_tenant_statistics_read_only_jobs_finished_before_now",

@@ -424,3 +424,154 @@ def test_the_bounds_are_documented_in_the_guarantees():
                    f"`PPO`, `A2C` or `MaskablePPO`", "--trust-model", "trust_model=True", "weights_only"):
         assert phrase in guarantees, phrase
     assert set(model_files.SAFE_SB3_POLICIES) == {"PPO", "A2C", "MaskablePPO"} and ES_WORKERS == MAX_WORKERS
+
+
+# ----------------------------------------------------------------------------- trust from the environment
+ANNOUNCED = "CLUSTER_BENCH_TRUST_MODEL_ANNOUNCED"     # set once the trust's warning was printed
+def _warnings(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("warning:") and "trusted" in line]
+
+
+@pytest.fixture
+def quiet_trust(monkeypatch):
+    """No trust and no announced warning in the environment; both restored after the test."""
+    monkeypatch.delenv(TRUST_ENV, raising=False)
+    monkeypatch.setenv(ANNOUNCED, "")     # restored (removed) after the test, whatever the code sets
+    return monkeypatch
+
+
+def test_the_environment_variable_trusts_with_the_flags_warning_once(torch, tmp_path, capfd, quiet_trust):
+    view = _flat_view()
+    path = baselines.save_agent(torch_actor(torch, view.layout.size, view.action_space.n), tmp_path / "actor.zip",
+                                view, label="actor")
+    seen = {}
+    for way in ("flag", "environment"):
+        if way == "environment":
+            quiet_trust.setenv(TRUST_ENV, "1")
+        out = tmp_path / way
+        trust = ["--trust-model"] if way == "flag" else []
+        assert main(["run", *trust, "--policies", f"fifo,{path}", "--out", str(out), *RUN]) == 0
+        lines = _warnings(capfd.readouterr().err)
+        assert len(lines) == 1, lines                       # once, on stderr
+        seen[way] = lines[0]
+        records = json.loads((out / "results.json").read_text())["episodes"]
+        assert [r["jobs_finished"] for r in records if r["policy"] == "actor(actor)"] == [JOBS, JOBS]
+    assert seen["flag"].startswith("warning: --trust-model: ") and "run code" in seen["flag"]
+    assert seen["environment"].startswith(f"warning: {TRUST_ENV}=1 (environment): ")
+    # the same warning, naming which way trusted
+    assert seen["flag"].split(": ", 2)[2] == seen["environment"].split(": ", 2)[2]
+
+
+def test_the_environment_variable_warns_once_in_python_too(torch, tmp_path, capfd, quiet_trust):
+    view = _flat_view()
+    path = baselines.save_agent(torch_actor(torch, view.layout.size, view.action_space.n), tmp_path / "actor.zip",
+                                view, label="actor")
+    with pytest.raises(UntrustedModelError):
+        baselines.load_agent(path)
+    assert _warnings(capfd.readouterr().err) == []
+    quiet_trust.setenv(TRUST_ENV, "1")
+    for _ in range(2):
+        assert baselines.load_agent(path).name == "actor(actor)"
+    lines = _warnings(capfd.readouterr().err)
+    assert len(lines) == 1 and lines[0].startswith(f"warning: {TRUST_ENV}=1 (environment): "), lines
+    # Trust given in code (trusted_models) is not announced again.
+    quiet_trust.setenv(ANNOUNCED, "")
+    quiet_trust.delenv(TRUST_ENV)
+    with trusted_models():
+        baselines.load_agent(path)
+    assert _warnings(capfd.readouterr().err) == []
+
+
+# ----------------------------------------------------------------------------- messages about model files
+class OpenPayload:
+    """Pickles to ``os.open(marker, O_CREAT)``: creates the marker if it ever runs (torch blocks
+    ``os``/``posix`` outright and says "unsupported GLOBAL posix.open ... is blocked")."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (os.open, (self.marker, os.O_CREAT | os.O_WRONLY))
+
+
+def _payload_files(torch, folder: Path, marker: Path) -> dict:
+    """The payload as torch.save writes it and as a plain pickle (protocol 4, which torch cannot parse)."""
+    import io
+
+    buffer = io.BytesIO()
+    torch.save({"format": "cluster-env/dual-agent", "version": 1, "x": OpenPayload(marker)}, buffer)
+    return {"torch.save": buffer.getvalue(), "pickle": pickle.dumps({"x": OpenPayload(marker)}, protocol=4)}
+
+
+def test_a_pickle_payload_in_a_pt_file_is_named_whatever_torchs_wording(torch, tmp_path, capsys):
+    pytest.importorskip("dual_agent")
+    marker = tmp_path / "ran"
+    for how, raw in _payload_files(torch, tmp_path, marker).items():
+        path = tmp_path / f"evil-{how}.pt"
+        path.write_bytes(raw)
+        for trust in ([], ["--trust-model"]):
+            assert main(["run", *trust, "--policies", f"fifo,{path}", "--out", str(tmp_path / "out"), *RUN]) == 2
+            err = capsys.readouterr().err
+            assert f"error: {path}: carries pickled Python objects" in err, err
+            assert "truncated or foreign" not in err and "Traceback" not in err
+    assert not marker.exists()
+
+
+def test_a_pickle_payload_in_policy_pth_is_named_and_never_unpickled(saved, tmp_path, monkeypatch):
+    monkeypatch.delenv(TRUST_ENV, raising=False)
+    marker = tmp_path / "ran"
+    for how, raw in _payload_files(pytest.importorskip("torch"), tmp_path, marker).items():
+        evil = tmp_path / f"evil-{how.replace('.', '-')}.zip"
+        with zipfile.ZipFile(saved) as zin, zipfile.ZipFile(evil, "w") as zout:
+            for info in zin.infolist():
+                zout.writestr(info.filename, raw if info.filename == "policy.pth" else zin.read(info))
+        for trust in (None, True):           # trust never makes a policy.pth unpickle objects
+            with pytest.raises(ModelFileError) as err:
+                baselines.load_agent(evil, scenario=SCENARIO, trust_model=trust)
+            assert f"{evil}: zip entry 'policy.pth' carries pickled Python objects" in str(err.value), err.value
+    assert not marker.exists()
+
+
+def test_a_foreign_error_is_quoted_by_its_decisive_sentence_never_cut_mid_word(saved, tmp_path):
+    with zipfile.ZipFile(saved) as z:
+        pth = z.read("policy.pth")
+    broken = tmp_path / "broken.zip"
+    with zipfile.ZipFile(saved) as zin, zipfile.ZipFile(broken, "w") as zout:
+        for info in zin.infolist():
+            zout.writestr(info.filename, pth[: len(pth) // 2] if info.filename == "policy.pth" else zin.read(info))
+    with pytest.raises(ModelFileError) as err:
+        baselines.load_agent(broken, scenario=SCENARIO)
+    message = str(err.value)
+    # torch's sentence whole, without the advice that follows it ("This is an internal miniz error ...")
+    assert message.endswith("(truncated or foreign: RuntimeError: PytorchStreamReader failed reading zip archive: "
+                            "failed finding central directory)"), message
+
+
+def _truncations(path: Path) -> list[int]:
+    """Lengths that cut an SB3 zip right after each entry (the inner zip of a .pth ends there, so a
+    reader looking for the directory at the end finds the inner one) and at a few fractions."""
+    with zipfile.ZipFile(path) as z:
+        offsets = sorted(i.header_offset for i in z.infolist())
+    size = path.stat().st_size
+    return sorted(set(offsets[1:] + [size * k // 10 for k in range(1, 10)] + [size - 1]))
+
+
+def test_a_truncated_sb3_zip_is_called_truncated_not_a_torchscript_module(saved, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv(TRUST_ENV, raising=False)
+    raw = saved.read_bytes()
+    cut = tmp_path / "cut.zip"
+    for n in _truncations(saved):
+        cut.write_bytes(raw[:n])
+        for trust in (None, True):
+            with pytest.raises(ModelFileError) as err:
+                baselines.load_agent(cut, scenario=SCENARIO, trust_model=trust)
+            message = str(err.value)
+            assert message.startswith(f"{cut}: ") and "truncated" in message, (n, message)
+            assert "TorchScript module (" not in message and "--trust-model" not in message, (n, message)
+    # On the command line, cut where the directory found is policy.pth's: one line, no advice to trust the file.
+    with zipfile.ZipFile(saved) as z:
+        after = min(i.header_offset for i in z.infolist() if i.header_offset > z.getinfo("policy.pth").header_offset)
+    cut.write_bytes(raw[:after])
+    assert main(["run", "--policies", f"fifo,{cut}", "--out", str(tmp_path / "out"), *RUN]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {cut}: truncated" in err and "--trust-model" not in err and "Traceback" not in err, err
