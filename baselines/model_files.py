@@ -224,7 +224,7 @@ def policy_kwargs(data: dict) -> dict:
                 _PLAIN_KWARGS[key] is not bool and isinstance(value, bool)):
             out[key] = value
         else:
-            raise NeedsCode(f"policy_kwargs {key!r} = {str(value)[:80]!r}")
+            raise NeedsCode(f"policy_kwargs {key!r} = {shorten(str(value), 80)!r}")
     return out
 
 
@@ -232,7 +232,7 @@ def _net_arch(value: Any) -> Any:
     def layers(v: Any) -> list:
         if not isinstance(v, list) or len(v) > 64 or not all(
                 isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= 65_536 for x in v):
-            raise NeedsCode(f"policy_kwargs net_arch {str(value)[:80]!r} (lists of at most 64 layer sizes "
+            raise NeedsCode(f"policy_kwargs net_arch {shorten(str(value), 80)!r} (lists of at most 64 layer sizes "
                             "1..65,536 expected)")
         return list(v)
 

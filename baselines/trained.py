@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
 from baselines.model_files import (SAFE_SB3_POLICIES, ModelFileError, ModelZip, NeedsCode, check_finite,
-                                   open_model_zip, rebuild_sb3_policy, safe_algorithms, torch_error)
+                                   open_model_zip, rebuild_sb3_policy, safe_algorithms, shorten, torch_error)
 from baselines.model_trust import TRUST_RISK, UntrustedModelError, model_trusted, trusted_models
 from cluster_env.extras import RL_HINT, MissingExtraError
 
@@ -165,8 +165,8 @@ def check_agent_settings(meta: dict, side: "str | Path") -> None:
         if not isinstance(algorithm, str):
             raise bad("algorithm", f"is {algorithm!r}, not a name")
         if meta["kind"] == "sb3" and not _ALGORITHM.fullmatch(algorithm):
-            raise bad("algorithm", f"is {algorithm[:80]!r}, not the name of a Stable-Baselines3 class (e.g. PPO, "
-                                   "MaskablePPO)")
+            raise bad("algorithm", f"is {shorten(algorithm, 80)!r}, not the name of a Stable-Baselines3 class "
+                                   "(e.g. PPO, MaskablePPO)")
         if meta["kind"] == "torch" and (not algorithm.isprintable() or not 0 < len(algorithm) <= 100):
             raise bad("algorithm", "(the label of a torch module) must be 1 to 100 printable characters")
     scenario = meta.get("scenario")
@@ -174,8 +174,8 @@ def check_agent_settings(meta: dict, side: "str | Path") -> None:
         import cluster_env
 
         if not isinstance(scenario, str) or scenario not in cluster_env.list_scenarios():
-            raise bad("scenario", f"is {str(scenario)[:80]!r}, not a registered scenario (cluster-bench scenarios "
-                                  "lists them)")
+            raise bad("scenario", f"is {shorten(str(scenario), 80)!r}, not a registered scenario "
+                                  "(cluster-bench scenarios lists them)")
     for key in ("obs_size", "n_actions"):
         value = meta[key]
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -190,7 +190,7 @@ def check_agent_settings(meta: dict, side: "str | Path") -> None:
             raise bad(f"env_overrides.{key}", f"is not a setting an agent records (those are: "
                                               f"{', '.join(VIEW_INTERFACE_KEYS)})")
         if not isinstance(value, (bool, int, float, str)):
-            raise bad(f"env_overrides.{key}", f"is {str(value)[:80]!r}, not a number, string or boolean")
+            raise bad(f"env_overrides.{key}", f"is {shorten(str(value), 80)!r}, not a number, string or boolean")
 
 
 def _layout(scenario: str, env_overrides: dict, agent_ids: bool):

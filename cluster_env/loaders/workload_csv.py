@@ -48,7 +48,8 @@ Rules (each one applied is counted in ``Workload.report``; nothing is dropped si
   case-insensitive; an empty cell is best-effort; other values are errors
   (:mod:`cluster_env.core.objectives`).
 * ``deadline``: seconds *after the job's submit time* by which it should finish, > 0 (zero and
-  negative values are errors with one message); an empty cell means no deadline. Both fields are service objectives (docs/objectives.md).
+  negative values are errors with one message); an empty cell means no deadline. Both fields
+  are service objectives (docs/objectives.md).
 * ``Workload.source_row`` holds the 1-based data row of each kept job.
 """
 from __future__ import annotations
