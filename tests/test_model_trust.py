@@ -494,7 +494,7 @@ class OpenPayload:
         return (os.open, (self.marker, os.O_CREAT | os.O_WRONLY))
 
 
-def _payload_files(torch, folder: Path, marker: Path) -> dict:
+def _payload_files(torch, marker: Path) -> dict:
     """The payload as torch.save writes it and as a plain pickle (protocol 4, which torch cannot parse)."""
     import io
 
@@ -506,7 +506,7 @@ def _payload_files(torch, folder: Path, marker: Path) -> dict:
 def test_a_pickle_payload_in_a_pt_file_is_named_whatever_torchs_wording(torch, tmp_path, capsys):
     pytest.importorskip("dual_agent")
     marker = tmp_path / "ran"
-    for how, raw in _payload_files(torch, tmp_path, marker).items():
+    for how, raw in _payload_files(torch, marker).items():
         path = tmp_path / f"evil-{how}.pt"
         path.write_bytes(raw)
         for trust in ([], ["--trust-model"]):
@@ -517,10 +517,10 @@ def test_a_pickle_payload_in_a_pt_file_is_named_whatever_torchs_wording(torch, t
     assert not marker.exists()
 
 
-def test_a_pickle_payload_in_policy_pth_is_named_and_never_unpickled(saved, tmp_path, monkeypatch):
+def test_a_pickle_payload_in_policy_pth_is_named_and_never_unpickled(torch, saved, tmp_path, monkeypatch):
     monkeypatch.delenv(TRUST_ENV, raising=False)
     marker = tmp_path / "ran"
-    for how, raw in _payload_files(pytest.importorskip("torch"), tmp_path, marker).items():
+    for how, raw in _payload_files(torch, marker).items():
         evil = tmp_path / f"evil-{how.replace('.', '-')}.zip"
         with zipfile.ZipFile(saved) as zin, zipfile.ZipFile(evil, "w") as zout:
             for info in zin.infolist():
