@@ -110,6 +110,22 @@ def warm_up() -> bool:
         return False
 
 
+#: Why a workload with tenant quotas plays through the API (:func:`workload_reason`).
+QUOTA_REASON = ("a workload with tenant quotas runs through the API (quota_violation needs the simulator's "
+                "allocation log)")
+
+
+def workload_reason(scenario: Any) -> Optional[str]:
+    """Why the engine cannot play ``scenario``'s windows (a registered name or a
+    :class:`~cluster_env.scenarios.base.Scenario`), None when it can. Deadlines and job classes
+    play compiled (their metrics come from the finish times); tenant quotas do not."""
+    from cluster_env.scenarios.registry import get_scenario
+
+    if isinstance(scenario, str):
+        scenario = get_scenario(scenario)
+    return QUOTA_REASON if scenario.workload().tenant_quota is not None else None
+
+
 _UNSUPPORTED_KEYS = {"reward", "render_mode", "invalid_action"}
 
 
@@ -315,7 +331,8 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
 
     from baselines.harness.episode import EpisodeResult, check_fits, env_label, fallback_columns, world_line
     from baselines.orderers import TIRESIAS_QUEUE_LIMITS
-    from cluster_env.core.metrics import METRIC_KEYS, compute_metrics
+    from cluster_env.core.metrics import METRIC_KEYS, episode_metrics
+    from cluster_env.core.objectives import OBJECTIVE_KEYS
     from cluster_env.core.simulator import ClusterSimulator
     from cluster_env.scenarios.load import offered_load
     from cluster_env.world.throughputs import comm_intensity
@@ -331,9 +348,8 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     # env.reset(seed): the same generator, drawn from in the same order.
     rng, _ = seeding.np_random(seed)
     workload = env.scenario.sample(env.split, rng, env.jobs_per_episode)
-    if workload.has_objectives:
-        raise Unsupported("a workload with service objectives (classes, deadlines, quotas) runs through the API, "
-                          "which computes their metrics (docs/objectives.md)")
+    if workload.tenant_quota is not None:
+        raise Unsupported(QUOTA_REASON)
     load = offered_load(workload, env.cluster.total_gpus, env.scenario.load_measure)
     sim = ClusterSimulator(env.cluster, workload, env.world, rng, preemption=env.sched.preemption,
                            scheduling_tick=env.sched.scheduling_tick, time_limit=env.sched.max_time)
@@ -386,8 +402,8 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     if ic[L.ERROR]:
         raise RuntimeError(f"compiled engine: {_ERRORS.get(int(ic[L.ERROR]), 'error')} "
                            f"({policy}, {getattr(scenario, 'name', scenario)}, seed {seed})")
-    metrics = compute_metrics(
-        sim.submit, jf[L.FIRST_START], jf[L.FINISH], sim.ideal_runtime, workload.tenant,
+    metrics = episode_metrics(
+        workload, sim.submit, jf[L.FIRST_START], jf[L.FINISH], sim.ideal_runtime,
         total_gpus=sim.total_gpus, busy_gpu_seconds=float(sc[L.BUSY]), total_fee=float(sc[L.FEE]),
         energy_joules=float(sc[L.ENERGY]), preemptions=int(ic[L.PREEMPTIONS]), end_time=float(sc[L.NOW]),
         held=jf[L.HELD])
@@ -398,6 +414,7 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     row: dict[str, Any] = {"policy": name_override or composed.name, "scenario": name, "split": split,
                            "seed": int(seed), "env": env_label(env_kwargs), "window": workload.digest()}
     row.update({k: metrics[k] for k in METRIC_KEYS})
+    row.update({k: metrics[k] for k in OBJECTIVE_KEYS if k in metrics})   # a workload with objectives
     row.update({"truncated": bool(ic[L.TRUNCATED]),
                 "jobs_unfinished": int(sim.num_jobs) - int(metrics["jobs_finished"]),
                 "offered_load": float(load), "pending_window": int(env.sched.pending_window),
@@ -418,5 +435,5 @@ def _job_outcomes(sim, jf: np.ndarray, ji: np.ndarray, moves: int):
                                   jf[L.NOMINAL], moves)
 
 
-__all__ = ["ENGINE_ENV_VAR", "Unsupported", "available", "check_request", "engine_mode", "policy_codes",
-           "run_compiled_episode", "run_weighted_las_episode", "warm_up"]
+__all__ = ["ENGINE_ENV_VAR", "QUOTA_REASON", "Unsupported", "available", "check_request", "engine_mode", "policy_codes",
+           "run_compiled_episode", "run_weighted_las_episode", "warm_up", "workload_reason"]
