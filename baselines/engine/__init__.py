@@ -38,6 +38,7 @@ from typing import Any, Optional
 import numpy as np
 
 from baselines.learned_key import PLACER_FEATURES, PRIORITY_FEATURES, TENANT_FEATURES  # noqa: F401 (re-exported)
+from baselines.engine import codes as C
 from cluster_env.core.engine import layout as L
 
 #: Environment variable choosing the engine: ``auto`` (default), ``api`` or ``compiled``.
@@ -70,12 +71,12 @@ def policy_codes(name: Any) -> Optional[tuple[int, int]]:
     orderer, placer = parts
     # las-q<minutes> is LAS's rule; its quantum goes into the parameters (_build_state); a
     # las-migrate<x>'s threshold into the migration array (_run_codes).
-    code = L.O_LAS if las_quantum_minutes(orderer) is not None else L.ORDERER_CODES.get(orderer)
+    code = C.O_LAS if las_quantum_minutes(orderer) is not None else C.ORDERER_CODES.get(orderer)
     if las_migrate_threshold(orderer) is not None:
-        code = L.O_MIGRATE
-    if code is None or placer not in L.PLACER_CODES:
+        code = C.O_MIGRATE
+    if code is None or placer not in C.PLACER_CODES:
         return None
-    return code, L.PLACER_CODES[placer]
+    return code, C.PLACER_CODES[placer]
 
 
 @functools.lru_cache(maxsize=1)
@@ -135,7 +136,7 @@ def check_request(policy: Any, env_kwargs: Optional[dict] = None, record: bool =
     codes = policy_codes(policy)
     if codes is None:
         raise Unsupported(f"policy {policy!r} has no compiled rule (compiled: ORDERER+PLACER with orderers "
-                          f"{sorted(L.ORDERER_CODES)} and placers {sorted(L.PLACER_CODES)})")
+                          f"{sorted(C.ORDERER_CODES)} and placers {sorted(C.PLACER_CODES)})")
     if record:
         raise Unsupported("recorded episodes (timelines, series) run through the API")
     bad = sorted(set(env_kwargs or {}) & _UNSUPPORTED_KEYS)
@@ -242,7 +243,7 @@ def _build_state(env, sim, codes: tuple[int, int], min_quantum: float = 0.0):
     pf[L.ORACLE_TOL], pf[L.ORACLE_SLACK] = 1.0 - oracle.tolerance, oracle.slack
     pf[L.MIN_QUANTUM] = min_quantum
     pi[L.ORDERER], pi[L.PLACER] = codes
-    pi[L.READS_MEASURED] = int(codes[1] in (L.P_FASTEST, L.P_ORACLE))
+    pi[L.READS_MEASURED] = int(codes[1] in (C.P_FASTEST, C.P_ORACLE))
     return state
 
 
@@ -316,7 +317,7 @@ def run_weighted_las_episode(weights: Any, placer: str, scenario: Any, split: st
         from baselines.migrate import MigratingLAS
 
         mig = _migration_array(MigratingLAS(migrate))     # validates the threshold
-    return _run_codes(base, (L.O_WEIGHTED, codes[1]), scenario, split, seed, env_kwargs, allow_env_mismatch, w,
+    return _run_codes(base, (C.O_WEIGHTED, codes[1]), scenario, split, seed, env_kwargs, allow_env_mismatch, w,
                       name or f"weighted-las+{placer}", pw if np.any(pw) else None, mig)
 
 
@@ -354,9 +355,9 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     sim = ClusterSimulator(env.cluster, workload, env.world, rng, preemption=env.sched.preemption,
                            scheduling_tick=env.sched.scheduling_tick, time_limit=env.sched.max_time)
     _exact_features(sim)
-    if codes[0] == L.O_RANDOM and env.builder.R:
+    if codes[0] == C.O_RANDOM and env.builder.R:
         raise Unsupported("the random orderer with preemption runs through the API")
-    if (codes[0] == L.O_ORACLE or codes[1] == L.P_ORACLE) and not env.sched.clairvoyant:
+    if (codes[0] == C.O_ORACLE or codes[1] == C.P_ORACLE) and not env.sched.clairvoyant:
         raise Unsupported("the oracle reads durations: without clairvoyant=True it runs (and fails) "
                           "through the API")
     state = _build_state(env, sim, codes, getattr(composed.orderer, "min_quantum", 0.0))
