@@ -190,6 +190,9 @@ def compiled():
     if _KERNEL["fn"] is None:
         import numba
 
+        # numba compiles a call only to a global that is a dispatcher, and numba is imported lazily
+        # (the numpy backend never imports it): the kernel's code is rebound to globals in which
+        # ``columns_loop`` is the compiled placement loop, so one source serves both backends.
         fn = types.FunctionType(_extended_columns.__code__,
                                 dict(globals(), columns_loop=compiled_loop(True)), "extended_columns")
         fn.__doc__ = _extended_columns.__doc__
