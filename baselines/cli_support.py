@@ -4,7 +4,6 @@ the listing of ``cluster-bench policies``."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -204,10 +203,6 @@ def policy_listing(scenario: Optional[str] = None) -> str:
     lines.append("your own: package.module:attribute (a policy object or a class), resolved from the current folder")
     lines.append("a trained agent: path/to/model.zip (baselines.save_agent, or SB3's own model.save; needs the rl extra)")
     return "\n".join(lines)
-
-
-def limit_threads() -> None:
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def replay(scenario: str, split: str, policy_name: str, seed: int, env_kwargs: dict, gif: Optional[str],

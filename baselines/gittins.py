@@ -19,7 +19,7 @@ afresh). Attained service in the environment is GPUs x seconds executed at the m
 speed, while the distribution is at the reference GPU's nominal speed: the index treats the two
 as one unit (an approximation, as in Tiresias, whose traces give wall time).
 
-The compiled engine (:mod:`baselines.engine`, orderer code ``O_GITTINS``) plays the named
+The compiled engine (:mod:`baselines.engine`, orderer code ``O_GITTINS`` of ``baselines.engine.codes``) plays the named
 ``gittins`` (and ``gittins+PLACER``) with the same records: it receives this distribution's sorted
 samples, prefix sums and mean, and computes :meth:`ServiceDistribution.index` with the same float
 operations.

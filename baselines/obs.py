@@ -45,6 +45,3 @@ def clairvoyant(obs: dict) -> bool:
     """Whether job durations are visible in this environment."""
     return bool(obs["global"][G["clairvoyant"]] > 0.5)
 
-
-def preemption_enabled(obs: dict) -> bool:
-    return bool(obs["global"][G["preemption"]] > 0.5)

@@ -135,7 +135,7 @@ TABLE_SCENARIOS = ("philly-v1", "philly-hetero-v2", "modern-v1")
 def _compiled_plays(scenario) -> bool:
     try:
         engine.run_compiled_episode("fifo", scenario, "test", 0, {"jobs_per_episode": 5})
-    except engine.Unsupported:          # objective scenarios (deadlines, quotas) run through the API only
+    except engine.Unsupported:          # tenant quotas run through the API only
         return False
     return True
 

@@ -1,6 +1,6 @@
 """ES on a service objective (``ESConfig.objective``, ``cluster-bench train-priority --objective``):
-the cost of a record for each objective and its orientation, the API-only path, and a tiny
-training run on ``philly-slo-v1`` that is the same for the same seed."""
+the cost of a record for each objective and its orientation, which engine plays which scenario,
+and a tiny training run on ``philly-slo-v1`` that is the same for the same seed on either engine."""
 from __future__ import annotations
 
 import argparse
@@ -52,9 +52,15 @@ def test_clear_errors_for_a_missing_metric_or_an_unknown_objective():
         episode_objective_cost(RECORD, "p95_jct")
     with pytest.raises(ValueError, match="objective must be one of"):
         ESConfig(objective="p95_jct")
-    with pytest.raises(ValueError, match="API only"):
-        ESConfig(scenario="philly-slo-v1", objective="deadline_attainment", engine="compiled")
-    assert ESConfig(scenario="philly-slo-v1", objective="deadline_attainment").resolved_engine() == "api"
+    with pytest.raises(ValueError, match="cannot play philly-tenants-v1: a workload with tenant quotas"):
+        ESConfig(scenario="philly-tenants-v1", objective="tenant_max_slowdown", engine="compiled")
+    assert ESConfig(scenario="philly-tenants-v1", objective="tenant_max_slowdown").resolved_engine() == "api"
+
+
+def test_a_deadline_objective_trains_in_the_compiled_engine():
+    """Deadlines' metrics come from the finish times: ES plays philly-slo-v1 compiled by default."""
+    assert ESConfig(scenario="philly-slo-v1", objective="deadline_attainment").resolved_engine() == "compiled"
+    ESConfig(scenario="philly-slo-v1", objective="deadline_attainment", engine="compiled")     # accepted
 
 
 def test_an_episode_costs_what_its_record_says():
@@ -81,21 +87,22 @@ def test_cli_passes_the_objective():
         parser.parse_args(["train-priority", "--objective", "p95_jct"])
 
 
-def test_two_iteration_objective_training_is_the_same_for_the_same_seed(tmp_path):
-    def run(out):
+def test_two_iteration_objective_training_is_the_same_for_the_same_seed_on_both_engines(tmp_path):
+    def run(out, engine="auto"):
         config = ESConfig(scenario="philly-slo-v1", objective="deadline_attainment", migrate=1.5, iterations=2,
                           pairs=2, windows=2, jobs_per_episode=100, train_load=4.0, eval_every=1, eval_seeds=1,
                           eval_jobs_per_episode=30, validation="split", workers=1, test_windows=0, seed=3,
-                          out=str(tmp_path / out))
+                          engine=engine, out=str(tmp_path / out))
         return train_priority(config, log=lambda _: None)
 
-    a, b = run("a"), run("b")
-    theta_a, theta_b = a.last.model.flat(), b.last.model.flat()
-    np.testing.assert_array_equal(theta_a, theta_b)
+    a, b, api = run("a"), run("b"), run("api", engine="api")
+    theta_a = a.last.model.flat()
+    np.testing.assert_array_equal(theta_a, b.last.model.flat())
+    np.testing.assert_array_equal(theta_a, api.last.model.flat())      # the same episodes on either path
     assert np.abs(theta_a).sum() > 0           # ES moved the weights
     saved = load_priority_agent(a.run_dir / "last.priority.json")
     assert saved.spec.training["config"]["objective"] == "deadline_attainment"
-    assert saved.spec.training["engine"] == "api"
+    assert saved.spec.training["engine"] == "compiled"
 
 
 def _objective_pairs():

@@ -38,6 +38,7 @@ from typing import Any, Optional
 import numpy as np
 
 from baselines.learned_key import PLACER_FEATURES, PRIORITY_FEATURES, TENANT_FEATURES  # noqa: F401 (re-exported)
+from baselines.engine import codes as C
 from cluster_env.core.engine import layout as L
 
 #: Environment variable choosing the engine: ``auto`` (default), ``api`` or ``compiled``.
@@ -70,12 +71,12 @@ def policy_codes(name: Any) -> Optional[tuple[int, int]]:
     orderer, placer = parts
     # las-q<minutes> is LAS's rule; its quantum goes into the parameters (_build_state); a
     # las-migrate<x>'s threshold into the migration array (_run_codes).
-    code = L.O_LAS if las_quantum_minutes(orderer) is not None else L.ORDERER_CODES.get(orderer)
+    code = C.O_LAS if las_quantum_minutes(orderer) is not None else C.ORDERER_CODES.get(orderer)
     if las_migrate_threshold(orderer) is not None:
-        code = L.O_MIGRATE
-    if code is None or placer not in L.PLACER_CODES:
+        code = C.O_MIGRATE
+    if code is None or placer not in C.PLACER_CODES:
         return None
-    return code, L.PLACER_CODES[placer]
+    return code, C.PLACER_CODES[placer]
 
 
 @functools.lru_cache(maxsize=1)
@@ -110,6 +111,22 @@ def warm_up() -> bool:
         return False
 
 
+#: Why a workload with tenant quotas plays through the API (:func:`workload_reason`).
+QUOTA_REASON = ("a workload with tenant quotas runs through the API (quota_violation needs the simulator's "
+                "allocation log)")
+
+
+def workload_reason(scenario: Any) -> Optional[str]:
+    """Why the engine cannot play ``scenario``'s windows (a registered name or a
+    :class:`~cluster_env.scenarios.base.Scenario`), None when it can. Deadlines and job classes
+    play compiled (their metrics come from the finish times); tenant quotas do not."""
+    from cluster_env.scenarios.registry import get_scenario
+
+    if isinstance(scenario, str):
+        scenario = get_scenario(scenario)
+    return QUOTA_REASON if scenario.workload().tenant_quota is not None else None
+
+
 _UNSUPPORTED_KEYS = {"reward", "render_mode", "invalid_action"}
 
 
@@ -119,7 +136,7 @@ def check_request(policy: Any, env_kwargs: Optional[dict] = None, record: bool =
     codes = policy_codes(policy)
     if codes is None:
         raise Unsupported(f"policy {policy!r} has no compiled rule (compiled: ORDERER+PLACER with orderers "
-                          f"{sorted(L.ORDERER_CODES)} and placers {sorted(L.PLACER_CODES)})")
+                          f"{sorted(C.ORDERER_CODES)} and placers {sorted(C.PLACER_CODES)})")
     if record:
         raise Unsupported("recorded episodes (timelines, series) run through the API")
     bad = sorted(set(env_kwargs or {}) & _UNSUPPORTED_KEYS)
@@ -226,7 +243,7 @@ def _build_state(env, sim, codes: tuple[int, int], min_quantum: float = 0.0):
     pf[L.ORACLE_TOL], pf[L.ORACLE_SLACK] = 1.0 - oracle.tolerance, oracle.slack
     pf[L.MIN_QUANTUM] = min_quantum
     pi[L.ORDERER], pi[L.PLACER] = codes
-    pi[L.READS_MEASURED] = int(codes[1] in (L.P_FASTEST, L.P_ORACLE))
+    pi[L.READS_MEASURED] = int(codes[1] in (C.P_FASTEST, C.P_ORACLE))
     return state
 
 
@@ -300,7 +317,7 @@ def run_weighted_las_episode(weights: Any, placer: str, scenario: Any, split: st
         from baselines.migrate import MigratingLAS
 
         mig = _migration_array(MigratingLAS(migrate))     # validates the threshold
-    return _run_codes(base, (L.O_WEIGHTED, codes[1]), scenario, split, seed, env_kwargs, allow_env_mismatch, w,
+    return _run_codes(base, (C.O_WEIGHTED, codes[1]), scenario, split, seed, env_kwargs, allow_env_mismatch, w,
                       name or f"weighted-las+{placer}", pw if np.any(pw) else None, mig)
 
 
@@ -315,7 +332,8 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
 
     from baselines.harness.episode import EpisodeResult, check_fits, env_label, fallback_columns, world_line
     from baselines.orderers import TIRESIAS_QUEUE_LIMITS
-    from cluster_env.core.metrics import METRIC_KEYS, compute_metrics
+    from cluster_env.core.metrics import METRIC_KEYS, episode_metrics
+    from cluster_env.core.objectives import OBJECTIVE_KEYS
     from cluster_env.core.simulator import ClusterSimulator
     from cluster_env.scenarios.load import offered_load
     from cluster_env.world.throughputs import comm_intensity
@@ -331,16 +349,15 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     # env.reset(seed): the same generator, drawn from in the same order.
     rng, _ = seeding.np_random(seed)
     workload = env.scenario.sample(env.split, rng, env.jobs_per_episode)
-    if workload.has_objectives:
-        raise Unsupported("a workload with service objectives (classes, deadlines, quotas) runs through the API, "
-                          "which computes their metrics (docs/objectives.md)")
+    if workload.tenant_quota is not None:
+        raise Unsupported(QUOTA_REASON)
     load = offered_load(workload, env.cluster.total_gpus, env.scenario.load_measure)
     sim = ClusterSimulator(env.cluster, workload, env.world, rng, preemption=env.sched.preemption,
                            scheduling_tick=env.sched.scheduling_tick, time_limit=env.sched.max_time)
     _exact_features(sim)
-    if codes[0] == L.O_RANDOM and env.builder.R:
+    if codes[0] == C.O_RANDOM and env.builder.R:
         raise Unsupported("the random orderer with preemption runs through the API")
-    if (codes[0] == L.O_ORACLE or codes[1] == L.P_ORACLE) and not env.sched.clairvoyant:
+    if (codes[0] == C.O_ORACLE or codes[1] == C.P_ORACLE) and not env.sched.clairvoyant:
         raise Unsupported("the oracle reads durations: without clairvoyant=True it runs (and fails) "
                           "through the API")
     state = _build_state(env, sim, codes, getattr(composed.orderer, "min_quantum", 0.0))
@@ -386,8 +403,8 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     if ic[L.ERROR]:
         raise RuntimeError(f"compiled engine: {_ERRORS.get(int(ic[L.ERROR]), 'error')} "
                            f"({policy}, {getattr(scenario, 'name', scenario)}, seed {seed})")
-    metrics = compute_metrics(
-        sim.submit, jf[L.FIRST_START], jf[L.FINISH], sim.ideal_runtime, workload.tenant,
+    metrics = episode_metrics(
+        workload, sim.submit, jf[L.FIRST_START], jf[L.FINISH], sim.ideal_runtime,
         total_gpus=sim.total_gpus, busy_gpu_seconds=float(sc[L.BUSY]), total_fee=float(sc[L.FEE]),
         energy_joules=float(sc[L.ENERGY]), preemptions=int(ic[L.PREEMPTIONS]), end_time=float(sc[L.NOW]),
         held=jf[L.HELD])
@@ -398,6 +415,7 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     row: dict[str, Any] = {"policy": name_override or composed.name, "scenario": name, "split": split,
                            "seed": int(seed), "env": env_label(env_kwargs), "window": workload.digest()}
     row.update({k: metrics[k] for k in METRIC_KEYS})
+    row.update({k: metrics[k] for k in OBJECTIVE_KEYS if k in metrics})   # a workload with objectives
     row.update({"truncated": bool(ic[L.TRUNCATED]),
                 "jobs_unfinished": int(sim.num_jobs) - int(metrics["jobs_finished"]),
                 "offered_load": float(load), "pending_window": int(env.sched.pending_window),
@@ -418,5 +436,5 @@ def _job_outcomes(sim, jf: np.ndarray, ji: np.ndarray, moves: int):
                                   jf[L.NOMINAL], moves)
 
 
-__all__ = ["ENGINE_ENV_VAR", "Unsupported", "available", "check_request", "engine_mode", "policy_codes",
-           "run_compiled_episode", "run_weighted_las_episode", "warm_up"]
+__all__ = ["ENGINE_ENV_VAR", "QUOTA_REASON", "Unsupported", "available", "check_request", "engine_mode", "policy_codes",
+           "run_compiled_episode", "run_weighted_las_episode", "warm_up", "workload_reason"]

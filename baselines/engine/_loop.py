@@ -33,6 +33,8 @@ from cluster_env.core import kernels as _kernels
 from cluster_env.core.engine import layout as _layout
 from cluster_env.core.engine import sim as _sim
 from cluster_env.core.engine.layout import *  # noqa: F401,F403 - numba reads them as compile-time constants
+from baselines.engine import codes as _codes
+from baselines.engine.codes import *  # noqa: F401,F403 - the rules' codes, compile-time constants too
 from baselines import learned_key as _learned_key
 from baselines.learned_key import PLACER_BONUS  # noqa: F401 - a compile-time constant of the residual placer
 from cluster_env.envs.observation_ext import RECENT_WEIGHT
@@ -51,8 +53,8 @@ _F32_SIGN = 0x7FFFFFFF
 # The layout, the orderers' and the placers' constants (QUANTUM_TOLERANCE_S, the spread guard's
 # factor) are compiled in as constants too.
 _sim.prune_stale_cache(__file__, _kernels.__file__, _sim.__file__, _sim._ref.__file__,
-                       _sim._npy.__file__, _learned_key.__file__, _layout.__file__, _orderers.__file__,
-                       _placers.__file__)
+                       _sim._npy.__file__, _learned_key.__file__, _layout.__file__, _codes.__file__,
+                       _orderers.__file__, _placers.__file__)
 _SPREAD_GAIN = 1.0 + SPREAD_MARGIN
 _jit = _sim.jit
 

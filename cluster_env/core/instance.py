@@ -12,6 +12,11 @@ from typing import Optional
 import numpy as np
 
 
+#: Job classes, by index: 0 best-effort (or spot: preemptible, no guarantee), 1 high-priority.
+JOB_CLASSES = ("best-effort", "high-priority")
+BEST_EFFORT, HIGH_PRIORITY = 0, 1
+
+
 @dataclass
 class LoadReport:
     """What a loader read, kept and filtered (nothing is dropped silently)."""
@@ -104,8 +109,8 @@ class Workload:
     allowed_gpu_types: Optional[tuple[Optional[frozenset[str]], ...]] = None  # (N,) None = any type
     source_row: Optional[np.ndarray] = None       # (N,) int64 1-based data row in the source file
     report: Optional[LoadReport] = None
-    # Service objectives (docs/objectives.md); None: the workload has none (every trace before).
-    job_class: Optional[np.ndarray] = None        # (N,) int64 index into objectives.JOB_CLASSES
+    # Service objectives (docs/objectives.md, cluster_env.core.objectives); None: the workload has none (every trace before).
+    job_class: Optional[np.ndarray] = None        # (N,) int64 index into JOB_CLASSES
     deadline: Optional[np.ndarray] = None         # (N,) float64 seconds after submit to finish by; nan: none
     tenant_quota: Optional[np.ndarray] = None     # (T,) float64 guaranteed share of the cluster's GPUs; nan: none
     tenant_borrow: Optional[np.ndarray] = None    # (T,) bool: may the tenant run beyond its quota
@@ -138,8 +143,6 @@ class Workload:
                                  f"{getattr(self, name)[i]}; it must be {rule}")
         if self.allowed_gpu_types is not None and len(self.allowed_gpu_types) != n:
             raise ValueError(f"workload {self.name!r}: allowed_gpu_types must have {n} entries")
-        from cluster_env.core.objectives import check_objective_fields
-
         check_objective_fields(self)
 
     @property
@@ -203,3 +206,42 @@ class Workload:
             deadline=None if self.deadline is None else self.deadline[index],
             tenant_quota=self.tenant_quota, tenant_borrow=self.tenant_borrow,
         )
+
+
+def check_objective_fields(w: "Workload") -> None:
+    """Raise ``ValueError`` naming the field and job (or tenant) when an objective field is malformed."""
+    n = w.num_jobs
+    if w.job_class is not None:
+        _shape(w, "job_class", w.job_class, n)
+        bad = np.flatnonzero((w.job_class < 0) | (w.job_class >= len(JOB_CLASSES)))
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(f"workload {w.name!r}: job_class of job {i} ({w.job_ids[i]!r}) is {w.job_class[i]}; "
+                             f"it must index {list(JOB_CLASSES)}")
+    if w.deadline is not None:
+        _shape(w, "deadline", w.deadline, n)
+        bad = np.flatnonzero(~np.isnan(w.deadline) & ~(np.isfinite(w.deadline) & (w.deadline > 0)))
+        if bad.size:
+            i = int(bad[0])
+            raise ValueError(f"workload {w.name!r}: deadline of job {i} ({w.job_ids[i]!r}) is {w.deadline[i]}; "
+                             f"it must be a finite number of seconds after submit > 0, or NaN for none")
+    tenants = w.num_tenants
+    for name in ("tenant_quota", "tenant_borrow"):
+        arr = getattr(w, name)
+        if arr is not None and (arr.ndim != 1 or len(arr) < tenants):
+            raise ValueError(f"workload {w.name!r}: {name} must have one entry per tenant ({tenants}), "
+                             f"got shape {arr.shape}")
+    if w.tenant_quota is not None:
+        q = w.tenant_quota
+        bad = np.flatnonzero(~np.isnan(q) & ~((q >= 0) & (q <= 1)))
+        if bad.size:
+            raise ValueError(f"workload {w.name!r}: tenant_quota of tenant {int(bad[0])} is {q[bad[0]]}; "
+                             f"it must be a share in [0, 1] or NaN for none")
+        if np.nansum(q) > 1 + 1e-9:
+            raise ValueError(f"workload {w.name!r}: tenant quotas sum to {np.nansum(q):.6g} > 1 "
+                             f"(guaranteed shares cannot exceed the cluster)")
+
+
+def _shape(w: "Workload", name: str, arr: np.ndarray, n: int) -> None:
+    if arr.shape != (n,):
+        raise ValueError(f"workload {w.name!r}: {name} must have shape ({n},), got {arr.shape}")

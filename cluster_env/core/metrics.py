@@ -1,6 +1,7 @@
 """Episode metrics: the one implementation every part of the project uses.
 
-Keys (DESIGN section 7; times in seconds, fee in US dollars):
+Keys (times in seconds, fee in US dollars; :func:`episode_metrics` adds the service objectives'
+metrics of ``cluster_env.core.objectives`` for a workload that has them):
 
 =================  =============================================================================
 ``jobs_finished``  jobs that completed
@@ -24,6 +25,9 @@ Keys (DESIGN section 7; times in seconds, fee in US dollars):
 from __future__ import annotations
 
 import numpy as np
+
+from cluster_env.core.instance import Workload
+from cluster_env.core.objectives import objective_metrics
 
 METRIC_KEYS = (
     "jobs_finished", "avg_jct", "p50_jct", "p95_jct", "p99_jct", "avg_queue_delay", "avg_pending_time",
@@ -82,6 +86,29 @@ def compute_metrics(submit: np.ndarray, first_start: np.ndarray, finish: np.ndar
         "fairness": jain_index(per_tenant),
         "jobs_per_hour": float(done.sum() / (makespan / 3600.0)) if makespan > 0 else 0.0,
     }
+
+
+def episode_metrics(workload: Workload, submit: np.ndarray, first_start: np.ndarray, finish: np.ndarray,
+                    ideal_runtime: np.ndarray, *, total_gpus: int, busy_gpu_seconds: float, total_fee: float,
+                    energy_joules: float, preemptions: int, end_time: float, held: "np.ndarray | None" = None,
+                    allocations: "list | None" = None) -> dict[str, float]:
+    """Every metric of one episode: :func:`compute_metrics`' and, for a workload with service
+    objectives, :func:`cluster_env.core.objectives.objective_metrics`' (the parallel env, the vector
+    env's backends and the compiled harness all call this one function).
+
+    ``allocations`` is the simulator's allocation log; a workload with tenant quotas needs it
+    (``quota_violation`` integrates each tenant's GPUs over time), and a ``ValueError`` says so
+    when it is missing rather than leaving the metric out."""
+    metrics = compute_metrics(submit, first_start, finish, ideal_runtime, workload.tenant, total_gpus=total_gpus,
+                              busy_gpu_seconds=busy_gpu_seconds, total_fee=total_fee, energy_joules=energy_joules,
+                              preemptions=preemptions, end_time=end_time, held=held)
+    if workload.has_objectives:     # classes, deadlines, quotas: docs/objectives.md
+        if workload.tenant_quota is not None and allocations is None:
+            raise ValueError(f"workload {workload.name!r} has tenant quotas: quota_violation needs the "
+                             f"episode's allocation log")
+        metrics.update(objective_metrics(workload, finish, ideal_runtime, total_gpus, allocations=allocations,
+                                         now=end_time))
+    return metrics
 
 
 def format_metrics(metrics: dict[str, float], indent: str = "  ") -> str:

@@ -31,72 +31,30 @@ see docs/objectives.md for the sources):
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from cluster_env.core.instance import Workload
+# The class vocabulary is the workload's (it validates its fields against it); kept importable here.
+from cluster_env.core.instance import BEST_EFFORT, HIGH_PRIORITY, JOB_CLASSES, Workload  # noqa: F401
 
-#: Job classes, by index: 0 best-effort (or spot: preemptible, no guarantee), 1 high-priority.
-JOB_CLASSES = ("best-effort", "high-priority")
-BEST_EFFORT, HIGH_PRIORITY = 0, 1
 #: Spellings the workload CSV accepts for each class (case-insensitive).
 CLASS_SPELLINGS = {"best-effort": 0, "be": 0, "spot": 0, "high-priority": 1, "hp": 1}
 OBJECTIVE_KEYS = ("deadline_jobs", "deadline_attainment", "hp_avg_jct", "be_avg_jct", "tenant_max_slowdown",
                   "ftf_max_rho", "quota_violation")
 
 
-def check_objective_fields(w: "Workload") -> None:
-    """Raise ``ValueError`` naming the field and job (or tenant) when an objective field is malformed."""
-    n = w.num_jobs
-    if w.job_class is not None:
-        _shape(w, "job_class", w.job_class, n)
-        bad = np.flatnonzero((w.job_class < 0) | (w.job_class >= len(JOB_CLASSES)))
-        if bad.size:
-            i = int(bad[0])
-            raise ValueError(f"workload {w.name!r}: job_class of job {i} ({w.job_ids[i]!r}) is {w.job_class[i]}; "
-                             f"it must index {list(JOB_CLASSES)}")
-    if w.deadline is not None:
-        _shape(w, "deadline", w.deadline, n)
-        bad = np.flatnonzero(~np.isnan(w.deadline) & ~(np.isfinite(w.deadline) & (w.deadline > 0)))
-        if bad.size:
-            i = int(bad[0])
-            raise ValueError(f"workload {w.name!r}: deadline of job {i} ({w.job_ids[i]!r}) is {w.deadline[i]}; "
-                             f"it must be a finite number of seconds after submit > 0, or NaN for none")
-    tenants = w.num_tenants
-    for name in ("tenant_quota", "tenant_borrow"):
-        arr = getattr(w, name)
-        if arr is not None and (arr.ndim != 1 or len(arr) < tenants):
-            raise ValueError(f"workload {w.name!r}: {name} must have one entry per tenant ({tenants}), "
-                             f"got shape {arr.shape}")
-    if w.tenant_quota is not None:
-        q = w.tenant_quota
-        bad = np.flatnonzero(~np.isnan(q) & ~((q >= 0) & (q <= 1)))
-        if bad.size:
-            raise ValueError(f"workload {w.name!r}: tenant_quota of tenant {int(bad[0])} is {q[bad[0]]}; "
-                             f"it must be a share in [0, 1] or NaN for none")
-        if np.nansum(q) > 1 + 1e-9:
-            raise ValueError(f"workload {w.name!r}: tenant quotas sum to {np.nansum(q):.6g} > 1 "
-                             f"(guaranteed shares cannot exceed the cluster)")
-
-
-def _shape(w: "Workload", name: str, arr: np.ndarray, n: int) -> None:
-    if arr.shape != (n,):
-        raise ValueError(f"workload {w.name!r}: {name} must have shape ({n},), got {arr.shape}")
-
-
-def job_classes(w: "Workload") -> np.ndarray:
+def job_classes(w: Workload) -> np.ndarray:
     """(N,) class index per job (every job best-effort when the workload has no classes)."""
     return w.job_class if w.job_class is not None else np.zeros(w.num_jobs, dtype=np.int64)
 
 
-def deadlines(w: "Workload") -> np.ndarray:
+def deadlines(w: Workload) -> np.ndarray:
     """(N,) relative deadline per job in seconds (NaN: none)."""
     return w.deadline if w.deadline is not None else np.full(w.num_jobs, np.nan)
 
 
-def objective_metrics(w: "Workload", finish: np.ndarray, ideal_runtime: np.ndarray, total_gpus: int,
+def objective_metrics(w: Workload, finish: np.ndarray, ideal_runtime: np.ndarray, total_gpus: int,
                       allocations: "list | None" = None, now: float = float("nan")) -> dict[str, float]:
     """The :data:`OBJECTIVE_KEYS` of one episode from its workload and per-job finish times (NaN:
     unfinished). ``ideal_runtime`` is the metrics' (:func:`cluster_env.core.metrics.compute_metrics`).
@@ -131,7 +89,7 @@ def objective_metrics(w: "Workload", finish: np.ndarray, ideal_runtime: np.ndarr
     return out
 
 
-def quota_violation(w: "Workload", finish: np.ndarray, allocations: list, total_gpus: int, now: float) -> float:
+def quota_violation(w: Workload, finish: np.ndarray, allocations: list, total_gpus: int, now: float) -> float:
     """``quota_violation`` (module docstring) from the simulator's allocation log
     ``[(time, job, [(machine, gpus), ...] or None)]``, over [first submit, ``now``]; NaN when no
     tenant with a quota asked for GPUs."""
@@ -159,7 +117,7 @@ def quota_violation(w: "Workload", finish: np.ndarray, allocations: list, total_
     return float((np.maximum(owed - held, 0.0) * dt).sum() / total) if total > 0 else float("nan")
 
 
-def attainment_bound(w: "Workload", ideal_runtime: np.ndarray) -> float:
+def attainment_bound(w: Workload, ideal_runtime: np.ndarray) -> float:
     """An upper bound on ``deadline_attainment`` no schedule can beat: the share of deadline jobs
     whose deadline is at least their ideal runtime (alone, on the fastest type they may use)."""
     due = deadlines(w)
@@ -178,7 +136,7 @@ class ObjectiveTotals(NamedTuple):
     num_deadline: int            # deadline jobs of the episode
 
 
-def objective_totals(w: "Workload", finish: np.ndarray, now: float) -> ObjectiveTotals:
+def objective_totals(w: Workload, finish: np.ndarray, now: float) -> ObjectiveTotals:
     """:class:`ObjectiveTotals` at time ``now`` (``finish``: NaN for jobs not finished)."""
     end = np.where(np.isnan(finish), now, finish)
     in_system = np.maximum(end - w.submit, 0.0)

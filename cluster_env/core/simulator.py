@@ -332,7 +332,6 @@ class ClusterSimulator:
         # The compiled skip-idle loop (kernels.idle_events): without allowed-type restrictions, and
         # where an event needs no random draw outside the fluctuation update (fluctuation on, or
         # the trivial measurement).
-        k = kernels
         self._idle_kernel = self._k.idle_events if (
             self._k.idle_events is not None and self.allowed is None
             and (self.fluct is not None or self._trivial_measure)) else None

@@ -111,7 +111,7 @@ from pettingzoo import ParallelEnv
 
 from cluster_env.core.config import (TIME_SCALE_RANGE, SchedulingConfig, WorldConfig, check_bool, check_int,
                                      check_range, split_overrides)
-from cluster_env.core.metrics import compute_metrics
+from cluster_env.core.metrics import episode_metrics
 from cluster_env.core.rewards import JCTReward, StepStats, make_reward
 from cluster_env.core.simulator import ClusterSimulator
 from cluster_env.envs.observation import ObservationBuilder
@@ -545,17 +545,11 @@ class ClusterParallelEnv(ParallelEnv):
         if self.sim is None:
             raise RuntimeError("call reset() first")
         sim = self.sim
-        metrics = compute_metrics(
-            sim.submit, sim.jobs.first_start, sim.jobs.finish, sim.ideal_runtime, sim.workload.tenant,
+        return episode_metrics(
+            sim.workload, sim.submit, sim.jobs.first_start, sim.jobs.finish, sim.ideal_runtime,
             total_gpus=sim.total_gpus, busy_gpu_seconds=sim.busy_gpu_seconds, total_fee=sim.fee,
             energy_joules=sim.energy_joules, preemptions=sim.preemptions, end_time=sim.now,
-            held=sim.jobs.held)
-        if sim.workload.has_objectives:     # classes, deadlines, quotas: docs/objectives.md
-            from cluster_env.core.objectives import objective_metrics
-
-            metrics.update(objective_metrics(sim.workload, sim.jobs.finish, sim.ideal_runtime, sim.total_gpus,
-                                             allocations=sim.allocation_log, now=sim.now))
-        return metrics
+            held=sim.jobs.held, allocations=sim.allocation_log)
 
     def render(self):
         if self.sim is None:

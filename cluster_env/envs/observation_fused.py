@@ -14,13 +14,14 @@ Every value has the bits of the numpy path (tested, step by step, on busy window
   still numpy's ``np.log1p``: the caller passes them in (one call over every row, and a table per
   tenant kept until the next finish), so the kernel only copies them (numpy computes each element
   on its own: its value does not depend on the array around it);
-* the placement columns go through the same :func:`~cluster_env.envs.observation_place._columns_loop`
+* the placement columns go through the same :func:`_columns_loop`
   (compiled), on the same inputs in the same row order;
 * every float64 value is rounded to float32 once, on its way into ``jobs`` or ``global``, as the
   numpy path's assignment does.
 """
 from __future__ import annotations
 
+import math
 import types
 
 import numpy as np
@@ -119,6 +120,67 @@ def _extended_columns(jobs, glob, ids, tenant_log, attained_log, running, K, wid
             jobs[K + i, base + c] = out[i, c]
 
 
+def _columns_loop(counts, held, given, nominal, nominal32, machine_type, measured32, free, need, allowed,
+                  restricted, fewest, t0, now, out):
+    """The placement columns of :func:`~cluster_env.envs.observation_place.placement_rows`, one row at a time: the same products, quotients and
+    exact minima and maxima as the numpy path, and ``since_start_log`` by the C library's
+    ``log1p`` (the one ``math.log1p`` calls; it leaves a zero as it is) of ``max(now - t0, 0.0)``
+    as Python's ``max`` takes it."""
+    for i in range(counts.shape[0]):
+        since = now - t0[i]
+        if 0.0 > since:
+            since = 0.0
+        out[i, 7] = math.log1p(since)
+    p = 0
+    for i in range(counts.shape[0]):
+        n = counts[i]
+        current, slowest = np.inf, np.inf
+        low, high = machine_type[held[p]], machine_type[held[p]]
+        for q in range(p, p + n):
+            t = machine_type[held[q]]
+            speed = nominal32[i, t] * measured32[held[q]]
+            current = min(current, speed)
+            slowest = min(slowest, nominal[i, t])
+            low, high = min(low, t), max(high, t)
+        best, fits = -np.inf, False
+        for m in range(free.shape[0]):
+            capacity = free[m]
+            for q in range(p, p + n):
+                if held[q] == m:
+                    capacity += given[q]
+            t = machine_type[m]
+            if capacity >= need[i] and (not restricted or allowed[i, t]):
+                best = max(best, nominal32[i, t] * measured32[m])
+                fits = True
+        out[i, 0] = n
+        out[i, 1] = slowest
+        out[i, 2] = 1.0 if low != high else 0.0
+        out[i, 3] = current
+        out[i, 4] = best if fits else -1.0
+        out[i, 5] = best / current if fits else -1.0
+        out[i, 6] = 1.0 if n > fewest[i] else 0.0
+        p += n
+
+
+_LOOP = {"kernel": None}
+NO_ALLOWED = np.zeros((0, 1), dtype=bool)     # the loop's ``allowed`` when no job is restricted
+
+
+def compiled_loop(wanted: "bool | None"):
+    """:func:`_columns_loop` compiled by numba (disk-cached with the simulator's kernels), or None
+    for the numpy path: ``wanted`` None follows the simulator's kernel backend (numpy under
+    ``CLUSTER_ENV_KERNELS=numpy``), True asks for the loop, False for numpy."""
+    if wanted is False or (wanted is None and _kernels.backend() != "numba"):
+        return None
+    if _LOOP["kernel"] is None:
+        import numba
+
+        dispatcher = numba.njit(nogil=True, error_model="numpy")(_columns_loop)
+        _kernels._attach_cache(dispatcher)
+        _LOOP["kernel"] = dispatcher
+    return _LOOP["kernel"]
+
+
 _KERNEL = {"fn": None}
 
 
@@ -128,10 +190,11 @@ def compiled():
     if _KERNEL["fn"] is None:
         import numba
 
-        from cluster_env.envs.observation_place import _compiled_loop
-
+        # numba compiles a call only to a global that is a dispatcher, and numba is imported lazily
+        # (the numpy backend never imports it): the kernel's code is rebound to globals in which
+        # ``columns_loop`` is the compiled placement loop, so one source serves both backends.
         fn = types.FunctionType(_extended_columns.__code__,
-                                dict(globals(), columns_loop=_compiled_loop(True)), "extended_columns")
+                                dict(globals(), columns_loop=compiled_loop(True)), "extended_columns")
         fn.__doc__ = _extended_columns.__doc__
         dispatcher = numba.njit(nogil=True, error_model="numpy")(fn)
         _kernels._attach_cache(dispatcher)

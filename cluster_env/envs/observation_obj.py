@@ -27,9 +27,8 @@ from gymnasium import spaces
 from cluster_env.core.simulator import RUNNING
 from cluster_env.core.objectives import HIGH_PRIORITY, deadlines, job_classes
 from cluster_env.envs.observation import ObservationBuilder
+from cluster_env.envs.observation_layouts import OBJECTIVE_JOB_FEATURES, TENANT_SLOTS, job_features, replace_spaces
 
-OBJECTIVE_JOB_FEATURES = ("high_priority", "has_deadline", "deadline_left_log", "overdue", "tenant_slot",
-                          "tenant_quota", "tenant_used", "tenant_borrow")
 _EMPTY = np.array([0, 0, -1, 0, 0, -1, 0, 0], dtype=np.float32)
 
 
@@ -38,8 +37,6 @@ class ObjectiveObservationBuilder(ObservationBuilder):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        from cluster_env.envs.observation_ext import job_features, replace_spaces
-
         self.job_features = job_features("objectives-v1")
         jobs = self.observation_spaces["orderer"]["jobs"]
         replace_spaces(self.observation_spaces,
@@ -47,8 +44,6 @@ class ObjectiveObservationBuilder(ObservationBuilder):
 
     def bind(self, sim, num_tenants: int) -> None:
         super().bind(sim, num_tenants)
-        from cluster_env.envs.observation_ext import TENANT_SLOTS
-
         w = sim.workload
         tenants = max(w.num_tenants, 1)
         self._tenant = np.asarray(w.tenant, dtype=np.int64)

@@ -43,13 +43,14 @@ from itertools import chain
 
 import numpy as np
 
-from cluster_env.core import kernels as _kernels
-from cluster_env.core.simulator import ClusterSimulator
-from cluster_env.envs.observation_ext import ExtendedObservationBuilder, job_features, replace_spaces
+from gymnasium import spaces
 
-#: The columns this module appends, in order.
-PLACEMENT_JOB_FEATURES = ("machines_used", "slowest_type_speed", "mixed_types", "current_speed",
-                          "best_free_speed", "speedup_free", "spread_beyond", "since_start_log")
+from cluster_env.core.simulator import ClusterSimulator
+from cluster_env.envs.observation_ext import ExtendedObservationBuilder
+from cluster_env.envs.observation_fused import NO_ALLOWED, compiled_loop
+from cluster_env.envs.observation_layouts import PLACEMENT_JOB_FEATURES, job_features, replace_spaces
+
+
 #: A non-running row's values (counts and flags 0, the rest -1).
 _NOT_RUNNING = np.array([0.0, -1.0, 0.0, -1.0, -1.0, -1.0, 0.0, -1.0], dtype=np.float32)
 
@@ -85,67 +86,6 @@ def placement_row(sim: ClusterSimulator, job: int, fewest: int, measured32: "np.
             math.log1p(max(sim.now - t0, 0.0))]
 
 
-def _columns_loop(counts, held, given, nominal, nominal32, machine_type, measured32, free, need, allowed,
-                  restricted, fewest, t0, now, out):
-    """The columns of :func:`placement_rows`, one row at a time: the same products, quotients and
-    exact minima and maxima as the numpy path, and ``since_start_log`` by the C library's
-    ``log1p`` (the one ``math.log1p`` calls; it leaves a zero as it is) of ``max(now - t0, 0.0)``
-    as Python's ``max`` takes it."""
-    for i in range(counts.shape[0]):
-        since = now - t0[i]
-        if 0.0 > since:
-            since = 0.0
-        out[i, 7] = math.log1p(since)
-    p = 0
-    for i in range(counts.shape[0]):
-        n = counts[i]
-        current, slowest = np.inf, np.inf
-        low, high = machine_type[held[p]], machine_type[held[p]]
-        for q in range(p, p + n):
-            t = machine_type[held[q]]
-            speed = nominal32[i, t] * measured32[held[q]]
-            current = min(current, speed)
-            slowest = min(slowest, nominal[i, t])
-            low, high = min(low, t), max(high, t)
-        best, fits = -np.inf, False
-        for m in range(free.shape[0]):
-            capacity = free[m]
-            for q in range(p, p + n):
-                if held[q] == m:
-                    capacity += given[q]
-            t = machine_type[m]
-            if capacity >= need[i] and (not restricted or allowed[i, t]):
-                best = max(best, nominal32[i, t] * measured32[m])
-                fits = True
-        out[i, 0] = n
-        out[i, 1] = slowest
-        out[i, 2] = 1.0 if low != high else 0.0
-        out[i, 3] = current
-        out[i, 4] = best if fits else -1.0
-        out[i, 5] = best / current if fits else -1.0
-        out[i, 6] = 1.0 if n > fewest[i] else 0.0
-        p += n
-
-
-_LOOP = {"kernel": None}
-_NO_ALLOWED = np.zeros((0, 1), dtype=bool)     # the loop's ``allowed`` when no job is restricted
-
-
-def _compiled_loop(wanted: "bool | None"):
-    """:func:`_columns_loop` compiled by numba (disk-cached with the simulator's kernels), or None
-    for the numpy path: ``wanted`` None follows the simulator's kernel backend (numpy under
-    ``CLUSTER_ENV_KERNELS=numpy``), True asks for the loop, False for numpy."""
-    if wanted is False or (wanted is None and _kernels.backend() != "numba"):
-        return None
-    if _LOOP["kernel"] is None:
-        import numba
-
-        dispatcher = numba.njit(nogil=True, error_model="numpy")(_columns_loop)
-        _kernels._attach_cache(dispatcher)
-        _LOOP["kernel"] = dispatcher
-    return _LOOP["kernel"]
-
-
 def placement_rows(sim: ClusterSimulator, jobs: np.ndarray, fewest: np.ndarray,
                    compiled: "bool | None" = None, nominal32: "np.ndarray | None" = None,
                    measured32: "np.ndarray | None" = None) -> np.ndarray:
@@ -171,10 +111,10 @@ def placement_rows(sim: ClusterSimulator, jobs: np.ndarray, fewest: np.ndarray,
     nominal32 = nominal.astype(np.float32).astype(np.float64) if nominal32 is None else nominal32[jobs]
     out = np.empty((rows, len(PLACEMENT_JOB_FEATURES)))
     t0 = sim._s_t0[list(map(sim._slot.__getitem__, job_list))]     # each stint's placement time
-    loop = _compiled_loop(compiled)
+    loop = compiled_loop(compiled)
     if loop is not None:
         restricted = sim.allowed is not None
-        allowed = sim.allowed[jobs] if restricted else _NO_ALLOWED
+        allowed = sim.allowed[jobs] if restricted else NO_ALLOWED
         loop(counts, held, given, nominal, nominal32, sim.machine_type, measured32, sim.machines.free,
              sim.gpus[jobs], allowed, restricted, fewest[jobs], t0, float(sim.now), out)
     else:
@@ -209,8 +149,6 @@ class PlacementObservationBuilder(ExtendedObservationBuilder):
         super().__init__(*args, **kwargs)
         self.job_features = job_features("extended-v2")
         jobs = self.observation_spaces["orderer"]["jobs"]
-        from gymnasium import spaces
-
         replace_spaces(self.observation_spaces,
                        jobs=spaces.Box(-1.0, np.inf, (jobs.shape[0], len(self.job_features)), np.float32))
 

@@ -22,7 +22,6 @@ load and in every split; windows, loads, seeds and splits are then handled as in
 """
 from __future__ import annotations
 
-import functools
 from dataclasses import replace
 
 import numpy as np
@@ -61,17 +60,3 @@ def with_quotas(trace: Workload, train: tuple[float, float]) -> Workload:
     quota = work / work.sum()
     return replace(trace, name=trace.name + "+quotas", tenant_quota=quota.astype(np.float64),
                    tenant_borrow=np.ones(tenants, dtype=bool))
-
-
-@functools.lru_cache(maxsize=None)
-def philly_deadline_trace() -> Workload:
-    from cluster_env.scenarios.registry import _philly_hetero_trace
-
-    return with_deadlines(_philly_hetero_trace())
-
-
-@functools.lru_cache(maxsize=None)
-def philly_quota_trace() -> Workload:
-    from cluster_env.scenarios.registry import TRACE_SPLITS, _philly_hetero_trace
-
-    return with_quotas(_philly_hetero_trace(), TRACE_SPLITS["train"])

@@ -60,8 +60,11 @@ from pathlib import Path
 from typing import Mapping, Optional
 
 from cluster_env.core.config import SchedulingConfig, WorldConfig
-from cluster_env.core.instance import Cluster
+from cluster_env.core.instance import Cluster, Workload
 from cluster_env.scenarios.base import Scenario
+from cluster_env.scenarios.objectives import (
+    DEADLINE_FACTOR_RANGE, DEADLINE_SHARE, OBJECTIVE_JOBS_PER_EPISODE, with_deadlines, with_quotas,
+)
 from cluster_env.scenarios.toy import TOY_SPLITS, toy_cluster, toy_workload
 from cluster_env.world.fluctuation import DEDICATED_FLUCTUATION
 
@@ -400,14 +403,21 @@ def _philly_hetero_v3() -> Scenario:
 
 
 # ---------------------------------------------------------------------------- service objectives
+@functools.lru_cache(maxsize=None)
+def _philly_deadline_trace() -> Workload:
+    return with_deadlines(_philly_hetero_trace())
+
+
+@functools.lru_cache(maxsize=None)
+def _philly_quota_trace() -> Workload:
+    return with_quotas(_philly_hetero_trace(), TRACE_SPLITS["train"])
+
+
 def _philly_slo_v1() -> Scenario:
     """philly-hetero-v3 with high-priority deadline jobs and best-effort jobs (docs/objectives.md)."""
-    from cluster_env.scenarios.objectives import (DEADLINE_FACTOR_RANGE, DEADLINE_SHARE, OBJECTIVE_JOBS_PER_EPISODE,
-                                                  philly_deadline_trace)
-
     v3 = _philly_hetero_v3()
     lo, hi = DEADLINE_FACTOR_RANGE
-    return replace(v3, name="philly-slo-v1", workload=philly_deadline_trace, jobs_per_episode=OBJECTIVE_JOBS_PER_EPISODE,
+    return replace(v3, name="philly-slo-v1", workload=_philly_deadline_trace, jobs_per_episode=OBJECTIVE_JOBS_PER_EPISODE,
                    description=(f"philly-hetero-v3's cluster and world, windows of {OBJECTIVE_JOBS_PER_EPISODE} jobs; "
                                 f"{DEADLINE_SHARE:.0%} high-priority jobs due within U[{lo:g}, {hi:g}] x their duration, "
                                 f"the rest best-effort"),
@@ -416,10 +426,8 @@ def _philly_slo_v1() -> Scenario:
 
 def _philly_tenants_v1() -> Scenario:
     """philly-hetero-v3 with Philly's virtual clusters as tenants holding GPU quotas (docs/objectives.md)."""
-    from cluster_env.scenarios.objectives import OBJECTIVE_JOBS_PER_EPISODE, philly_quota_trace
-
     v3 = _philly_hetero_v3()
-    return replace(v3, name="philly-tenants-v1", workload=philly_quota_trace,
+    return replace(v3, name="philly-tenants-v1", workload=_philly_quota_trace,
                    jobs_per_episode=OBJECTIVE_JOBS_PER_EPISODE,
                    description=(f"philly-hetero-v3's cluster and world, windows of {OBJECTIVE_JOBS_PER_EPISODE} jobs; "
                                 f"Philly's virtual clusters as tenants with GPU quotas proportional to their "

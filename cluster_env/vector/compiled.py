@@ -50,6 +50,10 @@ def unsupported_reason(envs: list[ClusterParallelEnv]) -> Optional[str]:
             return "a non-default reward runs in the Python backend"
         if env.render_mode is not None:
             return "render modes read the Python simulator: Python backend"
+        if env.scenario.workload().tenant_quota is not None:
+            # quota_violation integrates each tenant's GPUs over time from the simulator's
+            # allocation log, which the compiled engine does not keep.
+            return "a workload with tenant quotas runs in the Python backend (quota_violation needs its allocation log)"
     return None
 
 
@@ -165,12 +169,12 @@ class CompiledBackend(VectorBackend):
         return self._ended[:count].tolist() if count else []
 
     def episode_info(self, index: int) -> dict[str, Any]:
-        from cluster_env.core.metrics import compute_metrics
+        from cluster_env.core.metrics import episode_metrics
 
         c, sim, state = self._c, self._sims[index], self._states[index]
         jf, sc, ic = state[0], state[10], state[11]
-        metrics = compute_metrics(
-            sim.submit, jf[c.FIRST_START], jf[c.FINISH], sim.ideal_runtime, sim.workload.tenant,
+        metrics = episode_metrics(
+            sim.workload, sim.submit, jf[c.FIRST_START], jf[c.FINISH], sim.ideal_runtime,
             total_gpus=sim.total_gpus, busy_gpu_seconds=float(sc[c.BUSY]), total_fee=float(sc[c.FEE]),
             energy_joules=float(sc[c.ENERGY]), preemptions=int(ic[c.PREEMPTIONS]), end_time=float(sc[c.NOW]),
             held=jf[c.HELD])

@@ -346,7 +346,6 @@ class ClusterVectorEnv(VectorEnv):
     def _acting_actions(self, actions: Any) -> tuple[np.ndarray, Optional[np.ndarray]]:
         """The acting agents' actions (N,) int64 and, for the dict form, where the other agent did
         not send its no-op."""
-        n = self.num_envs
         if isinstance(actions, dict):
             if set(actions) != set(AGENTS):
                 raise KeyError(f"dict actions must have exactly the keys {list(AGENTS)}, got {sorted(actions)}")

@@ -43,6 +43,7 @@ from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
+from cluster_env.world.interconnect_specs import INTERCONNECT_DEFAULTS
 from cluster_env.world.measured_speeds import EXCLUDED_MODELS, MODEL_OF_FAMILY, SIA_MODELS, load_placements
 
 __all__ = [
@@ -79,8 +80,6 @@ def _piece_bandwidth(server: str, pieces: Sequence[int]) -> float:
     the g4dn's one shared 50 Gb/s NIC, or the DGX A100 layout's (one NIC per GPU, NVLink)."""
     if server == "aws":
         return POLLUX_NETWORK_GBPS
-    from cluster_env.world.interconnect import INTERCONNECT_DEFAULTS   # (interconnect imports this module)
-
     net = INTERCONNECT_DEFAULTS[_CLASS_GPU[server]]
     return min(min(g * net.nic_per_gpu, net.nic_per_machine, net.intra if g > 1 else math.inf) for g in pieces)
 

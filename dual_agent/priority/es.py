@@ -216,8 +216,12 @@ class ESConfig:
         check_migrate(self.migrate)
         if self.objective not in OBJECTIVES:
             raise ValueError(f"objective must be one of {list(OBJECTIVES)}, got {self.objective!r}")
-        if self.objective != "avg_jct" and self.engine == "compiled":
-            raise ValueError(f"objective={self.objective!r} is measured through the API only; use engine='api'")
+        if self.engine == "compiled":
+            from baselines.engine import workload_reason
+
+            why = workload_reason(self.scenario)
+            if why is not None:
+                raise ValueError(f"engine='compiled' cannot play {self.scenario}: {why}; use engine='api'")
         if self.init is not None and not isinstance(self.init, str):
             raise ValueError(f"init must be the path of a .priority.json or None, got {self.init!r}")
         if not self.out:
@@ -239,9 +243,9 @@ class ESConfig:
             return self.engine
         from baselines import engine as compiled
 
-        if self.objective != "avg_jct":
-            return "api"                # the compiled engine computes no service-objective metric
-        return "compiled" if self.hidden == 0 and compiled.available() else "api"
+        if self.hidden or not compiled.available() or compiled.workload_reason(self.scenario) is not None:
+            return "api"
+        return "compiled"
 
 
 @dataclass

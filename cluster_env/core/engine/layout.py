@@ -47,31 +47,12 @@ IC_SIZE = 28
 (ALPHA, TIME_LIMIT, TICK, OVERHEAD, INTERVAL, QUIET, NOISE, TAU, SIGMA, THETA, STRAG_RATE, ON_MEAN, OFF_MEAN,
  SHIFT, LOG_SLOW, DENOM, TOL_FACTOR, MAX_TIME, STARVATION, ORACLE_TOL, ORACLE_SLACK, MIN_QUANTUM) = range(22)
 PF_SIZE = 22
-# ---- int64 parameters, array pi (EXP_LOOP, EXP_CTX, EXP_AUX: the addresses of numpy's float64 exp
+# ---- int64 parameters, array pi (ORDERER, PLACER: the decision rules' codes, which the rules' owner,
+# baselines.engine.codes, names; EXP_LOOP, EXP_CTX, EXP_AUX: the addresses of numpy's float64 exp
 # loop, its context and auxdata, or zeros: see cluster_env.core.engine.npy_loops)
 (NJ, NM, K, R, PREEMPT, FLUCT_ON, HAS_ALLOWED, ORDERER, PLACER, MAX_STEPS, PREEMPT_AT_EVENT, READS_MEASURED,
  MAX_CROWD, EXP_LOOP, EXP_CTX, EXP_AUX) = range(16)
 PI_SIZE = 16
-
-# Orderer and placer codes (the loop dispatches on them).
-ORDERER_CODES = {"fifo": 0, "fifo-strict": 1, "sjf": 2, "las": 3, "tiresias": 4, "2dlas": 4, "random": 5,
-                 "oracle": 6, "srpt": 6}
-PLACER_CODES = {"first-fit": 0, "consolidate": 1, "best-fit": 1, "spread": 2, "fastest": 3, "random": 4,
-                "clairvoyant": 5, "oracle": 5}
-O_FIFO, O_STRICT, O_SJF, O_LAS, O_TIRESIAS, O_RANDOM, O_ORACLE = range(7)
-#: The priority-mode agent's weighted LAS key (dual_agent.priority): no name in ORDERER_CODES, since
-#: it needs weights; baselines.engine.run_weighted_las_episode runs it.
-O_WEIGHTED = 7
-#: ``las-migrate`` (baselines.migrate): LAS's keys plus the migration rule (its threshold and minimum
-#: run reach the loop in a small array, baselines.engine._run_codes).
-O_MIGRATE = 8
-ORDERER_CODES["las-migrate"] = O_MIGRATE
-#: ``gittins`` (baselines.gittins): Tiresias' queues and promotion, the 2D-Gittins index within a queue
-#: (its GPU-service table, from the scenario's training split, reaches the loop as an array:
-#: baselines.engine._gittins_table).
-O_GITTINS = 9
-ORDERER_CODES["gittins"] = O_GITTINS
-P_FIRST, P_BEST, P_SPREAD, P_FASTEST, P_RANDOM, P_ORACLE = range(6)
 
 # Error codes (ic[ERROR]); the front raises with a message.
 E_NONE, E_NO_EVENT, E_NO_MACHINE, E_STUCK = range(4)
