@@ -179,6 +179,28 @@ def score_files_count() -> str:
     return str(len(packaged_scenarios()))
 
 
+def python_defaults() -> dict[str, str]:
+    """The default scenario of each Python constructor a user calls without one (their signatures'
+    defaults, and the registered Gymnasium ids')."""
+    import inspect
+
+    import gymnasium
+
+    import cluster_env
+    from baselines import evaluate
+    from cluster_env.vector import vector_env
+    from cluster_env.wrappers import make_vec_env
+
+    out = {}
+    for label, fn in (("cluster_env.parallel_env()", cluster_env.parallel_env), ("cluster_env.env()", cluster_env.env),
+                      ("cluster_env.vector.vector_env()", vector_env), ("make_vec_env()", make_vec_env),
+                      ("baselines.evaluate()", evaluate)):
+        out[label] = inspect.signature(fn).parameters["scenario"].default
+    for env_id in ("cluster_env/HeteroClusterFlat-v1", "cluster_env/HeteroClusterFlat-v0"):
+        out[f'gymnasium.make("{env_id}")'] = gymnasium.spec(env_id).kwargs["scenario"]
+    return out
+
+
 def scenario_defaults() -> str:
     """Which scenario each example and command starts from when none is given."""
     import cluster_env
@@ -192,6 +214,8 @@ def scenario_defaults() -> str:
         value = found.group(1).strip()
         default = cluster_env.DEFAULT_SCENARIO if value == "DEFAULT_SCENARIO" else value.strip("\"'")
         by_default.setdefault(default, []).append(path.name[:2])
+    for label, default in python_defaults().items():
+        by_default.setdefault(default, []).append(f"`{label}`")
     commands = {"run": "--scenario", "compare": "--scenario", "replay": "--scenario", "train": "--scenario",
                 "train-priority": "--scenario"}
     for command, option in commands.items():

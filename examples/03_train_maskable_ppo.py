@@ -1,7 +1,7 @@
 """Train sb3-contrib's MaskablePPO on the flat single-agent view and compare it with random and FIFO.
 
 One policy makes both decisions (which job next, which machine) on
-``cluster_env/HeteroClusterFlat-v0`` (card: ``cluster_env/wrappers/flat.py``). It trains on the
+``cluster_env/HeteroClusterFlat-v1`` (card: ``cluster_env/wrappers/flat.py``). It trains on the
 scenario's ``train`` split and is then evaluated, deterministic, on full episodes of the ``test``
 split (one per seed) next to two mask-only references on the same seeds:
 

@@ -199,7 +199,7 @@ def test_a_policy_made_for_the_hardware_world_fits_a_run_on_that_cluster(tmp_pat
 def test_single_agent_views_say_their_world_too():
     import gymnasium
 
-    view = gymnasium.make("cluster_env/HeteroClusterFlat-v0", scenario="modern-v1", jobs_per_episode=20)
+    view = gymnasium.make("cluster_env/HeteroClusterFlat-v1", scenario="modern-v1", jobs_per_episode=20)
     assert view.unwrapped.world_summary() == cluster_env.parallel_env("modern-v1").world_summary()
 
 

@@ -25,7 +25,7 @@ def _modules_after(code: str) -> set[str]:
 def test_cluster_env_imports_no_policy_package():
     loaded = _modules_after(
         "import numpy as np, gymnasium, cluster_env, cluster_env.wrappers as w\n"
-        "e = gymnasium.make('cluster_env/HeteroClusterOrderer-v0', scenario='toy-v0')\n"   # default fixed placer
+        "e = gymnasium.make('cluster_env/HeteroClusterOrderer-v1', scenario='toy-v0')\n"   # default fixed placer
         "e.reset(seed=0); e.step(int(np.argmax(e.unwrapped.action_masks())))\n"
         "p = w.flat_parallel_env('toy-v0'); p.reset(seed=0)")
     assert not {"baselines", "dual_agent", "torch"} & loaded

@@ -54,7 +54,7 @@ def test_human_render_mode_draws_a_window():
     assert "finished" in _texts(window) and env.render() is None
     env.close()
     assert not plt.fignum_exists(window.number)
-    view = cluster_env.make("cluster_env/HeteroClusterFlat-v0", scenario="toy-v0", render_mode="human")
+    view = cluster_env.make("cluster_env/HeteroClusterFlat-v1", scenario="toy-v0", render_mode="human")
     assert "human" in view.metadata["render_modes"]
     view.reset(seed=0)
     view.close()

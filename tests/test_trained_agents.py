@@ -38,7 +38,7 @@ def test_a_model_trained_on_the_default_view_scores_in_one_line(torch, tmp_path,
     import stable_baselines3
 
     cls = getattr(stable_baselines3, algorithm, None) or getattr(sb3_contrib, algorithm)
-    env = gymnasium.make("cluster_env/HeteroClusterFlat-v0", jobs_per_episode=JOBS)     # the default scenario
+    env = gymnasium.make("cluster_env/HeteroClusterFlat-v1", jobs_per_episode=JOBS)     # the default scenario
     model = cls("MlpPolicy", env, n_steps=128, batch_size=64, n_epochs=1, seed=0, device="cpu")
     model.learn(256)
     # The first journey: the in-memory model through baselines.evaluate, the view's rule by default.
@@ -229,7 +229,7 @@ def test_the_views_default_to_the_benchmarks_scenario():
 
     from cluster_env.wrappers import flat_parallel_env
 
-    for view_id in ("cluster_env/HeteroClusterFlat-v0", "cluster_env/HeteroClusterOrderer-v0"):
+    for view_id in ("cluster_env/HeteroClusterFlat-v1", "cluster_env/HeteroClusterOrderer-v1"):
         assert gymnasium.make(view_id).unwrapped.env.scenario.name == DEFAULT_SCENARIO
     assert HeteroClusterFlatEnv().env.scenario.name == DEFAULT_SCENARIO
     assert flat_parallel_env().env.scenario.name == DEFAULT_SCENARIO
