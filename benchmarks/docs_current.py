@@ -236,6 +236,61 @@ def scenario_defaults() -> str:
     return "; ".join(parts)
 
 
+def default_yardstick() -> str:
+    """The default scenario's yardstick, named as the docs quote it: ``las-migrate``."""
+    from baselines.yardstick import yardstick
+    from cluster_env.scenarios.registry import DEFAULT_SCENARIO
+
+    return f"`{yardstick(DEFAULT_SCENARIO)}`"
+
+
+def default_yardstick_on() -> str:
+    """``las-migrate` on philly-v1`` (the tutorial's phrase)."""
+    from cluster_env.scenarios.registry import DEFAULT_SCENARIO
+
+    return f"{default_yardstick()} on {DEFAULT_SCENARIO}"
+
+
+def heterogeneous_yardstick() -> str:
+    """The yardstick of every registered scenario whose GPU types differ in speed by at least the
+    migration threshold (one rule: the docs say "the yardstick on heterogeneous clusters")."""
+    import cluster_env
+    from baselines.migrate import DEFAULT_MIGRATE_THRESHOLD
+    from baselines.registry import speed_spread
+    from baselines.yardstick import yardstick
+
+    rules = set()
+    for name in cluster_env.list_scenarios():
+        s = cluster_env.get_scenario(name)
+        if not name.endswith("-v0") and speed_spread(s.cluster().gpu_type_names, s.world.reference_gpu) \
+                >= DEFAULT_MIGRATE_THRESHOLD:
+            rules.add(yardstick(name))
+    if len(rules) != 1:
+        raise ValueError(f"the heterogeneous scenarios have several yardsticks: {sorted(rules)}")
+    return f"`{rules.pop()}`"
+
+
+def pending_windows() -> str:
+    """K, the pending window, per scenario (the scenario's ``SchedulingConfig``) and the config's
+    own default."""
+    import cluster_env
+    from cluster_env.core.config import SchedulingConfig
+
+    by_k: dict[int, list[str]] = {}
+    for name in cluster_env.list_scenarios():
+        by_k.setdefault(cluster_env.get_scenario(name).scheduling.pending_window, []).append(name)
+    later = sorted(n for n in cluster_env.list_scenarios() if not n.endswith("-v0"))
+    parts = []
+    for k, names in sorted(by_k.items(), reverse=True):
+        if sorted(names) == later:
+            who = f"every scenario after v0, `{cluster_env.DEFAULT_SCENARIO}` (the default) included"
+        else:
+            who = _names(sorted(names))
+        parts.append(f"{k} on {who}")
+    return (f"the scenario's: {'; '.join(parts)}; {SchedulingConfig().pending_window} in a "
+            "`SchedulingConfig()` built without one")
+
+
 def load_sweep_table(figures: dict) -> str:
     sweep = figures["load_sweep"]
     policies, ref = sweep["policies"], sweep["reference"]
@@ -265,6 +320,10 @@ SECTIONS: dict[str, tuple[str, Callable[[], str]]] = {
     "cli-usage": ("docs/baselines.md", cli_usage),
     "scores-check-line": ("docs/baselines.md", scores_check_line),
     "load-sweep-table": ("docs/baselines.md", lambda: load_sweep_table(load_figures())),
+    "heterogeneous-yardstick": ("docs/baselines.md", heterogeneous_yardstick),
+    "tutorial-yardstick": ("docs/tutorial.md", default_yardstick_on),
+    "reference-yardstick": ("docs/reference.md", default_yardstick),
+    "pending-window": ("docs/reference.md", pending_windows),
 }
 
 

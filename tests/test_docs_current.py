@@ -73,13 +73,55 @@ def test_default_reference_is_the_one_the_docs_name():
     assert "The default reference is the scenario's **yardstick**" in (ROOT / "docs" / "baselines.md").read_text()
 
 
+def test_every_yardstick_the_docs_name_is_the_codes():
+    """A sentence on a yardstick that names a rule on a scenario (`las-migrate` on philly-v1) names
+    baselines/yardstick.py's; "the yardstick on heterogeneous clusters" is every heterogeneous
+    scenario's; the pages quote the default scenario's."""
+    from baselines.yardstick import DURATION_BLIND_RULES, YARDSTICKS, yardstick
+
+    named = []
+    for path in DOCS:
+        text = " ".join(re.sub(r"<!--.*?-->", "", path.read_text()).split())
+        for sentence in re.split(r"(?<=[.;:])\s+(?=[A-Z(`*])", text):
+            if not re.search(r"\byardstick\b(?!\.py)", sentence, re.I):
+                continue
+            for rule, scenario in re.findall(r"`([\w+.-]+)`,? (?:on|of|for) `?([a-z]+(?:-[a-z]+)*-v\d+)`?", sentence):
+                if scenario in YARDSTICKS and (rule in DURATION_BLIND_RULES or "+" in rule):
+                    named.append((path.name, rule, scenario))
+                    assert rule == YARDSTICKS[scenario], f"{path.name} names {rule} as {scenario}'s yardstick: {sentence}"
+            for rule in re.findall(r"`([\w+.-]+)` is the yardstick on heterogeneous clusters", sentence):
+                assert f"`{rule}`" == docs_current.heterogeneous_yardstick(), (path.name, sentence)
+                named.append((path.name, rule, "heterogeneous"))
+    assert {(p, s) for p, _, s in named} >= {("tutorial.md", cluster_env.DEFAULT_SCENARIO),
+                                             ("README.md", cluster_env.DEFAULT_SCENARIO), ("baselines.md", "heterogeneous")}
+    reference = " ".join((ROOT / "docs" / "reference.md").read_text().split())
+    assert f"the default run now pairs with the yardstick, <!-- generated: reference-yardstick -->" \
+           f"`{yardstick(cluster_env.DEFAULT_SCENARIO)}`" in reference
+
+
+def test_the_pending_window_the_docs_quote_is_the_scenarios():
+    """K as the docs quote it: each scenario's own, generated (runs print K=256 on philly-v1)."""
+    from cluster_env.core.config import SchedulingConfig
+
+    reference = " ".join((ROOT / "docs" / "reference.md").read_text().split())
+    part = docs_current.generated_parts(reference)["pending-window"]
+    k_default = cluster_env.get_scenario(cluster_env.DEFAULT_SCENARIO).scheduling.pending_window
+    assert f"{k_default} on every scenario after v0, `{cluster_env.DEFAULT_SCENARIO}` (the default) included" in part
+    assert f"{SchedulingConfig().pending_window} in a `SchedulingConfig()`" in part
+    for name in cluster_env.list_scenarios():
+        k = cluster_env.get_scenario(name).scheduling.pending_window
+        assert f"`{name}`" not in part or re.search(rf"{k} on [^;]*`{name}`", part), name
+    k_v0 = cluster_env.get_scenario("philly-v0").scheduling.pending_window
+    assert f"the pending window is {k_default} jobs (v0: {k_v0})" in reference
+
+
 def test_scheduling_defaults_quoted_in_the_reference():
     from cluster_env.core.config import SchedulingConfig
 
     text = (ROOT / "docs" / "reference.md").read_text()
     c = SchedulingConfig()
-    assert f"`K = pending_window` (default {c.pending_window}), `R = running_window` ({c.running_window} with " \
-           "preemption, else 0)" in text.replace("\n", " ")
+    assert f"`K = pending_window` (<!-- generated: pending-window -->{docs_current.pending_windows()}<!-- end: " \
+           f"pending-window -->), `R = running_window` ({c.running_window} with preemption, else 0)" in text.replace("\n", " ")
     baselines_md = (ROOT / "docs" / "baselines.md").read_text()
     assert f"every `scheduling_tick` = {c.scheduling_tick:g} s by default" in baselines_md.replace("\n", " ")
 
