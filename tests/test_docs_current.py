@@ -115,6 +115,22 @@ def test_the_pending_window_the_docs_quote_is_the_scenarios():
     assert f"the pending window is {k_default} jobs (v0: {k_v0})" in reference
 
 
+def test_the_tutorial_scores_its_agent_on_windows_of_the_size_it_trained_on():
+    """The tutorial's agent trains on short windows; both scoring lines use that size, and the note
+    says what the scenario's whole windows are (the scenario's, and example 03's default)."""
+    text = (ROOT / "docs" / "tutorial.md").read_text()
+    jobs = re.search(r'gymnasium\.make\("cluster_env/HeteroClusterFlat-v1", jobs_per_episode=(\d+)\)', text).group(1)
+    assert f'env_kwargs={{"jobs_per_episode": {jobs}}}' in text
+    lines = [line for line in text.splitlines() if line.startswith("cluster-bench run") and "ppo_model.zip" in line]
+    assert lines and all(f"--env jobs_per_episode={jobs}" in line for line in lines), lines
+    whole = cluster_env.get_scenario(cluster_env.DEFAULT_SCENARIO).jobs_per_episode
+    said = " ".join(text.split())
+    assert f"The agent above trained on {jobs}-job windows" in said
+    assert f"the scenario's whole windows ({whole:,} jobs on {cluster_env.DEFAULT_SCENARIO})" in said
+    example = load_script("examples/03_train_maskable_ppo.py", "example_03_for_docs")
+    assert example.parse_args([]).jobs_per_episode == whole
+
+
 def test_scheduling_defaults_quoted_in_the_reference():
     from cluster_env.core.config import SchedulingConfig
 
