@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIGURES = ROOT / "docs" / "figures.json"
 MARKER = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->)(?P<body>.*?)(<!-- end: (?P=name) -->)", re.S)
 
-#: The README's headline: the shipped agent against the strongest rule on its scenario (DESIGN 9:
+#: The README's headline: the shipped agent against the strongest rule on its scenario (docs/design.md section 9:
 #: paired, 100 test windows, 95% bootstrap interval, win rate).
 HEADLINE = {"agent": "dual", "reference": "las-migrate", "scenario": "philly-hetero-v2", "split": "test",
             "seeds": "0-99", "metric": "avg_jct"}

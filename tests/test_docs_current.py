@@ -52,7 +52,7 @@ def test_cli_usage_shows_the_parser_defaults():
 def test_readme_headline_is_the_checked_in_measurement_over_100_windows():
     figures = docs_current.load_figures()
     h = figures["headline"]
-    assert h["windows"] == 100 and h["seeds"] == "0-99" and h["split"] == "test"      # DESIGN 9
+    assert h["windows"] == 100 and h["seeds"] == "0-99" and h["split"] == "test"      # docs/design.md section 9
     sentence = docs_current.generated_parts(README)["headline"]
     assert f"{h['geo_mean']:.3f} [{h['ci_low']:.3f}, {h['ci_high']:.3f}]" in sentence
     assert "0.953 [0.899, 0.999]" not in README
@@ -245,7 +245,7 @@ def test_checked_in_figures_equal_a_fresh_measurement():
 def test_changelog_speaks_in_user_terms():
     """Entries say what a user gets, not which issue or section of the tracker asked for it."""
     text = (ROOT / "CHANGELOG.md").read_text()
-    refs = re.findall(r".*\b(?:issues? \d+|sections? \d+|the issue's)\b.*", text, re.I)
+    refs = re.findall(r".*\b(?:issues? \d+|sections? \d+|the [i]ssue's)\b.*", text, re.I)
     assert not refs, "CHANGELOG entries name tracker items instead of what changed for users:\n" + "\n".join(refs)
 
 

@@ -117,3 +117,67 @@ def test_the_first_ids_keep_their_behaviour_and_say_a_newer_version_exists():
     assert hetero_cluster_v1.parallel_env().scenario.name == cluster_env.DEFAULT_SCENARIO
     with pytest.warns(DeprecationWarning):
         assert cluster_env.make("cluster_env/HeteroCluster-v0", scenario="toy-v0").scenario.name == "toy-v0"
+
+
+# ------------------------------------------------------------------ the project stands on its own
+
+#: What a text file of the repository must not cite: an internal design file, a folder outside the
+#: repository, a tracker's items. (Spelled with character classes so that this file does not match.)
+FOREIGN = {
+    "a design file outside the repository": re.compile(r"\bDESIG[N]\b"),
+    "a folder outside the repository": re.compile(r"\.\./shar[e]d"),
+    "a tracker's item": re.compile(r"\b[Ii]ssues? #?\d+|\b[Tt]he [i]ssue's|/[i]ssues/\d+"),
+}
+#: History is history: the changelog may name what it likes.
+NOT_SCANNED = {"CHANGELOG.md"}
+
+
+def _tracked_text_files() -> list[Path]:
+    files = []
+    for name in _git("ls-files", "-z").stdout.split("\0"):
+        path = ROOT / name
+        if not name or name in NOT_SCANNED or not path.is_file():
+            continue
+        head = path.read_bytes()[:8192]
+        if b"\0" in head or name.endswith((".gz", ".png", ".pt", ".zip", ".npz")):
+            continue
+        files.append(path)
+    return files
+
+
+def test_the_repository_cites_nothing_outside_itself():
+    found = []
+    for path in _tracked_text_files():
+        text = path.read_text(errors="replace")
+        for what, pattern in FOREIGN.items():
+            for m in pattern.finditer(text):
+                line = text.count("\n", 0, m.start()) + 1
+                found.append(f"{path.relative_to(ROOT)}:{line}: {what}: {m.group(0)!r}")
+    assert not found, "cite docs/design.md or say it in plain words:\n" + "\n".join(found)
+
+
+def test_the_scan_catches_each_kind_of_foreign_citation():
+    assert FOREIGN["a design file outside the repository"].search("(DESIG" + "N section 9)")
+    assert FOREIGN["a folder outside the repository"].search("files in ../" + "shared/data")
+    for text in ("(iss" + "ue 26)", "Iss" + "ue 17's target", "the iss" + "ue's note", "github.com/a/b/iss" + "ues/3"):
+        assert FOREIGN["a tracker's item"].search(text), text
+    assert not any(p.search("docs/design.md section 9; a design issue; the issue of load") for p in FOREIGN.values())
+
+
+def test_the_design_notes_have_every_section_their_citations_name():
+    from baselines.harness.stats import CLAIM_WINDOWS, MIN_VERDICT_WINDOWS
+
+    design = (ROOT / "docs" / "design.md").read_text()
+    sections = {int(n) for n in re.findall(r"^## (\d+)\. ", design, re.M)}
+    assert sections == set(range(1, max(sections) + 1)), sorted(sections)
+    cited = set()
+    for path in _tracked_text_files():
+        text = path.read_text(errors="replace")
+        cited |= {int(n) for n in re.findall(r"design\.md(?:\]\(design\.md\))?,? section (\d+)", text)}
+    assert cited and cited <= sections, sorted(cited - sections)
+    # The figures it quotes are the code's.
+    said = " ".join(design.split())
+    assert f"fewer than {MIN_VERDICT_WINDOWS} distinct windows" in said
+    assert f"rests on {CLAIM_WINDOWS} test windows" in said
+    readme = (ROOT / "README.md").read_text()
+    assert "docs/design.md" in readme

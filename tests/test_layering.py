@@ -99,7 +99,7 @@ def test_no_cluster_env_module_names_a_policy_package():
                 assert pattern not in text, f"{path.relative_to(root.parent)} names {package}: {pattern}"
 
 
-# ---------------------------------------------------------------- dual_agent's rooms (issue 26, section 3)
+# ---------------------------------------------------------------- dual_agent's rooms
 def _package_modules(package: str) -> dict[str, Path]:
     """Dotted name -> source file of every module of ``package`` (packages by their ``__init__``)."""
     root = Path(importlib.util.find_spec(package).origin).parent

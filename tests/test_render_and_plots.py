@@ -158,7 +158,7 @@ def test_gitignore_covers_results_and_runs():
 
 
 def test_timeline_draws_every_stint_in_one_collection(recorded, monkeypatch, tmp_path):
-    """Issue 28 (main job's time): one artist per stint cost ~2.8 s per philly-v1 timeline; the
+    """The main job's time: one artist per stint cost ~2.8 s per philly-v1 timeline; the
     bars are one collection (same rectangles, colours and edges, in the same order)."""
     from matplotlib.colors import to_rgba
 

@@ -1,6 +1,6 @@
 """Episode metrics: the one implementation every part of the project uses.
 
-Keys (DESIGN section 7; times in seconds, fee in US dollars):
+Keys (docs/design.md section 7; times in seconds, fee in US dollars):
 
 =================  =============================================================================
 ``jobs_finished``  jobs that completed
