@@ -43,7 +43,7 @@ from baselines.orderers import LAS, QUANTUM_TOLERANCE_S, running_rows
 from cluster_env.core.config import DEFAULT_SCHEDULING_TICK_S
 from cluster_env.envs.observation_ext import job_features
 
-#: The default ``threshold``: the speed-up a move must promise (issue 26's headroom rule).
+#: The default ``threshold``: the speed-up a move must promise (the rule of the headroom study, ``benchmarks/headroom.py``).
 DEFAULT_MIGRATE_THRESHOLD = 1.5
 #: The layout whose columns the rule reads.
 MIGRATE_OBSERVATION = "extended-v2"

@@ -377,8 +377,8 @@ class OracleSRPT(PreemptivePriority):
 
     It is not an upper bound: as ``srpt-clairvoyant`` (with the clairvoyant placer) it is 1.27x
     ``las+fastest`` on philly-hetero-v1 and level with ``las`` on philly-v1 over 100 test windows
-    (docs/baselines.md, "The clairvoyant reference"), and worse than LAS on the traces issue 25
-    tried with the default effects on. Named ``srpt``; ``oracle`` is a deprecated alias.
+    (docs/baselines.md, "The clairvoyant reference"), and worse than LAS on the traces tried
+    with the default effects on. Named ``srpt``; ``oracle`` is a deprecated alias.
 
     The priority is the job's remaining work at nominal speed x its GPUs (the ``remaining_log``
     feature, visible only with ``clairvoyant=True``); ties go to the older job. Scheduling is

@@ -64,8 +64,8 @@ def spread_context(obs: dict, info: dict | None = None) -> tuple[int, int, float
     Under the all-reduce spread model, in scenarios with ``SchedulingConfig(spread_floor=True)``
     (world model v3: ``modern-v2``, ``philly-hetero-v3``), the PLACE-phase info carries
     ``spread_floor``: the lowest multiplier that model can charge the job on this cluster
-    (``cluster_env.world.interconnect.spread_floor``); the guard then uses it (issue 33: Gavel's
-    worst case made an 8-GPU LM job take two K80 machines, 32,728 s, over eight 1-GPU holes on
+    (``cluster_env.world.interconnect.spread_floor``); the guard then uses it (with Gavel's
+    worst case an 8-GPU LM job took two K80 machines, 32,728 s, over eight 1-GPU holes on
     shared-NIC V100 machines where the model charges nothing, 3,600 s). Without it (Gavel's model,
     or a caller that passes no info) the ratio is Gavel's bound below.
 

@@ -1,6 +1,6 @@
 """Names of the baselines: ``baselines.make_policy(name, **kwargs)``.
 
-Named baselines (DESIGN section 7):
+Named baselines (docs/design.md section 7):
 
 =============  ==========================================================
 ``random``     random orderer + random placer
@@ -38,7 +38,7 @@ error, ``noise=0.5`` by default), ``tiresias`` (alias ``2dlas``), ``las``, ``las
 info-agnostic baseline.
 
 Deprecated: ``oracle`` (the named policy, the orderer and the placer) still resolves, to
-``srpt-clairvoyant``, ``srpt`` and ``clairvoyant``, with a ``FutureWarning``: DESIGN section 9
+``srpt-clairvoyant``, ``srpt`` and ``clairvoyant``, with a ``FutureWarning``: docs/design.md section 9
 calls a reference "oracle" only if it is no worse than every heuristic on every scenario, and no
 clairvoyant policy here is (``DEPRECATED_NAMES``).
 """

@@ -1,7 +1,7 @@
 """Trained agents as policies of the harness: a saved file on the ``cluster-bench`` line, one call in Python.
 
 An agent trained on a single-agent view (Stable-Baselines3 ``PPO`` / sb3-contrib ``MaskablePPO``
-on ``cluster_env/HeteroClusterFlat-v0`` or ``make_vec_env``, a model trained through
+on ``cluster_env/HeteroClusterFlat-v1`` or ``make_vec_env``, a model trained through
 ``supersuit_vec_env``) or a CleanRL-style torch module (flat observation -> logits) is scored
 next to the baselines, under the settings it was trained with::
 

@@ -8,7 +8,7 @@ prints them with the rest); run alone with ``python benchmarks/bench_dual_agent.
 * PLACE latency at 64 and 1,213 machines (the openb-full cluster), RWGP refresh included;
 * training: environment steps per second of one rollout worker (sampling agent, philly-v0), and
   of a whole MAPPO iteration (collection + update) in this process;
-* episode (``--episode``, issue 26): the deterministic agent's whole episode, the way the harness
+* episode (``--episode``): the deterministic agent's whole episode, the way the harness
   scores it (portable inference), on a 1,000-job window and about 130 machines: philly-v1's test
   window 0 on Philly's machine mix at 1/4 (138 machines, the scenario's load 1.5), with the shipped
   philly-v0 agent and with an untrained residual agent on ``las+fastest`` (extended observation,
@@ -16,7 +16,7 @@ prints them with the rest); run alone with ``python benchmarks/bench_dual_agent.
   four GPU types, load 6) with the residual agent; and philly-hetero-v1's test window 0 (27
   machines) with the residual agent, where LAS preempts and decisions are many; and
   philly-hetero-v2's test window 0 (extended-v2 observation) with an untrained agent without a
-  prior, the window issue 35 asks to play in at most 2 s (``WINDOW_TARGET_S``). Each case prints
+  prior, the window the acting agent's target is to play in at most 2 s (``WINDOW_TARGET_S``). Each case prints
   the wall time per window (the fastest of ``--repeats`` plays, with their range) and the
   process's CPU time (what the wall time would be on an idle machine, about). One torch thread.
 """
@@ -120,7 +120,7 @@ def _learned_agent(scenario: str, env_kwargs: dict) -> DualAgentPolicy:
     return DualAgentPolicy(build_model(cfg, spaces), cfg, spaces, allow_transfer=True)
 
 
-#: Issue 35's target for the acting agent: a 1,000-job philly-hetero-v2 window in at most this
+#: The target for the acting agent: a 1,000-job philly-hetero-v2 window in at most this
 #: many seconds of wall time, one process, one torch thread.
 WINDOW_TARGET_S = 2.0
 
@@ -168,7 +168,7 @@ def episode_time(quick: bool = False, repeats: int = 1) -> list[dict]:
                      "unit": "s of this process (the wall time less what other jobs took from it)"})
         if case == HETERO_V2_CASE:
             rows.append({"section": section, "case": f"{case}: target", "value": WINDOW_TARGET_S,
-                         "unit": f"s (issue 35; {'met' if min(walls) <= WINDOW_TARGET_S else 'NOT met'} here)"})
+                         "unit": f"s (the target; {'met' if min(walls) <= WINDOW_TARGET_S else 'NOT met'} here)"})
         rows.append({"section": section, "case": f"{case}: decisions",
                      "value": int(record["steps"]), "unit": f"({int(record['preemptions'])} preemptions)"})
         rows.append({"section": section, "case": f"{case}: average JCT",

@@ -17,7 +17,7 @@ same folder. It prints, per measurement, the wall time and the user + system CPU
 * ``main job``: the README's ``cluster-bench run`` (philly-v1, 20 test windows, every named
   baseline, tables and plots), compile included.
 
-Targets (issue 28): a cold reset under 3 s and the cold main job within 45 s on 2 idle cores.
+Targets: a cold reset under 3 s and the cold main job within 45 s on 2 idle cores.
 """
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIGURES = ROOT / "docs" / "figures.json"
 MARKER = re.compile(r"(<!-- generated: (?P<name>[\w-]+) -->)(?P<body>.*?)(<!-- end: (?P=name) -->)", re.S)
 
-#: The README's headline: the shipped agent against the strongest rule on its scenario (DESIGN 9:
+#: The README's headline: the shipped agent against the strongest rule on its scenario (docs/design.md section 9:
 #: paired, 100 test windows, 95% bootstrap interval, win rate).
 HEADLINE = {"agent": "dual", "reference": "las-migrate", "scenario": "philly-hetero-v2", "split": "test",
             "seeds": "0-99", "metric": "avg_jct"}
@@ -179,6 +179,28 @@ def score_files_count() -> str:
     return str(len(packaged_scenarios()))
 
 
+def python_defaults() -> dict[str, str]:
+    """The default scenario of each Python constructor a user calls without one (their signatures'
+    defaults, and the registered Gymnasium ids')."""
+    import inspect
+
+    import gymnasium
+
+    import cluster_env
+    from baselines import evaluate
+    from cluster_env.vector import vector_env
+    from cluster_env.wrappers import make_vec_env
+
+    out = {}
+    for label, fn in (("cluster_env.parallel_env()", cluster_env.parallel_env), ("cluster_env.env()", cluster_env.env),
+                      ("cluster_env.vector.vector_env()", vector_env), ("make_vec_env()", make_vec_env),
+                      ("baselines.evaluate()", evaluate)):
+        out[label] = inspect.signature(fn).parameters["scenario"].default
+    for env_id in ("cluster_env/HeteroClusterFlat-v1", "cluster_env/HeteroClusterFlat-v0"):
+        out[f'gymnasium.make("{env_id}")'] = gymnasium.spec(env_id).kwargs["scenario"]
+    return out
+
+
 def scenario_defaults() -> str:
     """Which scenario each example and command starts from when none is given."""
     import cluster_env
@@ -192,6 +214,8 @@ def scenario_defaults() -> str:
         value = found.group(1).strip()
         default = cluster_env.DEFAULT_SCENARIO if value == "DEFAULT_SCENARIO" else value.strip("\"'")
         by_default.setdefault(default, []).append(path.name[:2])
+    for label, default in python_defaults().items():
+        by_default.setdefault(default, []).append(f"`{label}`")
     commands = {"run": "--scenario", "compare": "--scenario", "replay": "--scenario", "train": "--scenario",
                 "train-priority": "--scenario"}
     for command, option in commands.items():
@@ -210,6 +234,61 @@ def scenario_defaults() -> str:
                else []) + cmds
         parts.append(f"`{scenario}`: {', '.join(who)}")
     return "; ".join(parts)
+
+
+def default_yardstick() -> str:
+    """The default scenario's yardstick, named as the docs quote it: ``las-migrate``."""
+    from baselines.yardstick import yardstick
+    from cluster_env.scenarios.registry import DEFAULT_SCENARIO
+
+    return f"`{yardstick(DEFAULT_SCENARIO)}`"
+
+
+def default_yardstick_on() -> str:
+    """``las-migrate` on philly-v1`` (the tutorial's phrase)."""
+    from cluster_env.scenarios.registry import DEFAULT_SCENARIO
+
+    return f"{default_yardstick()} on {DEFAULT_SCENARIO}"
+
+
+def heterogeneous_yardstick() -> str:
+    """The yardstick of every registered scenario whose GPU types differ in speed by at least the
+    migration threshold (one rule: the docs say "the yardstick on heterogeneous clusters")."""
+    import cluster_env
+    from baselines.migrate import DEFAULT_MIGRATE_THRESHOLD
+    from baselines.registry import speed_spread
+    from baselines.yardstick import yardstick
+
+    rules = set()
+    for name in cluster_env.list_scenarios():
+        s = cluster_env.get_scenario(name)
+        if not name.endswith("-v0") and speed_spread(s.cluster().gpu_type_names, s.world.reference_gpu) \
+                >= DEFAULT_MIGRATE_THRESHOLD:
+            rules.add(yardstick(name))
+    if len(rules) != 1:
+        raise ValueError(f"the heterogeneous scenarios have several yardsticks: {sorted(rules)}")
+    return f"`{rules.pop()}`"
+
+
+def pending_windows() -> str:
+    """K, the pending window, per scenario (the scenario's ``SchedulingConfig``) and the config's
+    own default."""
+    import cluster_env
+    from cluster_env.core.config import SchedulingConfig
+
+    by_k: dict[int, list[str]] = {}
+    for name in cluster_env.list_scenarios():
+        by_k.setdefault(cluster_env.get_scenario(name).scheduling.pending_window, []).append(name)
+    later = sorted(n for n in cluster_env.list_scenarios() if not n.endswith("-v0"))
+    parts = []
+    for k, names in sorted(by_k.items(), reverse=True):
+        if sorted(names) == later:
+            who = f"every scenario after v0, `{cluster_env.DEFAULT_SCENARIO}` (the default) included"
+        else:
+            who = _names(sorted(names))
+        parts.append(f"{k} on {who}")
+    return (f"the scenario's: {'; '.join(parts)}; {SchedulingConfig().pending_window} in a "
+            "`SchedulingConfig()` built without one")
 
 
 def load_sweep_table(figures: dict) -> str:
@@ -241,6 +320,10 @@ SECTIONS: dict[str, tuple[str, Callable[[], str]]] = {
     "cli-usage": ("docs/baselines.md", cli_usage),
     "scores-check-line": ("docs/baselines.md", scores_check_line),
     "load-sweep-table": ("docs/baselines.md", lambda: load_sweep_table(load_figures())),
+    "heterogeneous-yardstick": ("docs/baselines.md", heterogeneous_yardstick),
+    "tutorial-yardstick": ("docs/tutorial.md", default_yardstick_on),
+    "reference-yardstick": ("docs/reference.md", default_yardstick),
+    "pending-window": ("docs/reference.md", pending_windows),
 }
 
 

@@ -1,10 +1,10 @@
-"""Paired statistics of a dual-agent checkpoint against the strongest heuristics (issue 14).
+"""Paired statistics of a dual-agent checkpoint against the strongest heuristics.
 
 The checkpoint is a ``.pt`` file (:class:`dual_agent.DualAgentPolicy`) or a priority-mode agent
 (``.priority.json``, :mod:`dual_agent.priority`).
 
 Runs the checkpoint and every reference on the same windows (default: philly-v1, test split,
-windows 0-99, durations hidden: a claim rests on 100 test windows, DESIGN section 9; fewer are
+windows 0-99, durations hidden: a claim rests on 100 test windows, docs/design.md section 9; fewer are
 said in the output) once, then prints, per reference, the harness's paired summary
 (``baselines.harness.stats.paired_summary``, what ``cluster-bench compare`` prints): the geometric
 mean of the per-window ratio of average JCT, its 95% bootstrap interval and the win rate. With
@@ -39,13 +39,13 @@ import baselines  # noqa: E402
 from baselines.cli import parse_seeds  # noqa: E402
 from baselines.harness.stats import paired_summary  # noqa: E402
 
-#: Test windows a claim rests on (DESIGN section 9): per-window log-ratio spreads of 0.04-0.35.
+#: Test windows a claim rests on (docs/design.md section 9): per-window log-ratio spreads of 0.04-0.35.
 CLAIM_WINDOWS = 100
 
 #: The clairvoyant reference ``--clairvoyant`` scores (formerly ``oracle``: docs/baselines.md).
 CLAIRVOYANT = "srpt-clairvoyant"
 
-#: The info-agnostic heuristics of issue 14's yardstick (``--references agnostic``).
+#: The info-agnostic heuristics, every orderer with every placer, a reference set (``--references agnostic``).
 AGNOSTIC = tuple(f"{o}+{p}" for o in ("fifo", "fifo-strict", "tiresias", "las")
                  for p in ("first-fit", "consolidate", "spread", "fastest"))
 

@@ -1,4 +1,4 @@
-"""Where a policy's gap to the best-known schedule lies: which jobs and which decisions (issue 35, §3).
+"""Where a policy's gap to the best-known schedule lies: which jobs and which decisions.
 
 For each test window the policy and the window's best-known schedule (its certificate,
 ``baselines/optimality/certificates/<scenario>/<seed>.json``, replayed in the compiled engine:

@@ -1,4 +1,4 @@
-"""Where the room is (issue 26): the shipped references, paired against the yardstick.
+"""Where the room is: the shipped references, paired against the yardstick.
 
 Runs ``las``, ``las+fastest``, ``las-migrate``, the clairvoyant ``srpt-clairvoyant``, ``tiresias`` and the
 shipped agent ``dual`` (when it loads for the scenario) on the same test windows, then
@@ -10,7 +10,7 @@ interval, the win rate and the number of distinct windows (``baselines.harness.s
     python benchmarks/headroom.py [--scenario philly-hetero-v1] [--windows 100] [--reference las+fastest]
         [--policies las,las+fastest,...] [--jobs-per-episode N (smoke runs only)] [--out headroom.json]
 
-``--optimality`` prints instead the room table of issue 32 from the shipped optimality table
+``--optimality`` prints instead the room table (docs/optimality.md, "The room per scenario") from the shipped optimality table
 (``baselines/optimality/tables/<scenario>.json``, test windows 0..N-1 that it holds): the certified
 lower bound, the best-known schedule, the best rule of each window (the best of the search's rules,
 picked per window in hindsight), the strongest single rule (``las-migrate``) and the shipped agent

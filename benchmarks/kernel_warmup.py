@@ -11,7 +11,7 @@ Each process is a new interpreter that imports ``cluster_env``, then times
 ``philly-v0`` episode) and, apart, a second identical episode (the episode alone), so that the
 load is the difference. It prints per process: the import, the warm-up, the episode alone, the
 load (warm-up - episode), how many kernels compiled (cache misses) and loaded (hits), and the
-cache's files and size. Target (issue 16): a second process's warm-up under 1.5 s.
+cache's files and size. Target: a second process's warm-up under 1.5 s.
 """
 from __future__ import annotations
 

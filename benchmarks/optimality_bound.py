@@ -1,4 +1,4 @@
-"""Time the certified lower bound (issue 32): wall time of ``window_lower_bound`` per window, on test
+"""Time the certified lower bound: wall time of ``window_lower_bound`` per window, on test
 windows of the shipped scenarios, one core. Prints per scenario the median and the largest time and
 the bound's binding part.
 

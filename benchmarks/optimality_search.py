@@ -1,4 +1,4 @@
-"""How the hindsight search's best-known value moves with its budget (issue 32): runs
+"""How the hindsight search's best-known value moves with its budget: runs
 ``search_window`` with the largest budget on test windows 0..N-1 and prints, per budget, the
 geometric mean of best-known / best rule (the search is deterministic, so the value at a smaller
 budget is the one the same run had reached by then: the shipped rows' values at their budget).

@@ -1,6 +1,6 @@
 """Does plain PPO (no action masks) learn on the flat view with its default arguments?
 
-Trains SB3's ``PPO("MlpPolicy", gymnasium.make("cluster_env/HeteroClusterFlat-v0", ...))`` and
+Trains SB3's ``PPO("MlpPolicy", gymnasium.make("cluster_env/HeteroClusterFlat-v1", ...))`` and
 prints, per rollout, the fraction of forbidden actions it took (each replaced by the lowest allowed
 one at a penalty, the default) and
 its mean reward per step (a random unmasked policy first, as the reference). Learning
@@ -55,7 +55,7 @@ def main(argv=None) -> int:
             self.rows.append((self.num_timesteps, self.invalid / n, float(np.mean(self.rewards))))
             self.invalid, self.rewards = 0, []
 
-    env = gymnasium.make("cluster_env/HeteroClusterFlat-v0", scenario=args.scenario,
+    env = gymnasium.make("cluster_env/HeteroClusterFlat-v1", scenario=args.scenario,
                          jobs_per_episode=args.jobs_per_episode)
     rng = np.random.default_rng(args.seed)
     env.reset(seed=args.seed)

@@ -1,4 +1,4 @@
-"""Paired ablation table of priority-mode agents (issue 14): every variant and one reference
+"""Paired ablation table of priority-mode agents: every variant and one reference
 heuristic on the same windows, ratios with 95% bootstrap intervals.
 
 Each variant is ``LABEL=PATH`` (a ``.priority.json`` file, :mod:`dual_agent.priority`), optionally

@@ -1,4 +1,4 @@
-"""What world model v3 (issue 33) changes for the baselines: paired before/after figures.
+"""What world model v3 (docs/world_model.md, "World model v3") changes for the baselines: paired before/after figures.
 
 For each (old, new) scenario pair (``modern-v1`` -> ``modern-v2``, ``philly-hetero-v2`` ->
 ``philly-hetero-v3``: the same windows and load), the script runs each policy on the same windows

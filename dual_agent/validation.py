@@ -1,4 +1,4 @@
-"""Validation windows at test-like contention, for both training commands (issue 26, item 1).
+"""Validation windows at test-like contention, for both training commands.
 
 Why: Philly's periods differ in contention at the same offered load. LAS + consolidate preempts
 4,087 / 640 / 5,545 times per window on philly-v1's train period / validation split / test windows

@@ -1,14 +1,28 @@
-"""Train sb3-contrib's MaskablePPO on the flat single-agent view and compare it with random and FIFO.
+"""Train sb3-contrib's MaskablePPO on the flat single-agent view and compare it with the scenario's
+yardstick, FIFO and random.
 
 One policy makes both decisions (which job next, which machine) on
-``cluster_env/HeteroClusterFlat-v0`` (card: ``cluster_env/wrappers/flat.py``). It trains on the
+``cluster_env/HeteroClusterFlat-v1`` (card: ``cluster_env/wrappers/flat.py``). It trains on the
 scenario's ``train`` split and is then evaluated, deterministic, on full episodes of the ``test``
-split (one per seed) next to two mask-only references on the same seeds:
+split (one per seed) next to references played by the harness (``baselines.evaluate``) on the
+same windows:
 
-* ``random``: a uniformly random allowed action for both agents (seeded by the episode seed);
-* ``fifo``:   the oldest pending job that fits, placed first-fit (lowest allowed machine);
+* the scenario's yardstick (``baselines.yardstick.yardstick(scenario)``: its strongest
+  duration-blind rule, the reference of every ``cluster-bench`` table);
+* ``fifo``:   the oldest pending job that fits, placed first-fit;
+* ``random``: a uniformly random allowed action for both agents.
 
-and, when the ``baselines`` package is installed, ``baselines.evaluate("random" | "fifo")``.
+One column each. (Without the ``baselines`` package the example plays ``fifo`` and ``random``
+itself, by the flat view's masks. It used to print both kinds of ``random`` column, and they
+disagreed: the rule is the same, but the harness's policy draws its orders and placements from two
+generators spawned from the seed and the example's from one, so they are two samples of a random
+policy, not one score.)
+
+Progress: every tenth of the budget a line gives the steps, the seconds and, before any training
+episode has finished (a 1,000-job episode is thousands of steps per env), how far the running
+episodes are (the shares of their jobs arrived and finished, from the observation's
+``arrivals_left`` and ``finished_frac``) and their return so far; then the mean return of the
+finished episodes too.
 
 The policy (``--policy rows``, see :func:`rows_policy_class`) scores every candidate job and every
 machine with shared weights and is work-conserving (it never chooses ``advance`` while a job may
@@ -18,7 +32,7 @@ training episodes (``--jobs-per-episode 1000``: the heavy, queueing windows are 
 split scores).
 
 Needs the ``rl`` extra (torch, stable-baselines3, sb3-contrib). Small defaults so that a bare run
-finishes in a few minutes; the recorded result (README of the wrappers, the issue's note) is::
+finishes in a few minutes; a real run is::
 
     python examples/03_train_maskable_ppo.py --scenario philly-v0 --timesteps 400000 --max-train-minutes 10 --out runs/ppo
 """
@@ -216,24 +230,52 @@ def make_training_env(args):
     return VecScaleReward(vec, args.reward_scale) if args.reward_scale != 1.0 else vec
 
 
-def progress_callback(every: int, quiet: bool, max_seconds: float | None):
-    """Prints steps, seconds and the mean training return (minus the average JCT in hours, from
-    SB3's Monitor, unscaled); stops training once ``max_seconds`` of wall time have passed."""
+def progress_columns(scenario: str) -> tuple[int, int]:
+    """The flat observation's columns of ``arrivals_left`` (jobs not yet arrived / jobs of the
+    episode) and ``finished_frac`` (finished jobs / jobs of the episode)."""
+    from cluster_env.envs.observation import GLOBAL_FEATURES
+    from cluster_env.wrappers import HeteroClusterFlatEnv
+
+    start = HeteroClusterFlatEnv(scenario, "train").layout.slice("global").start
+    return start + GLOBAL_FEATURES.index("arrivals_left"), start + GLOBAL_FEATURES.index("finished_frac")
+
+
+def progress_line(steps: int, seconds: float, finished_returns: list, arrived, finished, running_return) -> str:
+    """One progress line: the finished episodes' mean return, else that none has finished yet, and
+    where the running episodes are (shares of their jobs arrived and finished, return so far)."""
+    n = len(arrived)
+    done = (f"mean episode return {np.mean(finished_returns):.3f} (last {len(finished_returns)} episodes)"
+            if finished_returns else "no training episode finished yet")
+    return (f"  {steps:>9,} steps {seconds:>6.0f} s  {done}; the {n} running episode{'s' * (n != 1)}: "
+            f"{100 * float(np.mean(arrived)):.0f}% of their jobs arrived, {100 * float(np.mean(finished)):.0f}% "
+            f"finished, return so far {float(np.mean(running_return)):.3f}")
+
+
+def progress_callback(every: int, quiet: bool, max_seconds: float | None, columns: tuple[int, int],
+                      reward_scale: float = 1.0):
+    """Prints steps, seconds, the mean return of the finished training episodes (minus the average
+    JCT in hours, from SB3's Monitor, unscaled) and the progress of the running ones; stops
+    training once ``max_seconds`` of wall time have passed."""
     from stable_baselines3.common.callbacks import BaseCallback
 
     class Progress(BaseCallback):
         def _on_training_start(self) -> None:
             self.t0, self.next = time.perf_counter(), every
+            self.running_return = np.zeros(self.training_env.num_envs)
+            self.arrived = self.finished = np.zeros(self.training_env.num_envs)
 
         def _on_step(self) -> bool:
+            self.running_return += np.asarray(self.locals["rewards"], dtype=float) / reward_scale
+            obs = np.asarray(self.locals["new_obs"])
+            self.arrived, self.finished = 1.0 - obs[:, columns[0]], obs[:, columns[1]]
+            self.running_return[np.asarray(self.locals["dones"], dtype=bool)] = 0.0   # a new episode starts
             if max_seconds is not None and time.perf_counter() - self.t0 >= max_seconds:
                 return False
             if not quiet and every and self.num_timesteps >= self.next:
                 self.next += every
-                returns = [e["r"] for e in self.model.ep_info_buffer]
-                mean = f"{np.mean(returns):.3f}" if returns else "n/a"
-                print(f"  {self.num_timesteps:>9,} steps {time.perf_counter() - self.t0:>6.0f} s  "
-                      f"mean episode return {mean} (last {len(returns)} episodes)", flush=True)
+                print(progress_line(self.num_timesteps, time.perf_counter() - self.t0,
+                                    [e["r"] for e in self.model.ep_info_buffer], self.arrived, self.finished,
+                                    self.running_return), flush=True)
             return True
 
     return Progress()
@@ -250,6 +292,9 @@ def run_episode(env, choose, seed: int) -> dict:
 
 
 def evaluate(args, model=None) -> dict:
+    """The model's average JCT per test window and the references' on the same windows: the
+    scenario's yardstick, ``fifo`` and ``random`` by the harness (one column each), or, without the
+    ``baselines`` package, ``fifo`` and ``random`` played here by the flat view's masks."""
     from cluster_env.wrappers import HeteroClusterFlatEnv
 
     overrides = {} if args.eval_jobs is None else {"jobs_per_episode": args.eval_jobs}
@@ -259,22 +304,28 @@ def evaluate(args, model=None) -> dict:
     if model is not None:
         choosers["ppo"] = lambda seed: (
             lambda obs, mask: int(model.predict(obs, action_masks=mask, deterministic=True)[0]))
-    choosers["random"] = lambda seed: (
-        lambda rng: (lambda obs, mask: int(rng.choice(np.flatnonzero(mask)))))(np.random.default_rng(seed))
-    choosers["fifo"] = lambda seed: (lambda obs, mask: int(np.argmax(mask)))
+    harness = importlib.util.find_spec("baselines") is not None     # the project's harness, when installed
+    if not harness:
+        choosers["random"] = lambda seed: (
+            lambda rng: (lambda obs, mask: int(rng.choice(np.flatnonzero(mask)))))(np.random.default_rng(seed))
+        choosers["fifo"] = lambda seed: (lambda obs, mask: int(np.argmax(mask)))
     results = {}
     for name, factory in choosers.items():
         per_seed = [run_episode(env, factory(s), s)["avg_jct"] for s in seeds]
         results[name] = {"avg_jct_per_seed": per_seed, "mean_avg_jct": float(np.mean(per_seed))}
-    if importlib.util.find_spec("baselines") is not None:   # the project's harness, when installed
+    references, yard = [n for n in ("random", "fifo") if n in results], None
+    if harness:
         import baselines
+        from baselines.yardstick import yardstick
 
-        for name in ("random", "fifo"):
+        yard = yardstick(args.scenario)
+        references = list(dict.fromkeys((yard, "fifo", "random")))
+        for name in references:
             records = baselines.evaluate(name, args.scenario, split=args.eval_split, seeds=seeds,
                                          env_kwargs=overrides, backend="serial")
             per_seed = [r["avg_jct"] for r in records]
-            results[f"baselines:{name}"] = {"avg_jct_per_seed": per_seed, "mean_avg_jct": float(np.mean(per_seed))}
-    return {"seeds": seeds, "split": args.eval_split, **results}
+            results[name] = {"avg_jct_per_seed": per_seed, "mean_avg_jct": float(np.mean(per_seed))}
+    return {"seeds": seeds, "split": args.eval_split, "references": references, "yardstick": yard, **results}
 
 
 def main(argv=None) -> dict:
@@ -297,21 +348,28 @@ def main(argv=None) -> dict:
                         policy_kwargs=policy_kwargs, seed=args.seed, device="cpu", verbose=args.verbose)
     t0 = time.perf_counter()
     max_seconds = None if args.max_train_minutes is None else 60.0 * args.max_train_minutes
-    model.learn(args.timesteps, callback=progress_callback(max(args.timesteps // 10, 1), args.quiet, max_seconds))
+    progress = progress_callback(max(args.timesteps // 10, 1), args.quiet, max_seconds,
+                                 progress_columns(args.scenario), args.reward_scale)
+    model.learn(args.timesteps, callback=progress)
     train_wall = time.perf_counter() - t0
     vec.close()
     result = {"scenario": args.scenario, "timesteps": int(model.num_timesteps), "train_wall_s": round(train_wall, 1),
               "args": vars(args), **evaluate(args, model)}
-    seeds = result["seeds"]
-    names = [n for n in ("ppo", "random", "fifo", "baselines:random", "baselines:fifo") if n in result]
+    seeds, yard = result["seeds"], result["yardstick"]
+    names = ["ppo", *result["references"]]
+    heads = {n: f"{n} (yardstick)" if n == yard else n for n in names}
+    width = max(16, *(len(h) for h in heads.values()))
     print(f"MaskablePPO on {args.scenario} (flat view): {result['timesteps']:,} steps in {train_wall:.0f} s; "
           f"average JCT (s) on the {args.eval_split} split, deterministic policy:")
-    print(f"  {'seed':>6} " + " ".join(f"{name:>16}" for name in names))
+    print(f"  {'seed':>6} " + " ".join(f"{heads[n]:>{width}}" for n in names))
     for i, s in enumerate(seeds):
-        print(f"  {s:>6} " + " ".join(f"{result[n]['avg_jct_per_seed'][i]:>16,.0f}" for n in names))
-    print(f"  {'mean':>6} " + " ".join(f"{result[n]['mean_avg_jct']:>16,.0f}" for n in names))
-    best = min((n for n in names if n != "ppo"), key=lambda n: result[n]["mean_avg_jct"])
+        print(f"  {s:>6} " + " ".join(f"{result[n]['avg_jct_per_seed'][i]:>{width},.0f}" for n in names))
+    print(f"  {'mean':>6} " + " ".join(f"{result[n]['mean_avg_jct']:>{width},.0f}" for n in names))
+    best = min(result["references"], key=lambda n: result[n]["mean_avg_jct"])
     ratio = result["ppo"]["mean_avg_jct"] / result[best]["mean_avg_jct"]
+    if yard is not None:
+        print(f"\nppo's average JCT is {result['ppo']['mean_avg_jct'] / result[yard]['mean_avg_jct']:.2f}x that of "
+              f"{yard}, the scenario's yardstick (its strongest duration-blind rule).")
     per_step = train_wall / max(result["timesteps"], 1)
     # A ratio of means on a few windows is no verdict: that is paired, on 10 distinct windows or more
     # (baselines.harness.stats.MIN_VERDICT_WINDOWS; cluster-bench compare prints it).

@@ -185,11 +185,11 @@ def test_oracle_refuses_hidden_durations():
 
 def test_registry_marks_las_and_the_oracle():
     assert NAMED["las"] == ("las", "consolidate") and NAMED["srpt-clairvoyant"] == ("srpt", "clairvoyant")
-    assert "oracle" not in NAMED and "oracle" not in baselines.BASELINE_NAMES    # issue 25: not an upper bound
+    assert "oracle" not in NAMED and "oracle" not in baselines.BASELINE_NAMES    # not an upper bound
     assert baselines.make_policy("las").env_overrides == {"preemption": True}
     assert baselines.make_policy("srpt-clairvoyant").env_overrides == {"preemption": True, "clairvoyant": True}
     assert baselines.make_policy("srpt+fastest").env_overrides == {"preemption": True, "clairvoyant": True}
-    for doc in (OracleSRPT.__doc__ or "", PLACERS["clairvoyant"].__doc__ or ""):   # issue 25: it is worse than LAS on
+    for doc in (OracleSRPT.__doc__ or "", PLACERS["clairvoyant"].__doc__ or ""):   # it is worse than LAS on
         assert "CLAIRVOYANT REFERENCE" in doc and "not an upper bound" in doc  # some scenarios, so no "upper" label
     assert "reads no durations" in (LAS.__doc__ or "")
 

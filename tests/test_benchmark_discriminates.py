@@ -1,4 +1,4 @@
-"""The v1 scenarios tell schedulers apart (DESIGN section 9): paired intervals at the default load.
+"""The v1 scenarios tell schedulers apart (docs/design.md section 9): paired intervals at the default load.
 
 The fast tests run a few test windows of the two Philly scenarios, where the gaps are large; the
 slow test checks every claim of docs/reference.md ("Default loads, measured") on 20 windows.

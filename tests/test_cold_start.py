@@ -46,7 +46,7 @@ def test_cache_is_cold_reads_the_kernels_index_files(tmp_path, monkeypatch):
 
 
 def test_recorded_runs_warm_up_only_what_recorded_episodes_use(monkeypatch):
-    """Issue 28 (the main job's cold start): ``cluster-bench run`` records every episode (its
+    """The main job's cold start: ``cluster-bench run`` records every episode (its
     plots), and recorded episodes never use the compiled skip-idle loop, so its warm-up leaves
     that loop (about 5 s of compile) out; an unrecorded API task warms up everything, also when
     only the fused loop is missing from the cache."""

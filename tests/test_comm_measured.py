@@ -1,4 +1,4 @@
-"""Communication priced from measured multi-node runs (issue 33, section 2): the fits on Pollux's
+"""Communication priced from measured multi-node runs: the fits on Pollux's
 T4 servers and Sia's DGX A100 nodes, recomputed from the shipped files, and the 7+1 / 4+4 splits of
 world model v3."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The all-reduce spread model (issue 25, section 1): hand-worked placements, the old model kept,
+"""The all-reduce spread model: hand-worked placements, the old model kept,
 parity with the compiled engine, and validation of the interconnect parameters."""
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def _kappa_v100_lm5_8gpu() -> float:
 
 
 def test_issue_reproduction_7_plus_1_split_on_two_dgx_a100():
-    # Issue 25: 2 x 8 A100, only the spread effect on, a 1-GPU job at t=0, then an 8-GPU LM job of
+    # The reproduction: 2 x 8 A100, only the spread effect on, a 1-GPU job at t=0, then an 8-GPU LM job of
     # 3,600 s that first-fit splits 7 + 1.
     machines = [("A100", 8), ("A100", 8)]
     jct, shape = _jct_of_last(machines, ALLREDUCE, [(1, 0)], [0, 1])
@@ -99,7 +99,7 @@ def test_gavel_model_keeps_its_9_6x_bit_for_bit():
     assert shape == [7, 1]
     r = spread_ratio_table(("A100",))[LM5, 0, GPU_COUNT_BUCKETS.index(8)]
     assert jct == 3600.0 / r                    # the simulator's own arithmetic, bit for bit
-    assert jct == pytest.approx(34_403.5, abs=1.0)   # the issue's 9.6x
+    assert jct == pytest.approx(34_403.5, abs=1.0)   # 9.6x (docs/world_model.md)
     assert WorldConfig().spread_model == "gavel"     # the default: v0/v1 scenarios unchanged
 
 
@@ -247,7 +247,7 @@ def test_interconnect_given_as_lists_becomes_a_hashable_tuple():
     ("allreduce", True, 7_262.5),       # world model v2's all-reduce model on the assumed 10 Gb/s testbed
     ("gavel", True, 34_403.5)])         # Gavel's single ratio on its raw table
 def test_issue_reproduction_end_to_end_with_fifo_first_fit(tmp_path, model, v2_world, expected):
-    # The issue's own steps: the user's CSV files, `fifo` (first-fit) splits the 8-GPU job 7 + 1.
+    # A user's own steps: the user's CSV files, `fifo` (first-fit) splits the 8-GPU job 7 + 1.
     import json
 
     from baselines.cli import main as cluster_bench

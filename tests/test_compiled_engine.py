@@ -125,7 +125,7 @@ def test_truncation_identical():
     # A tiny tick: one decision per tick, so only the step bound ends the episode (the compiled
     # loop ran forever without it).
     ("toy-v0", {"scheduling_tick": 1e-6}),
-    # issue 34's case, on a small window: las is cut by the bound through the API.
+    # A case once seen, on a small window: las is cut by the bound through the API.
     ("philly-hetero-v2", {"scheduling_tick": 0.5, "jobs_per_episode": 3}),
 ])
 def test_default_step_bound_identical(scenario, env_kwargs):

@@ -1,4 +1,4 @@
-"""Custom traces from the CLI (issue 27, item 15): a column mapping flag with the Python path's
+"""Custom traces from the CLI: a column mapping flag with the Python path's
 checks, the drawn job types printed, and overlapping windows said to overlap."""
 from __future__ import annotations
 

@@ -51,7 +51,7 @@ def test_docs_links_resolve():
             assert (path.parent / target).exists(), f"{path.name} links to missing {target}"
 
 
-# A renamed policy's old name in a command or code the docs give (issue 25: ``oracle`` is now
+# A renamed policy's old name in a command or code the docs give (``oracle`` is now
 # ``srpt-clairvoyant`` / ``srpt`` / ``clairvoyant``, a deprecated alias that warns; ``dual-priority``
 # is an alias of ``dual``): a whole word, so ``OracleSRPT``, ``oracle_order`` and file names pass.
 STALE_NAME = re.compile(r"(?<![\w.])(oracle|dual-priority)(?![\w.-])")

@@ -52,7 +52,7 @@ def test_cli_usage_shows_the_parser_defaults():
 def test_readme_headline_is_the_checked_in_measurement_over_100_windows():
     figures = docs_current.load_figures()
     h = figures["headline"]
-    assert h["windows"] == 100 and h["seeds"] == "0-99" and h["split"] == "test"      # DESIGN 9
+    assert h["windows"] == 100 and h["seeds"] == "0-99" and h["split"] == "test"      # docs/design.md section 9
     sentence = docs_current.generated_parts(README)["headline"]
     assert f"{h['geo_mean']:.3f} [{h['ci_low']:.3f}, {h['ci_high']:.3f}]" in sentence
     assert "0.953 [0.899, 0.999]" not in README
@@ -73,13 +73,71 @@ def test_default_reference_is_the_one_the_docs_name():
     assert "The default reference is the scenario's **yardstick**" in (ROOT / "docs" / "baselines.md").read_text()
 
 
+def test_every_yardstick_the_docs_name_is_the_codes():
+    """A sentence on a yardstick that names a rule on a scenario (`las-migrate` on philly-v1) names
+    baselines/yardstick.py's; "the yardstick on heterogeneous clusters" is every heterogeneous
+    scenario's; the pages quote the default scenario's."""
+    from baselines.yardstick import DURATION_BLIND_RULES, YARDSTICKS, yardstick
+
+    named = []
+    for path in DOCS:
+        text = " ".join(re.sub(r"<!--.*?-->", "", path.read_text()).split())
+        for sentence in re.split(r"(?<=[.;:])\s+(?=[A-Z(`*])", text):
+            if not re.search(r"\byardstick\b(?!\.py)", sentence, re.I):
+                continue
+            for rule, scenario in re.findall(r"`([\w+.-]+)`,? (?:on|of|for) `?([a-z]+(?:-[a-z]+)*-v\d+)`?", sentence):
+                if scenario in YARDSTICKS and (rule in DURATION_BLIND_RULES or "+" in rule):
+                    named.append((path.name, rule, scenario))
+                    assert rule == YARDSTICKS[scenario], f"{path.name} names {rule} as {scenario}'s yardstick: {sentence}"
+            for rule in re.findall(r"`([\w+.-]+)` is the yardstick on heterogeneous clusters", sentence):
+                assert f"`{rule}`" == docs_current.heterogeneous_yardstick(), (path.name, sentence)
+                named.append((path.name, rule, "heterogeneous"))
+    assert {(p, s) for p, _, s in named} >= {("tutorial.md", cluster_env.DEFAULT_SCENARIO),
+                                             ("README.md", cluster_env.DEFAULT_SCENARIO), ("baselines.md", "heterogeneous")}
+    reference = " ".join((ROOT / "docs" / "reference.md").read_text().split())
+    assert f"the default run now pairs with the yardstick, <!-- generated: reference-yardstick -->" \
+           f"`{yardstick(cluster_env.DEFAULT_SCENARIO)}`" in reference
+
+
+def test_the_pending_window_the_docs_quote_is_the_scenarios():
+    """K as the docs quote it: each scenario's own, generated (runs print K=256 on philly-v1)."""
+    from cluster_env.core.config import SchedulingConfig
+
+    reference = " ".join((ROOT / "docs" / "reference.md").read_text().split())
+    part = docs_current.generated_parts(reference)["pending-window"]
+    k_default = cluster_env.get_scenario(cluster_env.DEFAULT_SCENARIO).scheduling.pending_window
+    assert f"{k_default} on every scenario after v0, `{cluster_env.DEFAULT_SCENARIO}` (the default) included" in part
+    assert f"{SchedulingConfig().pending_window} in a `SchedulingConfig()`" in part
+    for name in cluster_env.list_scenarios():
+        k = cluster_env.get_scenario(name).scheduling.pending_window
+        assert f"`{name}`" not in part or re.search(rf"{k} on [^;]*`{name}`", part), name
+    k_v0 = cluster_env.get_scenario("philly-v0").scheduling.pending_window
+    assert f"the pending window is {k_default} jobs (v0: {k_v0})" in reference
+
+
+def test_the_tutorial_scores_its_agent_on_windows_of_the_size_it_trained_on():
+    """The tutorial's agent trains on short windows; both scoring lines use that size, and the note
+    says what the scenario's whole windows are (the scenario's, and example 03's default)."""
+    text = (ROOT / "docs" / "tutorial.md").read_text()
+    jobs = re.search(r'gymnasium\.make\("cluster_env/HeteroClusterFlat-v1", jobs_per_episode=(\d+)\)', text).group(1)
+    assert f'env_kwargs={{"jobs_per_episode": {jobs}}}' in text
+    lines = [line for line in text.splitlines() if line.startswith("cluster-bench run") and "ppo_model.zip" in line]
+    assert lines and all(f"--env jobs_per_episode={jobs}" in line for line in lines), lines
+    whole = cluster_env.get_scenario(cluster_env.DEFAULT_SCENARIO).jobs_per_episode
+    said = " ".join(text.split())
+    assert f"The agent above trained on {jobs}-job windows" in said
+    assert f"the scenario's whole windows ({whole:,} jobs on {cluster_env.DEFAULT_SCENARIO})" in said
+    example = load_script("examples/03_train_maskable_ppo.py", "example_03_for_docs")
+    assert example.parse_args([]).jobs_per_episode == whole
+
+
 def test_scheduling_defaults_quoted_in_the_reference():
     from cluster_env.core.config import SchedulingConfig
 
     text = (ROOT / "docs" / "reference.md").read_text()
     c = SchedulingConfig()
-    assert f"`K = pending_window` (default {c.pending_window}), `R = running_window` ({c.running_window} with " \
-           "preemption, else 0)" in text.replace("\n", " ")
+    assert f"`K = pending_window` (<!-- generated: pending-window -->{docs_current.pending_windows()}<!-- end: " \
+           f"pending-window -->), `R = running_window` ({c.running_window} with preemption, else 0)" in text.replace("\n", " ")
     baselines_md = (ROOT / "docs" / "baselines.md").read_text()
     assert f"every `scheduling_tick` = {c.scheduling_tick:g} s by default" in baselines_md.replace("\n", " ")
 
@@ -187,7 +245,7 @@ def test_checked_in_figures_equal_a_fresh_measurement():
 def test_changelog_speaks_in_user_terms():
     """Entries say what a user gets, not which issue or section of the tracker asked for it."""
     text = (ROOT / "CHANGELOG.md").read_text()
-    refs = re.findall(r".*\b(?:issues? \d+|sections? \d+|the issue's)\b.*", text, re.I)
+    refs = re.findall(r".*\b(?:issues? \d+|sections? \d+|the [i]ssue's)\b.*", text, re.I)
     assert not refs, "CHANGELOG entries name tracker items instead of what changed for users:\n" + "\n".join(refs)
 
 

@@ -1,4 +1,4 @@
-"""`dual` is the one name of a scenario's shipped agent, whichever family it is (issue 26, item 3)."""
+"""`dual` is the one name of a scenario's shipped agent, whichever family it is."""
 from __future__ import annotations
 
 import json

@@ -1,7 +1,7 @@
-"""The portable actors compute each distinct row once (issue 26, item 4: the torch agent's
+"""The portable actors compute each distinct row once (the torch agent's
 episode in seconds): the observation's padding rows once for all, the machine encoder only on the
 machines whose row changed, the job encoder only on the candidate rows the last decision did not
-see; given the acting agent's mask, the heads score only the actions it allows (issue 35: a
+see; given the acting agent's mask, the heads score only the actions it allows (a
 1,000-job window in about 2 s). The logits the arg max reads keep their bits (each row is mapped
 on its own)."""
 from __future__ import annotations

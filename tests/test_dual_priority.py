@@ -406,7 +406,7 @@ def test_paired_evaluation_script_reads_a_priority_agent(tmp_path):
     assert "--oracle is deprecated, use --clairvoyant" in proc.stderr and "FutureWarning" not in proc.stderr
     assert summaries["srpt-clairvoyant"]["n"] == 2 and "clairvoyant_vs_las+fastest" in summaries
     assert "srpt-clairvoyant vs las+fastest" in proc.stdout
-    # Claims rest on 100 test windows: the default, and fewer are flagged (issue 26).
+    # Claims rest on 100 test windows: the default, and fewer are flagged.
     assert "note: 2 distinct windows, fewer than the 100 a claim rests on" in proc.stdout
     usage = subprocess.run([sys.executable, bench, "--help"], capture_output=True, text=True, timeout=120).stdout
     assert "default 0-99" in usage and "--clairvoyant" in usage

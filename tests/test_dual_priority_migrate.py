@@ -1,4 +1,4 @@
-"""The priority agent under ``las-migrate``'s rule (``migrate``, issue 26 section 2): zero weights
+"""The priority agent under ``las-migrate``'s rule (``migrate``): zero weights
 with ``migrate=1.5`` are ``las-migrate`` record for record (API and compiled), learned weights keep
 API/compiled parity, the file field, and the trainer's and CLI's ``--migrate``."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Validation windows at test-like contention (issue 26, item 1; dual_agent.validation): the
+"""Validation windows at test-like contention (dual_agent.validation): the
 matching, the shipped windows, and both training commands validating on them (ES through its
 episode function, the paper agent's trainer through its evaluation), old runs resuming as they
 were made."""

@@ -151,7 +151,7 @@ def test_misuse_gets_clear_errors():
 
 def test_make_by_versioned_id():
     env = cluster_env.make(cluster_env.ENV_ID, scenario="toy-v0")
-    assert env.metadata["name"] == "hetero_cluster_v0"
+    assert env.metadata["name"] == "hetero_cluster_v1"
     with pytest.raises(ValueError, match="unknown environment id"):
         cluster_env.make("cluster_env/Nope-v9")
 

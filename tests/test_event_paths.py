@@ -1,4 +1,4 @@
-"""The compiled fast paths of the simulator and the observation (issue 17, "through the API"):
+"""The compiled fast paths of the simulator and the observation ("through the API", docs/performance.md):
 they skip work that cannot change a result, and give the same episodes as the numpy reference."""
 from __future__ import annotations
 
@@ -149,7 +149,7 @@ def test_compiled_skip_idle_loop_matches_numpy(policy, seed, overrides):
 
 
 def test_reset_leaves_the_compiled_skip_idle_loop_to_step(monkeypatch):
-    """Issue 28 (a cold reset under 3 s): a reset reaches its first decision on the per-event path,
+    """A cold reset under 3 s: a reset reaches its first decision on the per-event path,
     so a fresh install shows the first observation without compiling ``idle_events`` (about 5 s of
     a cold reset's 7); the steps after it use the compiled loop, and the episode is the numpy
     reference's (the digest tests above)."""

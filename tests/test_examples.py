@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -24,9 +25,24 @@ def test_train_maskable_ppo_tiny_budget(tmp_path):
                        "--eval-seeds", "2", "--eval-jobs", "30", "--out", str(tmp_path))
     assert "mean" in text and "ppo" in text and "fifo" in text
     assert "the best reference here" in text and "A real run is 400,000 steps: about" in text
+    # Progress says something before the first training episode ends (30-job episodes of 2 envs
+    # take more than the first tenth of 256 steps): where the running episodes are.
+    progress = [line for line in text.splitlines() if " steps " in line and line.strip()[0].isdigit()]
+    assert progress and "n/a" not in text
+    assert "no training episode finished yet; the 2 running episodes: " in progress[0]
+    assert re.search(r"\d+% of their jobs arrived, \d+% finished, return so far -?\d", progress[0]), progress[0]
+    # One column per reference: the scenario's yardstick (baselines.yardstick), fifo and random.
+    from baselines.yardstick import yardstick
+    from cluster_env import DEFAULT_SCENARIO
+
+    yard = yardstick(DEFAULT_SCENARIO)
+    header = next(line for line in text.splitlines() if line.split()[:1] == ["seed"])
+    assert header.split() == ["seed", "ppo", yard, "(yardstick)", "fifo", "random"], header
+    assert f"that of {yard}, the scenario's yardstick" in text
     result = json.loads((tmp_path / "results.json").read_text())
     assert result["timesteps"] >= 256 and result["seeds"] == [0, 1]
-    for name in ("ppo", "random", "fifo"):
+    assert result["references"] == [yard, "fifo", "random"] and result["yardstick"] == yard
+    for name in ("ppo", yard, "random", "fifo"):
         assert len(result[name]["avg_jct_per_seed"]) == 2 and result[name]["mean_avg_jct"] > 0
     assert (tmp_path / "model.zip").exists() and (tmp_path / "model.agent.json").exists()
     # The saved model (the example's own policy class) scores through the line the example prints.

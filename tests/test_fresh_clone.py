@@ -39,7 +39,7 @@ def _two_commands() -> str:
 
 
 def test_readme_main_job_uses_the_base_install_and_the_tests_their_extra():
-    """The README's two commands as issue 34 fixed them: the main job from the base install (what
+    """The README's two commands: the main job from the base install (what
     tests/test_main_job.py runs with every extra blocked), the tests with the ``test`` extra; the
     hints it quotes are cluster_env.extras' spellings."""
     import re

@@ -1,4 +1,4 @@
-"""A user's cluster brings the world of its GPU generation (issue 33, section 3), and every run
+"""A user's cluster brings the world of its GPU generation, and every run
 says which world it played in."""
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def test_generation_rule():
 
 
 def test_a100_cluster_csv_on_default_base_prices_7_plus_1_as_the_modern_scenario(tmp_path):
-    # The issue's case: 16 x 8 A100 on philly-v1 (the default base), first-fit splits the LM job 7 + 1.
+    # The case: 16 x 8 A100 on philly-v1 (the default base), first-fit splits the LM job 7 + 1.
     cluster, jobs = _files(tmp_path, 16, 8)
     assert cluster_env.DEFAULT_SCENARIO == "philly-v1"
     env = cluster_env.parallel_env("philly-v1", cluster_csv=cluster, workload_csv=jobs, **SPREAD_ONLY)
@@ -199,7 +199,7 @@ def test_a_policy_made_for_the_hardware_world_fits_a_run_on_that_cluster(tmp_pat
 def test_single_agent_views_say_their_world_too():
     import gymnasium
 
-    view = gymnasium.make("cluster_env/HeteroClusterFlat-v0", scenario="modern-v1", jobs_per_episode=20)
+    view = gymnasium.make("cluster_env/HeteroClusterFlat-v1", scenario="modern-v1", jobs_per_episode=20)
     assert view.unwrapped.world_summary() == cluster_env.parallel_env("modern-v1").world_summary()
 
 

@@ -25,7 +25,7 @@ def _modules_after(code: str) -> set[str]:
 def test_cluster_env_imports_no_policy_package():
     loaded = _modules_after(
         "import numpy as np, gymnasium, cluster_env, cluster_env.wrappers as w\n"
-        "e = gymnasium.make('cluster_env/HeteroClusterOrderer-v0', scenario='toy-v0')\n"   # default fixed placer
+        "e = gymnasium.make('cluster_env/HeteroClusterOrderer-v1', scenario='toy-v0')\n"   # default fixed placer
         "e.reset(seed=0); e.step(int(np.argmax(e.unwrapped.action_masks())))\n"
         "p = w.flat_parallel_env('toy-v0'); p.reset(seed=0)")
     assert not {"baselines", "dual_agent", "torch"} & loaded
@@ -99,7 +99,7 @@ def test_no_cluster_env_module_names_a_policy_package():
                 assert pattern not in text, f"{path.relative_to(root.parent)} names {package}: {pattern}"
 
 
-# ---------------------------------------------------------------- dual_agent's rooms (issue 26, section 3)
+# ---------------------------------------------------------------- dual_agent's rooms
 def _package_modules(package: str) -> dict[str, Path]:
     """Dotted name -> source file of every module of ``package`` (packages by their ``__init__``)."""
     root = Path(importlib.util.find_spec(package).origin).parent

@@ -1,4 +1,4 @@
-"""The opt-in "concurrent" load measure (issue 33, section 4): its definition by hand, exact
+"""The opt-in "concurrent" load measure: its definition by hand, exact
 rescaling, the default kept everywhere, and comparable queueing on a heavy-tailed trace."""
 from __future__ import annotations
 

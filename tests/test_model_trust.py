@@ -1,5 +1,4 @@
-"""Model files a user hands us run no code unless trusted, and every bad one is one clear line (issue 34,
-items 1, 4, 10 and 13).
+"""Model files a user hands us run no code unless trusted, and every bad one is one clear line.
 
 An SB3 zip is rebuilt from its parameters (``weights_only``) and plain JSON; a payload pickled into
 its ``data`` entry never runs without ``--trust-model`` / ``trust_model=True`` (the marker file it
@@ -274,7 +273,7 @@ def test_a_zip_bomb_is_refused_from_its_directory_without_inflating_it(tmp_path,
     finally:
         tracemalloc.stop()
     assert peak < 2**20                       # the entry (32 MiB) was never read
-    # The issue's case: a 1.5 GiB `data` entry (its declared size forged here, so the test writes no GiB).
+    # The case: a 1.5 GiB `data` entry (its declared size forged here, so the test writes no GiB).
     forged = tmp_path / "forged.zip"
     with zipfile.ZipFile(forged, "w") as z:
         z.writestr("data", b"{}")

@@ -1,4 +1,4 @@
-"""Output files (issue 27, items 8, 9, 11, 12, 13, 16): a second Ctrl-C, a full disk, a link or a
+"""Output files: a second Ctrl-C, a full disk, a link or a
 device as --out, two runs on one folder, and out-of-range arguments never lose or mix results or
 end in a traceback. What they guard is stated in docs/reference.md, "Guarantees"."""
 from __future__ import annotations

@@ -160,7 +160,7 @@ def test_cluster_bench_compare_on_one_seed_does_not_claim_repeated_windows(capsy
 
 
 def test_cluster_bench_sweep_flags_seeds_that_play_one_window(tmp_path, capsys):
-    # Issue 27 item 3 reached run and compare; sweep printed "2 windows per point" and intervals
+    # Run and compare flagged it first; sweep printed "2 windows per point" and intervals
     # over identical toy-v0 episodes without a word.
     assert cluster_bench(["sweep", "--scenario", "toy-v0", "--loads", "0.5,1", "--seeds", "0-1", "--out",
                           str(tmp_path / "sw"), "--no-plots", "--backend", "serial", "--quiet"]) == 0

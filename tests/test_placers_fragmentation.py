@@ -1,8 +1,8 @@
 """The speed-aware placers (``fastest``, ``clairvoyant``) do not spread a job over more machines than
 consolidation would use unless the expected speed gain exceeds the noise margin
-(``baselines.placers.SPREAD_MARGIN``; issue 25, section 3).
+(``baselines.placers.SPREAD_MARGIN``).
 
-The reproduction of the issue: 3 x 8 A100, static machine factors and the spread penalty on (every
+The reproduction: 3 x 8 A100, static machine factors and the spread penalty on (every
 other effect off), jobs of 8, 8 and 7 GPUs (600 s) and a 1-GPU job (100,000 s) at t=0, then a
 16-GPU ``LM (batch size 5)`` job (3,600 s) at t=1,000. The 16 free GPUs then sit 8 + 8 + 7 (the
 1-GPU job holds the eighth GPU of one machine); two machines hold the job. The old ``fastest``
@@ -54,7 +54,7 @@ def _scenario(name: str, machines: list, jobs: list, reference: str) -> Scenario
 
 
 def fragmentation_scenario() -> Scenario:
-    """The issue's reproduction (module docstring)."""
+    """The reproduction (module docstring)."""
     other = JOB_TYPES[0]
     jobs = [(0, 600, 8, other), (0, 600, 8, other), (0, 600, 7, other), (0, 100_000, 1, other),
             (1000, 3600, 16, "LM (batch size 5)")]

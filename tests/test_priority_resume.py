@@ -1,4 +1,4 @@
-"""train-priority's files (issue 27, item 10): best.priority.json whenever validation improves, the
+"""train-priority's files: best.priority.json whenever validation improves, the
 checkpoint before the log row, Ctrl-C saved with exit 130, and --resume giving the weights of a
 run never stopped. Tiny runs: 20-job windows, one direction, one validation window."""
 from __future__ import annotations

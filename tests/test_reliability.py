@@ -1,4 +1,4 @@
-"""Reliability (issue 16): the attacks that once changed what is scored, lost work or died, kept
+"""Reliability: the attacks that once changed what is scored, lost work or died, kept
 as tests. What they guard is stated in docs/reference.md, "Guarantees".
 
 1. a checkpoint cannot change the environment it is scored on;   2. compiled kernels load from

@@ -54,7 +54,7 @@ def test_human_render_mode_draws_a_window():
     assert "finished" in _texts(window) and env.render() is None
     env.close()
     assert not plt.fignum_exists(window.number)
-    view = cluster_env.make("cluster_env/HeteroClusterFlat-v0", scenario="toy-v0", render_mode="human")
+    view = cluster_env.make("cluster_env/HeteroClusterFlat-v1", scenario="toy-v0", render_mode="human")
     assert "human" in view.metadata["render_modes"]
     view.reset(seed=0)
     view.close()
@@ -158,7 +158,7 @@ def test_gitignore_covers_results_and_runs():
 
 
 def test_timeline_draws_every_stint_in_one_collection(recorded, monkeypatch, tmp_path):
-    """Issue 28 (main job's time): one artist per stint cost ~2.8 s per philly-v1 timeline; the
+    """The main job's time: one artist per stint cost ~2.8 s per philly-v1 timeline; the
     bars are one collection (same rectangles, colours and edges, in the same order)."""
     from matplotlib.colors import to_rgba
 

@@ -1,8 +1,7 @@
-"""No finished result is lost, no file is written through a link (issue 34, items 2, 3, 5, 6, 7, 8,
-14): the lock files, the one writer every file goes through, output names checked before any
-episode, the previous complete set kept until a new one is complete, the episodes that finished
-kept when a run stops (Ctrl-C, an episode's error), standard JSON. What they guard is stated in
-docs/reference.md, "Guarantees"."""
+"""No finished result is lost, no file is written through a link: the lock files, the one writer
+every file goes through, output names checked before any episode, the previous complete set kept
+until a new one is complete, the episodes that finished kept when a run stops (Ctrl-C, an
+episode's error), standard JSON. What they guard is stated in docs/reference.md, "Guarantees"."""
 from __future__ import annotations
 
 import errno

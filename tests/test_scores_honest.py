@@ -1,4 +1,4 @@
-"""Issue 27 (items 1-7, 14, 16): no silently wrong score. Each test is an attack that used to pass
+"""No silently wrong score. Each test is an attack that used to pass
 without a word: two agents merged into one row, an agent scored on another scenario, identical
 episodes counted as independent windows, a user's trace rescaled, --reference-gpu changing a
 registered scenario, a policy run twice, weights that overflow, and loose inputs accepted."""
@@ -190,7 +190,7 @@ def test_seeds_that_play_the_same_jobs_are_one_window_in_the_interval():
     same = [_rec(p, s, v, "w0") for s in range(20) for p, v in (("a", 97.7), ("b", 100.0))]
     s = paired_summary(same, "a", "b")
     assert s.n == 20 and s.distinct == 1 and s.geo_mean == pytest.approx(0.977)
-    # One window: its seeds are world draws, paired per (window, seed) (issue 32), and said so;
+    # One window: its seeds are world draws, paired per (window, seed), and said so;
     # however narrow their interval, they carry no verdict.
     assert (s.units, s.unit) == (20, UNIT_WORLD_DRAW) and s.wins == 20
     assert "20 world draws of 1 window" in s.describe()

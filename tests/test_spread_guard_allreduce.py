@@ -1,8 +1,8 @@
-"""The spread guard under the all-reduce spread model (issue 33, section 2): the speed-aware placers
+"""The spread guard under the all-reduce spread model: the speed-aware placers
 bound a wider placement's speed with the active model's own floor
 (``cluster_env.world.interconnect.spread_floor``), not with Gavel's worst case.
 
-The issue's case: eight 4-GPU V100 machines, each with one free GPU (a 3-GPU job holds the rest),
+The case: eight 4-GPU V100 machines, each with one free GPU (a 3-GPU job holds the rest),
 and two free 4-GPU K80 machines; then an 8-GPU ``LM (batch size 5)`` job of 3,600 s (on a V100).
 The cluster's fewest machines for 8 GPUs are two. On Gavel's shared-NIC servers the ring's traffic
 per NIC does not depend on how many servers it spans, so the all-reduce model charges the eight
@@ -32,7 +32,7 @@ BLOCKER = "ResNet-50 (batch size 64)"     # comm_intensity 0
 
 
 def holes_scenario(spread_model: str, floor: bool = True) -> Scenario:
-    """The issue's case (module docstring), every effect off but the spread penalty; ``floor``:
+    """The case (module docstring), every effect off but the spread penalty; ``floor``:
     ``SchedulingConfig.spread_floor`` (on in the world-model-v3 scenarios)."""
     jobs = [(0.0, 1e6, 3, BLOCKER)] * 8 + [(10.0, 3600.0, 8, LM5)]
     n = len(jobs)

@@ -125,10 +125,10 @@ def test_simulate_job_slowdown_is_seeded_and_checks_arguments():
         straggling_fraction_at_width(D, 0)
 
 
-# ----------------------------------------------------------- the issue's reproduction (25, §2)
+# ----------------------------------------------------------- the reproduction (docs/world_model.md)
 RESNET = JOB_TYPES.index("ResNet-50 (batch size 64)")
 MACHINES, DURATION = 64, 3600.0
-#: Today's behaviour with the PAI defaults (issue 25): 4,067-18,648 s over seeds 0-9.
+#: Today's behaviour with the PAI defaults: 4,067-18,648 s over seeds 0-9.
 PAI_JCT = [18293, 18436, 15299, 18618, 6717, 15185, 4067, 18648, 12482, 18389]
 
 

@@ -81,7 +81,7 @@ def test_defaults_are_the_views_rule_and_pass_the_pettingzoo_seed_test():
     """One default for forbidden actions in every wrapper an agent trains on: the flat parallel
     env (under supersuit_vec_env) falls back, charges the penalty and bounds the episode, as
     the views do; PettingZoo's seed test, which samples actions without masks, passes on it as
-    built by default. The parallel env itself stays strict (DESIGN: an error by default)."""
+    built by default. The parallel env itself stays strict (docs/design.md section 3: an error by default)."""
     from pettingzoo.test import parallel_seed_test
 
     from cluster_env.wrappers._base import DEFAULT_INVALID_PENALTY, DEFAULT_STEPS_PER_JOB

@@ -1,6 +1,6 @@
 """The researcher's loop: an agent trained on the default single-agent view (plain PPO, MaskablePPO,
 SuperSuit, a CleanRL-style torch module) is scored next to the baselines in one line, under the
-rule for forbidden actions it trained with, and every scored episode ends (issue 28).
+rule for forbidden actions it trained with, and every scored episode ends.
 
 Tiny budgets: a few hundred training steps, 20-job windows of the default scenario, two seeds.
 """
@@ -38,10 +38,10 @@ def test_a_model_trained_on_the_default_view_scores_in_one_line(torch, tmp_path,
     import stable_baselines3
 
     cls = getattr(stable_baselines3, algorithm, None) or getattr(sb3_contrib, algorithm)
-    env = gymnasium.make("cluster_env/HeteroClusterFlat-v0", jobs_per_episode=JOBS)     # the default scenario
+    env = gymnasium.make("cluster_env/HeteroClusterFlat-v1", jobs_per_episode=JOBS)     # the default scenario
     model = cls("MlpPolicy", env, n_steps=128, batch_size=64, n_epochs=1, seed=0, device="cpu")
     model.learn(256)
-    # The issue's first journey: the in-memory model through baselines.evaluate, the view's rule by default.
+    # A user's first journey: the in-memory model through baselines.evaluate, the view's rule by default.
     live = baselines.evaluate(FlatViewPolicy.from_sb3(model, env), DEFAULT_SCENARIO, seeds=[0],
                               env_kwargs={"jobs_per_episode": JOBS}, backend="serial")[0]
     assert live["jobs_finished"] == JOBS and math.isfinite(live["avg_jct"]) and not live["truncated"]
@@ -153,7 +153,7 @@ def test_fallback_is_accepted_by_the_harness_and_plays_the_lowest_allowed_action
     bad = baselines.evaluate(forbidden, "philly-v0", seeds=[3], env_kwargs=kw, backend="serial")[0]
     first = baselines.evaluate(FirstAllowedPolicy(), "philly-v0", seeds=[3], env_kwargs=kw, backend="serial")[0]
     assert bad["jobs_finished"] == JOBS and bad["avg_jct"] == first["avg_jct"] and bad["steps"] == first["steps"]
-    # Each replaced decision is counted (issue 32): nearly all of "bad"'s, none of the rule's.
+    # Each replaced decision is counted: nearly all of "bad"'s, none of the rule's.
     assert bad["fallback_share"] > 0.5 and bad["fallbacks"] <= bad["steps"] and first["fallbacks"] == 0
     # ...and asked for by the user, for any policy
     asked = baselines.evaluate(FirstAllowedPolicy(), "philly-v0", seeds=[3],
@@ -229,7 +229,7 @@ def test_the_views_default_to_the_benchmarks_scenario():
 
     from cluster_env.wrappers import flat_parallel_env
 
-    for view_id in ("cluster_env/HeteroClusterFlat-v0", "cluster_env/HeteroClusterOrderer-v0"):
+    for view_id in ("cluster_env/HeteroClusterFlat-v1", "cluster_env/HeteroClusterOrderer-v1"):
         assert gymnasium.make(view_id).unwrapped.env.scenario.name == DEFAULT_SCENARIO
     assert HeteroClusterFlatEnv().env.scenario.name == DEFAULT_SCENARIO
     assert flat_parallel_env().env.scenario.name == DEFAULT_SCENARIO

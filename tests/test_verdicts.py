@@ -1,4 +1,4 @@
-"""Verdicts that cannot mislead (issue 32, sections 3 and 4): the yardstick as the default reference,
+"""Verdicts that cannot mislead: the yardstick as the default reference,
 no verdict below 10 distinct windows, the fallback rule's share of the decisions, an unknown
 reference refused before any episode, sweeps paired by distinct window, one window's seeds paired
 per world draw, and the gap to the optimality table's best-known and lower bound."""

@@ -42,7 +42,7 @@ def test_every_alias_resolves_to_a_known_type():
 
 
 def test_names_seen_in_the_data_resolve():
-    # Every GPU model string of the four cluster files in ../shared/data.
+    # Every GPU model string of the four public cluster files (cluster_env/data/SOURCES.md).
     for raw in ["G2", "T4", "G3", "P100", "V100M32", "V100M16", "A10",        # openb 2023
                 "MISC", "V100",                                                # PAI 2020
                 "A100-SXM4-80GB", "H800", "A800-SXM4-80GB", "GPU-series-1", "GPU-series-2"]:

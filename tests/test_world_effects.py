@@ -90,7 +90,7 @@ def test_spread_penalty_on_and_off():
 
 
 def test_spread_penalty_is_relative_to_the_fewest_machines_that_hold_the_job():
-    # Issue 13: a trace's 16-GPU job was measured spanning machines; on 2 x 8 V100 it must take its
+    # A trace's 16-GPU job was measured spanning machines; on 2 x 8 V100 it must take its
     # trace duration, not 1,000 s / spread ratio (slowdown 9.4 under the old rule).
     ratio = spread_ratio_table(("V100",))[LM, 0, bucket_index(np.array([16]))[0]]
     assert ratio < 0.2                       # the LM's measured penalty is large: the bug was visible

@@ -1,4 +1,4 @@
-"""World model v3 (issue 33, section 1): measured modern GPU speeds (Sia/Pollux profiles), the
+"""World model v3: measured modern GPU speeds (Sia/Pollux profiles), the
 spec-sheet rule only as a named fallback, and Gavel's superlinear V100 entries capped."""
 from __future__ import annotations
 

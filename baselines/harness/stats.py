@@ -28,7 +28,7 @@ Rules, so that nothing is mixed silently:
   varies over world draws of this one window, ``unit`` says so, and no verdict is drawn from it;
 * a verdict ("better"/"worse", :func:`verdict`) needs :data:`MIN_VERDICT_WINDOWS` distinct windows
   and an interval that excludes 1; below :data:`CLAIM_WINDOWS` windows a claim still rests on a
-  run over 100 (DESIGN section 9, :func:`claim_note`);
+  run over 100 (docs/design.md section 9, :func:`claim_note`);
 * a window where either run was truncated (``record["truncated"]``) is left out of the ratios
   and counted in ``truncated``;
 * a window where either value is NaN or not positive (a log ratio is undefined) is left out of the
@@ -57,7 +57,7 @@ DEFAULT_METRIC = "avg_jct"
 CONFIDENCE = 0.95
 #: Fewest distinct windows a "better"/"worse" verdict is drawn from (the interval is printed below it).
 MIN_VERDICT_WINDOWS = 10
-#: Distinct test windows a claim that one scheduler beats another rests on (DESIGN section 9).
+#: Distinct test windows a claim that one scheduler beats another rests on (docs/design.md section 9).
 CLAIM_WINDOWS = 100
 #: The units of a paired interval: distinct windows, or one window's world draws (its seeds).
 UNIT_WINDOW, UNIT_WORLD_DRAW = "window", "world draw (window, seed)"
@@ -285,7 +285,7 @@ def claim_note(distinct: int) -> Optional[str]:
     if distinct >= CLAIM_WINDOWS:
         return None
     return (f"{distinct} distinct window{'s' * (distinct != 1)}: a claim that one scheduler beats another rests on "
-            f"{CLAIM_WINDOWS} test windows against the yardstick (DESIGN section 9; e.g. --seeds 0-{CLAIM_WINDOWS - 1})")
+            f"{CLAIM_WINDOWS} test windows against the yardstick (docs/design.md section 9; e.g. --seeds 0-{CLAIM_WINDOWS - 1})")
 
 
 def distinct_window(a: dict[str, Any], b: dict[str, Any], policy: str = "", reference: str = "") -> tuple:

@@ -18,7 +18,7 @@ from cluster_env.world.measured_speeds import SPEED_SOURCES
 from cluster_env.world.throughputs import DEFAULT_CONTENTION_ALPHA, GAVEL_SHAPES
 
 # Restart overhead after a preemption: the job reloads its checkpoint and warms up again.
-# ASSUMPTION, "tens of seconds" (DESIGN section 2): restarting a training job costs checkpoint
+# ASSUMPTION, "tens of seconds" (docs/design.md section 2): restarting a training job costs checkpoint
 # reload, process start and warm-up; specialised runtimes bring it down to ~20 s (TrainMover,
 # 2024, on 1,024-GPU jobs), stock frameworks take longer. We take 30 s.
 DEFAULT_RESTART_OVERHEAD_S = 30.0
@@ -185,7 +185,7 @@ class SchedulingConfig:
     max_time: float | None = None        # truncation when the clock passes this (s)
     # The PLACE-phase info carries ``spread_floor`` (under the all-reduce spread model): the lowest
     # multiplier that model can charge the job, which the speed-aware placers' spread guard uses
-    # instead of Gavel's worst case (issue 33). Off in the scenarios before world model v3, whose
+    # instead of Gavel's worst case. Off in the scenarios before world model v3, whose
     # recorded scores and shipped validation windows were made with Gavel's bound.
     spread_floor: bool = False
 

@@ -1,7 +1,7 @@
 """Episode metrics: the one implementation every part of the project uses.
 
-Keys (times in seconds, fee in US dollars; :func:`episode_metrics` adds the service objectives'
-metrics of ``cluster_env.core.objectives`` for a workload that has them):
+Keys (docs/design.md section 7; times in seconds, fee in US dollars; :func:`episode_metrics` adds the
+service objectives' metrics of ``cluster_env.core.objectives`` for a workload that has them):
 
 =================  =============================================================================
 ``jobs_finished``  jobs that completed

@@ -1,9 +1,12 @@
-"""Heterogeneous GPU cluster scheduling: a PettingZoo parallel environment (``hetero_cluster_v0``).
+"""Heterogeneous GPU cluster scheduling: a PettingZoo parallel environment (``hetero_cluster_v1``).
 
 ======================  =====================================================================
-Import                  ``cluster_env.parallel_env(scenario="philly-v0", split="train", **overrides)``
+Import                  ``cluster_env.parallel_env(scenario=DEFAULT_SCENARIO, split="train", **overrides)``
+                        (``DEFAULT_SCENARIO`` is the benchmark's, ``philly-v1``, as in
+                        ``cluster-bench run`` and the single-agent views)
 AEC version             ``cluster_env.env(...)`` (PettingZoo's conversion plus order enforcing)
-Registered id           ``cluster_env/HeteroCluster-v0`` (``cluster_env.make(id, ...)``)
+Registered id           ``cluster_env/HeteroCluster-v1`` (``cluster_env.make(id, ...)``; the
+                        ``-v0`` id keeps its default scenario ``philly-v0``)
 Agents                  ``["orderer", "placer"]``, both present for the whole episode, cooperative
 Action spaces           orderer ``Discrete(K + R + 1)``, placer ``Discrete(M + 1)``
 Observation spaces      ``Dict(jobs, machines, global, placing, action_mask)`` (see below)
@@ -92,7 +95,10 @@ time since its start; see :mod:`cluster_env.envs.observation_place`; or ``"objec
 layout plus each candidate's class, deadline and tenant quota, :mod:`cluster_env.envs.observation_obj`). Every argument is checked when the environment is
 built: a wrong type or value is a ``TypeError`` or ``ValueError`` that names it.
 
-**Version history.** v0 (0.1.0): first release. Same environment version, new scenario versions:
+**Version history.** v1: the default scenario of ``parallel_env()``, ``env()``,
+``ClusterParallelEnv()`` and the ``-v1`` ids is ``DEFAULT_SCENARIO`` (``philly-v1``); the
+dynamics, spaces and every scenario are unchanged, and ``cluster_env.hetero_cluster_v0`` and the
+``-v0`` ids keep ``philly-v0`` (the split default stays ``train``). v0 (0.1.0): first release. Same environment version, new scenario versions:
 ``philly-v1``, ``openb-v1``, ``openb-full-v1``, ``philly-hetero-v1`` (offered load as a parameter,
 spread penalty relative to the fewest machines, pending window 256); the ``load`` argument; the
 ``avg_pending_time`` metric; ``offered_load`` in the final infos. Unreleased: the opt-in
@@ -122,6 +128,7 @@ from cluster_env.errors import InvalidActionError
 from cluster_env.loaders.csvio import check_column_map
 from cluster_env.scenarios.base import Scenario
 from cluster_env.scenarios.load import check_load, check_load_measure, offered_load
+from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 from cluster_env.world.summary import WorldSummary, world_summary
 
 ORDER, PLACE = 0, 1
@@ -174,10 +181,10 @@ _ENV_KEYS = {"reward", "render_mode", "jobs_per_episode", "time_scale", "load", 
 class ClusterParallelEnv(ParallelEnv):
     """See the module docstring: it is the environment's card."""
 
-    metadata = {"name": "hetero_cluster_v0", "render_modes": ["ansi", "rgb_array", "human"], "is_parallelizable": True,
+    metadata = {"name": "hetero_cluster_v1", "render_modes": ["ansi", "rgb_array", "human"], "is_parallelizable": True,
                 "render_fps": 4}
 
-    def __init__(self, scenario: "str | Scenario" = "philly-v0", split: str = "train", **overrides: Any) -> None:
+    def __init__(self, scenario: "str | Scenario" = DEFAULT_SCENARIO, split: str = "train", **overrides: Any) -> None:
         from cluster_env.scenarios.registry import custom_scenario, get_scenario
 
         world_kw, sched_kw, other = split_overrides(overrides)

@@ -3,7 +3,7 @@
 Two measures (``load_measure``; one default everywhere, ``"total"``, the measure of every named
 scenario and of a user's trace unless the run asks for the other):
 
-``"total"`` (the default; DESIGN section 9)::
+``"total"`` (the default; docs/design.md section 9)::
 
     offered_load = sum_j(duration_j * gpus_j) / (cluster GPUs * arrival span)
     arrival span = last submit time - first submit time

@@ -42,7 +42,7 @@ with the all-reduce model (``WorldConfig.spread_model="allreduce"``, docs/world_
                      communication source: the v3 world's other settings change nothing there)
 ==================== ======================================================================
 
-Version history of the world-model-v3 scenarios: ``modern-v2`` and ``philly-hetero-v3`` (issue 33)
+Version history of the world-model-v3 scenarios: ``modern-v2`` and ``philly-hetero-v3``
 add ``WorldConfig(speeds="measured", gavel_shape="capped", comm_source="measured")`` (communication
 demand fitted on measured multi-node runs where a profile covers the job type and server class) and
 ``SchedulingConfig(spread_floor=True)`` (the spread guard of ``fastest`` and the clairvoyant placer
@@ -229,7 +229,7 @@ def _openb_full_scenario() -> Scenario:
 
 
 # ---------------------------------------------------------------------------- v1: the benchmark
-# Version 1 carries the benchmark protocol (DESIGN section 9): every episode's arrivals are rescaled
+# Version 1 carries the benchmark protocol (docs/design.md section 9): every episode's arrivals are rescaled
 # to a documented default offered load (cluster_env.scenarios.load), the spread penalty is relative
 # to the fewest machines that can hold a job, and the pending window is sized for that load.
 # The default loads and windows are measured with benchmarks/calibrate_load.py; the figures and

@@ -2,7 +2,8 @@
 
 ======================  =====================================================================
 Import                  ``cluster_env.vector.ClusterVectorEnv(num_envs, scenario, split, **overrides)``
-                        (or ``cluster_env.vector.vector_env(...)``, the same)
+                        (or ``cluster_env.vector.vector_env(...)``, the same); by default
+                        ``DEFAULT_SCENARIO`` (``philly-v1``), split ``train``, as ``parallel_env()``
 Base class              ``gymnasium.vector.VectorEnv`` (``num_envs``, ``single_observation_space``,
                         ``observation_space``, ``single_action_space``, ``action_space``)
 Actions                 ``(N,)`` integers: env ``i``'s acting agent's action (the orderer's in ORDER,
@@ -76,6 +77,7 @@ from gymnasium.vector.utils import batch_space
 
 from cluster_env.envs.cluster_parallel import AGENTS, ClusterParallelEnv
 from cluster_env.errors import InvalidActionError
+from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 from cluster_env.vector.backend import VectorBackend
 from cluster_env.vector.compiled import make_backend
 from cluster_env.vector.buffers import Buffers, allocate
@@ -93,7 +95,7 @@ class ClusterVectorEnv(VectorEnv):
 
     metadata = {"autoreset_mode": AutoresetMode.SAME_STEP, "render_modes": ["ansi", "rgb_array"]}
 
-    def __init__(self, num_envs: int = 16, scenario: Any = "philly-v0", split: str = "train", *,
+    def __init__(self, num_envs: int = 16, scenario: Any = DEFAULT_SCENARIO, split: str = "train", *,
                  autoreset_mode: Union[str, AutoresetMode] = AutoresetMode.SAME_STEP,
                  invalid_action: Optional[str] = None, invalid_penalty: float = 0.0, copy: bool = False,
                  backend: Union[str, BackendFactory] = "auto", **overrides: Any) -> None:
@@ -433,7 +435,7 @@ class ClusterVectorEnv(VectorEnv):
         return {"final_info": final, "_final_info": b.terminated | b.truncated}
 
 
-def vector_env(num_envs: int = 16, scenario: Any = "philly-v0", split: str = "train",
+def vector_env(num_envs: int = 16, scenario: Any = DEFAULT_SCENARIO, split: str = "train",
                **kwargs: Any) -> ClusterVectorEnv:
     """``ClusterVectorEnv(num_envs, scenario, split, **kwargs)``: see :mod:`cluster_env.vector.env`."""
     return ClusterVectorEnv(num_envs, scenario, split, **kwargs)

@@ -1,4 +1,4 @@
-"""Communication priced from measured multi-node runs (issue 33, section 2).
+"""Communication priced from measured multi-node runs (docs/world_model.md, "World model v3").
 
 The all-reduce spread model (:mod:`cluster_env.world.interconnect`) needs each job's communication
 demand ``D`` (Gb/s: the bandwidth at which it would communicate as long as it computes). Without

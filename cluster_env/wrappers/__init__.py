@@ -6,11 +6,11 @@ Numpy and gymnasium only: ``torch`` and ``stable_baselines3`` are never imported
 
 =======================================  ============================================================
 ``HeteroClusterFlatEnv``                 one policy makes both decisions, turn by turn
-(``cluster_env/HeteroClusterFlat-v0``)   (card: :mod:`cluster_env.wrappers.flat`)
+(``cluster_env/HeteroClusterFlat-v1``)   (card: :mod:`cluster_env.wrappers.flat`)
 ``HeteroClusterOrdererEnv``              the orderer learns, a fixed placer (default ``"first-fit"``)
-(``cluster_env/HeteroClusterOrderer-v0``) (card: :mod:`cluster_env.wrappers.orderer`)
+(``cluster_env/HeteroClusterOrderer-v1``) (card: :mod:`cluster_env.wrappers.orderer`)
 ``HeteroClusterPlacerEnv``               the placer learns, a fixed orderer (default ``"fifo"``)
-(``cluster_env/HeteroClusterPlacer-v0``) (card: :mod:`cluster_env.wrappers.placer`)
+(``cluster_env/HeteroClusterPlacer-v1``) (card: :mod:`cluster_env.wrappers.placer`)
 ``make_vec_env(view, n_envs, ...)``      SB3 ``DummyVecEnv`` / ``SubprocVecEnv`` of a view, or
                                          ``ParallelVecEnv`` of the parallel env (``view="parallel"``)
 ``ParallelVecEnv``                       SB3 vector env of the PettingZoo parallel env, one slot per
@@ -40,7 +40,7 @@ takes all its randomness from the wrapped env's seeded generator.
 Example::
 
     import gymnasium, cluster_env
-    env = gymnasium.make("cluster_env/HeteroClusterFlat-v0", split="train",   # philly-v1 by default
+    env = gymnasium.make("cluster_env/HeteroClusterFlat-v1", split="train",   # philly-v1 by default
                          jobs_per_episode=200)
     obs, info = env.reset(seed=0)
     mask = env.unwrapped.action_masks()

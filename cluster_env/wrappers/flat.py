@@ -1,8 +1,8 @@
-"""Flattened turn-taking view: one Gymnasium agent makes both decisions (``HeteroClusterFlat-v0``).
+"""Flattened turn-taking view: one Gymnasium agent makes both decisions (``HeteroClusterFlat-v1``).
 
 ======================  =====================================================================
 Import                  ``cluster_env.wrappers.HeteroClusterFlatEnv(scenario, split, **overrides)``
-Registered id           ``cluster_env/HeteroClusterFlat-v0``
+Registered id           ``cluster_env/HeteroClusterFlat-v1``
                         (``gymnasium.make(id, scenario=DEFAULT_SCENARIO, split="train", **overrides)``;
                         the default scenario is the benchmark's, ``philly-v1``)
 Observation space       ``Box(-1, inf, (F,), float32)``, ``F = (K+R)*14 + M*11 + 10 + 9 + A``
@@ -43,7 +43,9 @@ step), plus ``acting_agent``.
 ``preemption``, ``clairvoyant``, ``render_mode``); or ``env=`` an existing
 :class:`~cluster_env.envs.cluster_parallel.ClusterParallelEnv`.
 
-**Version history.** v0: first release (wraps ``cluster_env/HeteroCluster-v0``).
+**Version history.** v1: the registered id's default scenario is ``DEFAULT_SCENARIO``
+(``philly-v1``), split ``train``; nothing else changed. v0: first release; the ``-v0`` id stays
+registered with its default scenario ``philly-v0`` (Gymnasium warns that v1 exists).
 """
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ PettingZoo's ``parallel_seed_test``, which samples actions without masks, must n
 ``infos[agent]["invalid_action"]``), ``invalid_penalty`` (0.1) off the reward of each agent whose
 action was forbidden, and ``max_steps`` at 1000 steps per job of the episode. A padded index is a
 forbidden action like any other. ``invalid_action="noop"`` ignores it instead (it counts towards
-``max_steps``), ``"raise"`` raises, as the parallel env itself does by default (DESIGN: an error
+``max_steps``), ``"raise"`` raises, as the parallel env itself does by default (docs/design.md section 3: an error
 for agents that mask). With ``env=`` an existing parallel env's own rule is kept.
 
 For Stable-Baselines3 through SuperSuit, use :func:`cluster_env.wrappers.supersuit_vec_env`

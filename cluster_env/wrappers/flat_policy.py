@@ -3,7 +3,7 @@
 The harness (``baselines.evaluate``, ``cluster-bench``) scores objects with
 ``act(observations, infos)`` and ``reset(seed)`` on the parallel env. :class:`FlatViewPolicy`
 turns a function of the flat observation and its mask, the interface of an agent trained on
-``cluster_env/HeteroClusterFlat-v0`` (or on the SuperSuit / vector-env paths, whose observations
+``cluster_env/HeteroClusterFlat-v1`` (or on the SuperSuit / vector-env paths, whose observations
 add a one-hot ``agent`` segment), into such a policy: it flattens the acting agent's observation
 exactly as the view it was trained on does, asks for an action and sends the other agent's no-op.
 
@@ -175,7 +175,7 @@ def _layout_owner(view: Any) -> Any:
         else:
             break
     raise TypeError(f"cannot find the flat layout of {type(view).__name__}: pass the view the agent was trained on "
-                    "(gymnasium.make('cluster_env/HeteroClusterFlat-v0', ...), make_vec_env, supersuit_vec_env or "
+                    "(gymnasium.make('cluster_env/HeteroClusterFlat-v1', ...), make_vec_env, supersuit_vec_env or "
                     "ClusterVectorEnv)")
 
 

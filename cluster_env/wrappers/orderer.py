@@ -1,9 +1,9 @@
-"""Orderer-only view: the agent orders jobs, a fixed placer places them (``HeteroClusterOrderer-v0``).
+"""Orderer-only view: the agent orders jobs, a fixed placer places them (``HeteroClusterOrderer-v1``).
 
 ======================  =====================================================================
 Import                  ``cluster_env.wrappers.HeteroClusterOrdererEnv(scenario, split,
                         fixed_policy="first-fit", **overrides)``
-Registered id           ``cluster_env/HeteroClusterOrderer-v0``
+Registered id           ``cluster_env/HeteroClusterOrderer-v1``
 Observation space       ``Box(-1, inf, (F,), float32)``, ``F = (K+R)*14 + M*11 + 10 + 9 + (K+R+1)``
                         (layout: :mod:`cluster_env.wrappers.layout`, mask segment = the orderer's mask)
 Action space            ``Discrete(K + R + 1)``, the orderer's: ``i < K`` start the i-th pending
@@ -31,7 +31,9 @@ and actions give the same trajectory.
 **Arguments.** ``scenario``, ``split``, ``fixed_policy`` and every override of
 :func:`cluster_env.parallel_env`; or ``env=`` an existing parallel env.
 
-**Version history.** v0: first release.
+**Version history.** v1: the registered id's default scenario is ``DEFAULT_SCENARIO``
+(``philly-v1``), split ``train``; nothing else changed. v0: first release; the ``-v0`` id stays
+registered with its default scenario ``philly-v0`` (Gymnasium warns that v1 exists).
 """
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
-"""Placer-only view: a fixed orderer picks jobs, the agent places them (``HeteroClusterPlacer-v0``).
+"""Placer-only view: a fixed orderer picks jobs, the agent places them (``HeteroClusterPlacer-v1``).
 
 ======================  =====================================================================
 Import                  ``cluster_env.wrappers.HeteroClusterPlacerEnv(scenario, split,
                         fixed_policy="fifo", **overrides)``
-Registered id           ``cluster_env/HeteroClusterPlacer-v0``
+Registered id           ``cluster_env/HeteroClusterPlacer-v1``
 Observation space       ``Box(-1, inf, (F,), float32)``, ``F = (K+R)*14 + M*11 + 10 + 9 + (M+1)``
                         (layout: :mod:`cluster_env.wrappers.layout`, mask segment = the placer's mask;
                         ``placing`` and the machines' ``usable`` / ``job_speed`` describe the job)
@@ -33,7 +33,9 @@ where the env is back in ORDER).
 **Arguments.** ``scenario``, ``split``, ``fixed_policy`` and every override of
 :func:`cluster_env.parallel_env`; or ``env=`` an existing parallel env.
 
-**Version history.** v0: first release.
+**Version history.** v1: the registered id's default scenario is ``DEFAULT_SCENARIO``
+(``philly-v1``), split ``train``; nothing else changed. v0: first release; the ``-v0`` id stays
+registered with its default scenario ``philly-v0`` (Gymnasium warns that v1 exists).
 """
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ module, ``cluster_env`` or ``cluster_env.wrappers`` never loads it (nor torch).
                             defaults, the ``n_envs`` envs stepped together through the batched
                             vector env (one process, no per-env Python views; faster than
                             ``"flat"``). No ``Monitor`` needed: it writes ``info["episode"]`` itself
-a Gymnasium id              any registered id, e.g. ``"cluster_env/HeteroClusterFlat-v0"``
+a Gymnasium id              any registered id, e.g. ``"cluster_env/HeteroClusterFlat-v1"``
 ==========================  ===================================================================
 
 Every gym view is wrapped in SB3's ``Monitor`` (``monitor=True``) so that SB3 logs episode
@@ -31,9 +31,9 @@ from typing import Any, Optional
 from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 
 VIEW_IDS = {
-    "flat": "cluster_env/HeteroClusterFlat-v0",
-    "orderer": "cluster_env/HeteroClusterOrderer-v0",
-    "placer": "cluster_env/HeteroClusterPlacer-v0",
+    "flat": "cluster_env/HeteroClusterFlat-v1",
+    "orderer": "cluster_env/HeteroClusterOrderer-v1",
+    "placer": "cluster_env/HeteroClusterPlacer-v1",
 }
 
 

@@ -13,7 +13,7 @@ from typing import Optional
 #: ``--smoke``: a tiny run that CI executes (seconds, not a useful agent).
 SMOKE = {"timesteps": 600, "steps_per_worker": 150, "jobs_per_episode": 30, "minibatch": 128, "epochs": 2,
          "eval_every": 1, "eval_seeds": 1, "n_envs": 2, "validation": "split"}
-#: Test windows the finished run is scored on by default (a claim rests on 100; DESIGN section 9).
+#: Test windows the finished run is scored on by default (a claim rests on 100; docs/design.md section 9).
 TEST_WINDOWS = 100
 #: ``--smoke --algorithm rloo``: two windows, two rollouts each, tiny episodes.
 SMOKE_RLOO = {"timesteps": 300, "jobs_per_episode": 20, "minibatch": 128, "epochs": 2, "eval_every": 1,

@@ -3,8 +3,8 @@
 A greedy policy turns a last-bit difference of its logits into another action whenever two
 logits are close, and one other action sends the episode elsewhere. torch's float32 CPU kernels
 pick their summation order (and vector width, and fused multiply-add) by CPU, so the shipped
-checkpoints scored with torch gave other episodes on other x86-64 CPUs (issue 28: preemptions
-323 -> 3,551 on one seed). :class:`PortableActors` is what deterministic (arg max) policies act
+checkpoints scored with torch gave other episodes on other x86-64 CPUs (preemptions
+323 -> 3,551 on one seed, once). :class:`PortableActors` is what deterministic (arg max) policies act
 through instead:
 
 * the shipped float32 weights and the float32 features are widened exactly to float64;
