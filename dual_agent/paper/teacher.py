@@ -12,7 +12,7 @@ in the states a student reached by its own mistakes: that is what DAgger needs
 * :func:`teacher_schedules` runs the search on training windows only (split ``"train"``: a test
   window never teaches), within a budget of compiled episodes per window, and caches the results
   in one JSON file (a list of schedule certificates, :mod:`baselines.optimality.certificate`, read
-  without running anything from it). The rules that read durations (the clairvoyant references
+  without running anything from it; a cached window's claims are replayed before it teaches). The rules that read durations (the clairvoyant references
   and SJF, :data:`DURATION_RULES`) are left out of the search (:data:`TEACHER_RULES`): the
   student's observation does not hold durations, so they could not label its states.
 * :class:`HindsightTeacher` plays a window's schedule as labeller: :meth:`~HindsightTeacher.label`
