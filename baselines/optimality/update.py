@@ -137,8 +137,8 @@ def _write_together(files: "list[tuple[Path, str]]") -> None:
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
             staged.append((tmp, path))
-            os.chmod(tmp, (path.stat().st_mode & 0o777) if path.exists() else 0o644)
-            with os.fdopen(fd, "w") as fh:
+            with os.fdopen(fd, "w") as fh:     # the old file's permissions (mkstemp's 0600 would hide it)
+                os.chmod(tmp, (path.stat().st_mode & 0o777) if path.exists() else 0o644)
                 fh.write(text)
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -150,7 +150,7 @@ def _write_together(files: "list[tuple[Path, str]]") -> None:
                 except OSError:        # no hard links on this disk: a copy
                     shutil.copy2(path, keep)
             backups.append((keep, path))
-        with sigint_deferred("\n(Ctrl-C: writing the table and its certificate first)\n"):
+        with sigint_deferred("\n(Ctrl-C: writing the table and its certificate first)\n") as deferred:
             done = 0
             try:
                 for tmp, path in staged:
@@ -163,10 +163,12 @@ def _write_together(files: "list[tuple[Path, str]]") -> None:
                     else:
                         os.replace(keep, path)
                 raise
+        if deferred:               # both files are in place: now the Ctrl-C held off
+            raise KeyboardInterrupt
     except OSError as exc:
         if isinstance(exc, OutputError):
             raise
-        full = " (is the disk full?)" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else ""
+        full = " (is the disk full?)" if exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", -1)) else ""
         name = exc.filename or (staged[-1][1] if staged else files[0][0])
         raise OutputError(f"cannot write {name}: {exc.strerror or exc}{full}; the table and its certificate "
                           "are unchanged",
