@@ -18,15 +18,14 @@ def schedule_policy(schedule: dict, scenario: str) -> Any:
     """The harness policy that plays a schedule: a named rule, or the priority index with the
     schedule's parameters (:class:`dual_agent.priority.agent.PriorityAgentPolicy`); a schedule with
     a wrong field is the certificate reader's ValueError."""
-    from baselines.harness.sweep import resolve_policy
-    from baselines.optimality.certificate import parse_certificate
+    from baselines.optimality.certificate import parse_certificate, rule_policy
 
     # The certificate reader is the one check of a schedule's fields (names, counts, finiteness).
     schedule = parse_certificate({"format": "hetero-cluster-sched/schedule-certificate", "version": 1,
                                   "scenario": scenario, "split": "train", "seed": 0, "window": "-",
                                   "avg_jct": 1.0, "schedule": schedule}, "schedule").schedule
-    if schedule["kind"] == "rule":
-        return resolve_policy(schedule["policy"], scenario)
+    if schedule["kind"] == "rule":       # a registered baseline only: nothing imported or loaded
+        return rule_policy(schedule["policy"], scenario)
     from dual_agent.priority.agent import PriorityAgentPolicy, PriorityAgentSpec, PriorityModel
 
     zeros = PriorityModel.zeros()

@@ -58,10 +58,16 @@ def test_teachers_replay_to_their_value_and_are_cached(tmp_path):
         assert _play(HindsightTeacher(w.schedule, SCENARIO), w.seed, 30) == w.value
     doc = json.loads(path.read_text())
     assert [item["certificate"]["split"] for item in doc["windows"]] == ["train", "train"]
-    # Read back from the file (a changed value there is what the second call returns: no search).
-    doc["windows"][0]["certificate"]["avg_jct"] = 1.0
-    path.write_text(json.dumps(doc))
-    assert teacher_schedules(SCENARIO, [0], episodes=20, jobs_per_episode=30, path=path)[0].value == 1.0
+    # Read back from the file, replayed (no search); a changed value there is refused, naming it.
+    import baselines.optimality.search as search
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(search, "search_window", None)
+        assert teacher_schedules(SCENARIO, [0, 1], episodes=20, jobs_per_episode=30, path=path) == windows
+        doc["windows"][0]["certificate"]["avg_jct"] = 1.0
+        path.write_text(json.dumps(doc))
+        with pytest.raises(ValueError, match=r"windows\[0\]: field certificate.avg_jct 1.0"):
+            teacher_schedules(SCENARIO, [0], episodes=20, jobs_per_episode=30, path=path)
     with pytest.raises(ValueError, match="settings.episodes"):
         teacher_schedules(SCENARIO, [0], episodes=21, jobs_per_episode=30, path=path)
 

@@ -86,7 +86,9 @@ def test_verify_fails_a_claim_one_ulp_off_or_on_another_window(tmp_path):
     path.write_text(json.dumps(doc))
     out = subprocess.run([sys.executable, "-m", "baselines", "verify", str(path)], capture_output=True, text=True,
                          timeout=600)
-    assert out.returncode == 1 and "NOT verified" in out.stdout
+    # exit 2, as best-known --submit for the same claim, with one line naming the file and the field
+    assert out.returncode == 2 and "NOT verified" in out.stdout
+    assert f"error: {path}: field window" in out.stderr and "Traceback" not in out.stderr
 
 
 @pytest.mark.slow
@@ -169,7 +171,7 @@ def test_a_better_verified_schedule_updates_the_table_and_a_false_one_is_refused
     again, message = submit_certificate(shipped, tables, certs)        # not better than itself
     assert not again and "unchanged" in message
     false = Certificate(**{**shipped.__dict__, "avg_jct": shipped.avg_jct * 0.9})
-    with pytest.raises(CertificateError, match="does not reproduce"):
+    with pytest.raises(CertificateError, match="field avg_jct: the schedule does not reproduce"):
         submit_certificate(false, tables, certs)
 
 

@@ -12,19 +12,26 @@ File (``format`` :data:`FORMAT`, ``version`` :data:`VERSION`)::
                   "weights": [9 numbers], "placer_weights": [5 numbers]},
      "found_by": "what made it (search and budget, or a user's)"}
 
-A ``rule`` schedule is a named baseline; a ``priority`` schedule is the priority-mode agent's
-index (LAS's key plus ``w . phi``, a residual placer, optionally las-migrate's rule) with those
-parameters. Reading a certificate runs no code from it: a rule is looked up among the registered
-baseline names only, and the parameters are numbers (checked: finite, the right count).
+A ``rule`` schedule is a registered baseline (a named baseline or ``ORDERER+PLACER`` of the
+registry's orderers and placers, with its parameters, e.g. ``las-q15``); a ``priority`` schedule is
+the priority-mode agent's index (LAS's key plus ``w . phi``, a residual placer, optionally
+las-migrate's rule) with those parameters. A certificate is data: reading or replaying it runs no
+code from it and loads no other file (no ``module:attr`` names, no model files, no plug-ins); the
+scenario is a registered scenario's name, the seed is below :data:`SEED_LIMIT`, the parameters are
+numbers (checked: finite, the right count), and a file is read only when it is a regular file of at
+most :data:`MAX_CERTIFICATE_BYTES`.
 
-Public names: :data:`FORMAT`, :data:`VERSION`, :class:`Certificate`, :class:`CertificateError`,
-:class:`Replay`, :func:`load_certificate`, :func:`save_certificate`, :func:`replay`,
-:func:`replay_episode`, :func:`certificate_path`.
+Public names: :data:`FORMAT`, :data:`VERSION`, :data:`SEED_LIMIT`, :data:`MAX_CERTIFICATE_BYTES`,
+:class:`Certificate`, :class:`CertificateError`, :class:`Replay`, :func:`load_certificate`,
+:func:`save_certificate`, :func:`replay`, :func:`replay_episode`, :func:`certificate_path`,
+:func:`rule_policy`, :func:`read_json_file`.
 """
 from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +48,13 @@ VERSION = 1
 AGENT_FORMAT, AGENT_VERSION, AGENT_SUFFIX = "hetero-cluster-sched/priority-agent", 1, ".priority.json"
 #: Where the shipped certificates live: ``certificates/<scenario>/<seed>.json``.
 CERTIFICATES_DIR = Path(__file__).resolve().parent / "certificates"
+#: Seeds a certificate may name: 0 <= seed < 2**63. The generators take any integer, but the
+#: results files and tables are read back with seeds as signed 64-bit integers (numpy, pandas).
+SEED_LIMIT = 2 ** 63
+#: Largest certificate file read, in bytes. A certificate is a window's name and at most 14
+#: numbers: the shipped ones are under 1 KB. 1 MiB leaves room for any ``found_by`` note, while a
+#: huge or endless file (``/dev/zero``) is refused before it is read.
+MAX_CERTIFICATE_BYTES = 1 << 20
 
 
 class CertificateError(ValueError):
@@ -88,26 +102,98 @@ class Replay:
                 and abs(paths[0] - cert.avg_jct) <= DEFAULT_REL_TOL * abs(cert.avg_jct))
 
 
+def replay_error(cert: Certificate, result: Replay, where: str = "certificate") -> Optional[str]:
+    """None when ``result`` passes the portable check (:meth:`Replay.agrees`), else one line
+    naming ``where`` (the file) and the field the replay contradicts."""
+    if result.agrees(cert):
+        return None
+    if result.window != cert.window:
+        return (f"{where}: field window {cert.window!r} is not the window that {cert.scenario} {cert.split} "
+                f"seed {cert.seed} plays ({result.window})")
+    return (f"{where}: field avg_jct: the schedule does not reproduce its claim {cert.avg_jct!r} (API path "
+            f"{result.api!r}, compiled path {result.compiled!r}; both must give one value, the claim within a "
+            "relative 1e-6)")
+
+
 def certificate_path(scenario: str, seed: int) -> Path:
     """The shipped certificate of ``scenario``'s test window ``seed``."""
     return CERTIFICATES_DIR / scenario / f"{int(seed)}.json"
 
 
+def read_json_file(path: "str | Path", limit: int, what: str, error: Optional[type] = None) -> Any:
+    """The decoded JSON of ``path``, read only when it is a regular file of at most ``limit``
+    bytes (checked on the open file, before reading: a device, a pipe or a huge file is refused,
+    not read). ``error`` (default :class:`CertificateError`): the exception raised, its message
+    one line naming the file; ``what``: what the file should be (for the messages)."""
+    error = error or CertificateError
+    path = Path(path)
+    try:   # O_NONBLOCK: opening a pipe must not wait for a writer (it is refused just below)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise error(f"{path}: no such file") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise error(f"{path}: not a regular file; a {what} is a JSON file")
+        if info.st_size > limit:
+            raise error(f"{path}: {info.st_size:,} bytes; a {what} has at most {limit:,}")
+        try:
+            data = fh.read(limit + 1)
+        except OSError as exc:
+            raise error(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    if len(data) > limit:          # it grew after the check
+        raise error(f"{path}: over {limit:,} bytes; a {what} has at most {limit:,}")
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise error(f"{path}: not a {what} (unreadable JSON: {' '.join(str(exc).split())})") from None
+
+
 def _number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(x))
+    except OverflowError:          # an integer beyond any float: no number here
+        return False
+
+
+def _is_baseline(name: Any) -> bool:
+    """Whether ``name`` is a registered baseline: a named one or ORDERER+PLACER of the registry's
+    orderers and placers, its parameters valid (``las-q<minutes>``, ``las-migrate<x>``). Nothing
+    else (``module:attr``, a model file, a plug-in's name) is."""
+    from baselines.migrate import las_migrate_threshold
+    from baselines.registry import canonical_name, las_quantum_minutes, policy_parts
+
+    if not isinstance(name, str) or canonical_name(name) is None:
+        return False
+    orderer = policy_parts(name)[0]
+    # A quantum or threshold of more digits than a float holds reads as infinity: no parameter.
+    return all(v is None or math.isfinite(v) for v in (las_quantum_minutes(orderer), las_migrate_threshold(orderer)))
+
+
+def rule_policy(name: str, scenario: str) -> Any:
+    """The registered baseline ``name`` as a policy (nothing is imported or loaded for it: no
+    ``module:attr``, no model file, no plug-in); :class:`CertificateError` for any other name."""
+    from baselines.registry import resolve_name
+
+    policy = resolve_name(name, scenario) if _is_baseline(name) else None
+    if policy is None:
+        raise CertificateError(f"field schedule.policy must name a registered baseline, got {name!r:.80}")
+    return policy
 
 
 def _check_schedule(schedule: Any, where: str) -> dict:
-    from baselines.registry import policy_parts
-
     if not isinstance(schedule, dict):
         raise CertificateError(f"{where}: field schedule must be an object")
     kind = schedule.get("kind")
     if kind == "rule":
         name = schedule.get("policy")
-        if not isinstance(name, str) or policy_parts(name) is None:
-            raise CertificateError(f"{where}: field schedule.policy must name a baseline (ORDERER+PLACER or a "
-                                   f"named baseline), got {name!r}")
+        if not _is_baseline(name):
+            raise CertificateError(f"{where}: field schedule.policy must name a registered baseline (a named "
+                                   f"baseline or ORDERER+PLACER; no module or file), got {name!r:.80}")
         return {"kind": "rule", "policy": name}
     if kind == "priority":
         from baselines.registry import PLACERS
@@ -137,12 +223,16 @@ def parse_certificate(doc: Any, where: str = "certificate") -> Certificate:
     for key in ("scenario", "split", "window"):
         if not isinstance(doc.get(key), str) or not doc[key]:
             raise CertificateError(f"{where}: field {key} must be a non-empty string")
+    from cluster_env.scenarios.registry import list_scenarios
+
+    if doc["scenario"] not in list_scenarios():
+        raise CertificateError(f"{where}: field scenario must name a registered scenario, got {doc['scenario']!r:.80}")
     seed = doc.get("seed")
-    if type(seed) is not int or seed < 0:
-        raise CertificateError(f"{where}: field seed must be an integer >= 0, got {seed!r}")
+    if type(seed) is not int or not 0 <= seed < SEED_LIMIT:
+        raise CertificateError(f"{where}: field seed must be an integer in [0, 2**63), got {seed!r:.40}")
     value = doc.get("avg_jct")
     if not (_number(value) and value > 0):
-        raise CertificateError(f"{where}: field avg_jct must be a positive number, got {value!r}")
+        raise CertificateError(f"{where}: field avg_jct must be a positive finite number, got {value!r:.40}")
     found_by = doc.get("found_by", "")
     if not isinstance(found_by, str):
         raise CertificateError(f"{where}: field found_by must be a string")
@@ -151,15 +241,9 @@ def parse_certificate(doc: Any, where: str = "certificate") -> Certificate:
 
 
 def load_certificate(path: "str | Path") -> Certificate:
-    """Read a certificate file (JSON only: nothing in it is run)."""
-    path = Path(path)
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise CertificateError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise CertificateError(f"{path}: not a certificate (unreadable JSON: {exc})") from None
-    return parse_certificate(doc, str(path))
+    """Read a certificate file (JSON only: nothing in it is run; a regular file of at most
+    :data:`MAX_CERTIFICATE_BYTES`)."""
+    return parse_certificate(read_json_file(path, MAX_CERTIFICATE_BYTES, "certificate"), str(path))
 
 
 def save_certificate(cert: Certificate, path: "str | Path") -> Path:
@@ -186,12 +270,12 @@ def _agent_document(cert: Certificate) -> dict:
 
 
 def _policy(cert: Certificate, folder: Path) -> Any:
-    """The policy object that plays the schedule (through the registered resolvers: a baseline name,
-    or the priority agent's file)."""
+    """The policy object that plays the schedule: a registered baseline, or the priority agent's
+    file written here from the schedule's numbers."""
     from baselines.harness.sweep import resolve_policy
 
     if cert.schedule["kind"] == "rule":
-        return resolve_policy(cert.schedule["policy"], cert.scenario)
+        return rule_policy(cert.schedule["policy"], cert.scenario)
     path = folder / f"certificate{AGENT_SUFFIX}"
     path.write_text(json.dumps(_agent_document(cert)))
     policy = resolve_policy(str(path), cert.scenario)
@@ -208,6 +292,9 @@ def _play(cert: Certificate, policy: Any, path: str) -> Any:
     if path == "api":
         return run_episode(policy, cert.scenario, cert.split, cert.seed)
     if cert.schedule["kind"] == "rule":
+        if not _is_baseline(cert.schedule["policy"]):
+            raise CertificateError(f"field schedule.policy must name a registered baseline, got "
+                                   f"{cert.schedule['policy']!r:.80}")
         return engine.run_compiled_episode(cert.schedule["policy"], cert.scenario, cert.split, cert.seed)
     return policy.compiled_episode(cert.scenario, cert.split, cert.seed)
 
@@ -253,6 +340,6 @@ def replay(cert: Certificate, paths: tuple[str, ...] = ("api", "compiled")) -> R
     return Replay(api=values["api"], compiled=values["compiled"], window=window)
 
 
-__all__ = ["AGENT_FORMAT", "AGENT_VERSION", "CERTIFICATES_DIR", "FORMAT", "VERSION", "Certificate",
-           "CertificateError", "Replay", "certificate_path", "load_certificate", "parse_certificate", "replay",
-           "replay_episode", "save_certificate"]
+__all__ = ["AGENT_FORMAT", "AGENT_VERSION", "CERTIFICATES_DIR", "FORMAT", "MAX_CERTIFICATE_BYTES", "SEED_LIMIT",
+           "VERSION", "Certificate", "CertificateError", "Replay", "certificate_path", "load_certificate",
+           "parse_certificate", "read_json_file", "replay", "replay_error", "replay_episode", "rule_policy", "save_certificate"]

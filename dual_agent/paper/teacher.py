@@ -12,7 +12,7 @@ in the states a student reached by its own mistakes: that is what DAgger needs
 * :func:`teacher_schedules` runs the search on training windows only (split ``"train"``: a test
   window never teaches), within a budget of compiled episodes per window, and caches the results
   in one JSON file (a list of schedule certificates, :mod:`baselines.optimality.certificate`, read
-  without running anything from it). The rules that read durations (the clairvoyant references
+  without running anything from it; a cached window's claims are replayed before it teaches). The rules that read durations (the clairvoyant references
   and SJF, :data:`DURATION_RULES`) are left out of the search (:data:`TEACHER_RULES`): the
   student's observation does not hold durations, so they could not label its states.
 * :class:`HindsightTeacher` plays a window's schedule as labeller: :meth:`~HindsightTeacher.label`
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -78,35 +79,111 @@ def _settings(scenario: str, episodes: int, jobs_per_episode: Optional[int], env
             "jobs_per_episode": jobs_per_episode, "env_kwargs": dict(env_kwargs), "rules": list(TEACHER_RULES)}
 
 
-def _read_cache(path: Path, settings: dict) -> dict[int, TeacherWindow]:
-    """The windows a cache file holds for these settings (none when the file is absent); a file made
-    with other settings is refused, naming the field that differs."""
-    from baselines.optimality.certificate import parse_certificate
+#: Largest teacher file read, in bytes. A window's entry (a certificate and its best rule) is about
+#: 1 KB, so 64 MiB holds some 60,000 windows, far beyond any run's teacher windows, while a huge or
+#: endless file is refused before it is read.
+MAX_TEACHER_BYTES = 64 << 20
 
-    if not path.exists():
-        return {}
+
+def _positive(x: Any) -> bool:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return False
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise ValueError(f"{path}: not a teacher file (unreadable JSON: {exc})") from None
+        return math.isfinite(float(x)) and x > 0
+    except OverflowError:
+        return False
+
+
+def _check_teacher_schedule(schedule: dict, where: str) -> None:
+    """A teacher's schedule is what the teacher search makes: one of :data:`TEACHER_RULES` (no
+    rule that reads durations: the student's states hide them), or the index on one of the
+    search's placers."""
+    from baselines.optimality.search import SEARCH_PLACERS
+
+    if schedule["kind"] == "rule" and schedule["policy"] not in TEACHER_RULES:
+        raise ValueError(f"{where}: field certificate.schedule.policy must be one of the teacher rules "
+                         f"{list(TEACHER_RULES)}, got {schedule['policy']!r}")
+    if schedule["kind"] == "priority" and schedule["placer"] not in SEARCH_PLACERS:
+        raise ValueError(f"{where}: field certificate.schedule.placer must be one of {list(SEARCH_PLACERS)}, "
+                         f"got {schedule['placer']!r}")
+
+
+def _read_cache(path: Path, settings: dict, rows: Optional[dict] = None) -> dict[int, TeacherWindow]:
+    """The windows a cache file holds for these settings (none when the file is absent); a file made
+    with other settings, or with a field of the wrong kind, is refused, naming the field. The
+    values are checked against a replay when a window is used (:func:`_verify_window`). ``rows``
+    receives each seed's position in the file's ``windows``."""
+    from baselines.optimality.certificate import parse_certificate, read_json_file
+
+    if not path.exists() and not path.is_symlink():
+        return {}
+    doc = read_json_file(path, MAX_TEACHER_BYTES, "teacher file", ValueError)
     if not isinstance(doc, dict) or doc.get("format") != TEACHER_FORMAT or doc.get("version") != TEACHER_VERSION:
         raise ValueError(f"{path}: field format/version is not {TEACHER_FORMAT!r} version {TEACHER_VERSION}")
+    got = doc.get("settings")
+    if not isinstance(got, dict):
+        raise ValueError(f"{path}: field settings must be an object, got {type(got).__name__}")
     for key, want in settings.items():
-        if doc.get("settings", {}).get(key) != want:
-            raise ValueError(f"{path}: field settings.{key} is {doc.get('settings', {}).get(key)!r}, this run "
-                             f"needs {want!r} (pass another --teacher-file or the same settings)")
+        if got.get(key) != want:
+            raise ValueError(f"{path}: field settings.{key} is {got.get(key)!r:.80}, this run needs {want!r} "
+                             "(pass another --teacher-file or the same settings)")
+    windows = doc.get("windows", [])
+    if not isinstance(windows, list):
+        raise ValueError(f"{path}: field windows must be a list, got {type(windows).__name__}")
     out = {}
-    for i, item in enumerate(doc.get("windows", [])):
-        cert = parse_certificate(item.get("certificate") if isinstance(item, dict) else None,
-                                 f"{path}: windows[{i}].certificate")
+    for i, item in enumerate(windows):
+        where = f"{path}: windows[{i}]"
+        if not isinstance(item, dict):
+            raise ValueError(f"{where} must be an object, got {type(item).__name__}")
+        cert = parse_certificate(item.get("certificate"), f"{where}.certificate")
         if cert.split != TEACHER_SPLIT or cert.scenario != settings["scenario"]:
-            raise ValueError(f"{path}: windows[{i}] is a {cert.scenario} {cert.split} window; a teacher file "
+            raise ValueError(f"{where} is a {cert.scenario} {cert.split} window; a teacher file "
                              f"holds {settings['scenario']} {TEACHER_SPLIT} windows only")
+        _check_teacher_schedule(cert.schedule, where)
         rule, rule_value = item.get("best_rule"), item.get("best_rule_value")
-        if not isinstance(rule, str) or not isinstance(rule_value, (int, float)):
-            raise ValueError(f"{path}: windows[{i}]: fields best_rule / best_rule_value missing")
+        if rule not in TEACHER_RULES:
+            raise ValueError(f"{where}: field best_rule must be one of the teacher rules {list(TEACHER_RULES)}, "
+                             f"got {rule!r:.80}")
+        if not _positive(rule_value):
+            raise ValueError(f"{where}: field best_rule_value must be a positive finite number, got {rule_value!r:.40}")
+        if cert.avg_jct > rule_value:
+            raise ValueError(f"{where}: field certificate.avg_jct {cert.avg_jct!r} is above best_rule_value "
+                             f"{rule_value!r} (the search starts from its best rule)")
+        if cert.seed in out:
+            raise ValueError(f"{where}: field certificate.seed {cert.seed} is given twice")
         out[cert.seed] = TeacherWindow(cert.seed, cert.window, rule, float(rule_value), cert.avg_jct, cert.schedule)
+        if rows is not None:
+            rows[cert.seed] = i
     return out
+
+
+def _verify_window(w: TeacherWindow, settings: dict, where: str) -> None:
+    """A cached window's claims replayed in the compiled engine: its seed plays its window, its
+    schedule gives its value and its best rule the best rule's value (within the scores' relative
+    tolerance: a cache may come from a CPU that rounds ``exp`` differently in the last bit).
+    ValueError naming the field otherwise. Two compiled episodes: a few percent of the search's."""
+    from baselines.engine import run_compiled_episode, run_weighted_las_episode
+    from baselines.harness.scores import DEFAULT_REL_TOL
+    from baselines.learned_key import PRIORITY_FEATURES
+
+    scenario, env_kwargs = settings["scenario"], settings["env_kwargs"] or None
+    s = w.schedule
+    if s["kind"] == "rule":
+        played = run_compiled_episode(s["policy"], scenario, TEACHER_SPLIT, w.seed, env_kwargs).record
+    else:
+        f = len(PRIORITY_FEATURES)
+        weights = np.asarray(s["weights"] + s["placer_weights"], dtype=np.float64)
+        played = run_weighted_las_episode(weights[:f], s["placer"], scenario, TEACHER_SPLIT, w.seed, env_kwargs,
+                                          placer_weights=weights[f:], migrate=s["migrate"]).record
+    if played["window"] != w.window:
+        raise ValueError(f"{where}: field certificate.window {w.window!r} is not the window that {scenario} "
+                         f"{TEACHER_SPLIT} seed {w.seed} plays ({played['window']!r}) with this run's settings")
+    rule = run_compiled_episode(w.best_rule, scenario, TEACHER_SPLIT, w.seed, env_kwargs).record
+    for field, claim, got in (("certificate.avg_jct", w.value, float(played["avg_jct"])),
+                              ("best_rule_value", w.best_rule_value, float(rule["avg_jct"]))):
+        if not abs(got - claim) <= DEFAULT_REL_TOL * abs(claim):
+            raise ValueError(f"{where}: field {field} {claim!r} is not what the replay gives ({got!r}); "
+                             "delete the file (or that window) to search it again")
 
 
 def _write_cache(path: Path, settings: dict, windows: dict[int, TeacherWindow]) -> None:
@@ -143,11 +220,14 @@ def teacher_schedules(scenario: str, seeds: Sequence[int], episodes: int = 60,
         env_kwargs["jobs_per_episode"] = int(jobs_per_episode)
     settings = _settings(scenario, episodes, jobs_per_episode, env_kwargs)
     cache = Path(path) if path is not None else None
-    known = _read_cache(cache, settings) if cache is not None else {}
+    rows: dict[int, int] = {}
+    known = _read_cache(cache, settings, rows) if cache is not None else {}
     out = []
     for seed in seeds:
         seed = int(seed)
-        if seed not in known:
+        if seed in rows:           # a file's claims are checked before they teach (once)
+            _verify_window(known[seed], settings, f"{cache}: windows[{rows.pop(seed)}]")
+        elif seed not in known:
             r = search_window(scenario, TEACHER_SPLIT, seed, episodes=episodes, rules=TEACHER_RULES,
                               env_kwargs=env_kwargs or None)
             known[seed] = TeacherWindow(seed, r.window, r.best_rule, r.best_rule_value, r.value, r.schedule)
