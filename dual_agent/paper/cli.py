@@ -115,14 +115,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     from baselines.cli import parse_env_overrides
     from baselines.harness.files import reserve_folder
     from dual_agent.paper.config import DualAgentConfig, TrainConfig
-    from dual_agent.paper.checkpoint import load_checkpoint
+    from dual_agent.paper.checkpoint import load_checkpoint, train_state
     from dual_agent.paper.mappo import MAPPOTrainer
     from dual_agent.paper.rloo import RLOOTrainer, make_trainer
 
     torch.set_num_threads(1)
     out = Path(args.out or f"runs/dual-{args.scenario}{'-smoke' if args.smoke else ''}")
     if args.resume:
-        algorithm = load_checkpoint(args.resume).get("train", {}).get("config", {}).get("algorithm", "mappo")
+        algorithm = train_state(load_checkpoint(args.resume))["config"].get("algorithm", "mappo")
         cls = RLOOTrainer if algorithm == "rloo" else MAPPOTrainer
         trainer = cls.resume(args.resume, out_dir=args.out, timesteps=args.timesteps,
                              dagger_iterations=args.dagger_iterations)
