@@ -128,6 +128,9 @@ class MAPPOTrainer:
         atomic_write(self.out_dir / "config.json", lambda f: f.write(config))
         if self.iteration == 0:  # a fresh run starts a fresh log
             (self.out_dir / "log.csv").unlink(missing_ok=True)
+            if self.best is None:   # and leaves no agent of a run before it to be taken for its own
+                for name in ("best.pt", "last.pt"):
+                    (self.out_dir / name).unlink(missing_ok=True)
         else:                    # a resumed one: the checkpoint's log is the truth, rows after it go
             self._rewrite_log()
         if 0 < self.iteration < cfg.dagger_iterations and getattr(self, "_aggregate", None) is None:

@@ -89,6 +89,9 @@ def register_command(subparsers: "argparse._SubParsersAction") -> None:
                    help="continue the run of this last.priority.json with its own settings (the same weights as "
                         "a run never stopped); only --iterations, --max-minutes, --workers, --backend, "
                         "--ray-address and --out may change")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start a new run in an --out that holds one (its best.priority.json, last.priority.json "
+                        "and log.csv are replaced); without it such a folder is refused")
     p.set_defaults(func=cmd_train_priority)
 
 
@@ -137,6 +140,7 @@ def cmd_train_priority(args: argparse.Namespace) -> int:
     from baselines.harness.files import reserve_folder
     from dual_agent.priority.es import ESConfig, SettingError, train_priority
     from dual_agent.priority.agent import SUFFIX
+    from dual_agent.shared import check_run_folder
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     kw = dict(SMOKE) if args.smoke else {}
@@ -161,7 +165,9 @@ def cmd_train_priority(args: argparse.Namespace) -> int:
         raise ValueError(exc.named(FLAGS.get(exc.field, "--" + exc.field.replace("_", "-")))) from None
     command = "cluster-bench " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     # The run folder: checked (no link where a file goes) and locked against a second run, as `run` does.
-    with reserve_folder(config.out, flag="--out", names=(f"best{SUFFIX}", f"last{SUFFIX}", "log.csv")):
+    names = (f"best{SUFFIX}", f"last{SUFFIX}", "log.csv")
+    with reserve_folder(config.out, flag="--out", names=names):
+        check_run_folder(config.out, names, f"last{SUFFIX}", args.overwrite, args.resume)
         result = train_priority(config, command=command, state=state)
     if result.interrupted:
         print(f"cluster-bench train-priority: interrupted; resume with: cluster-bench train-priority --resume "
