@@ -55,6 +55,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from baselines.learned_key import TENANT_FEATURES
+from baselines.startup import is_interrupt
 from cluster_env.scenarios.base import check_train_range
 from dual_agent.priority.agent import (MAX_HIDDEN_UNITS, PriorityAgentPolicy, PriorityAgentSpec, PriorityModel, SUFFIX,
                                        check_migrate, load_priority_agent, save_priority_agent)
@@ -729,7 +730,9 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
                 row["wall_s"], row["workers"] = wall(), config.workers
                 commit(it, row, improved)
                 log(msg)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemError) as exc:      # SystemError: Ctrl-C inside a compiled episode
+        if not is_interrupt(exc):
+            raise
         interrupted = True
     finally:
         runner.close()
@@ -747,7 +750,9 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
     if config.test_windows:
         try:
             test = test_report(best_theta, model0.flat(), config, hidden, engine, log)
-        except KeyboardInterrupt:        # the run's files are complete; only the report is skipped
+        except (KeyboardInterrupt, SystemError) as exc:    # the run's files are complete; only the report is skipped
+            if not is_interrupt(exc):
+                raise
             log("test report interrupted: the run's files are complete; score best.priority.json with "
                 "benchmarks/eval_dual_paired.py")
     record = {"iterations": it, "seed": config.seed, "wall_s": wall_s, "episodes": episodes,
