@@ -360,9 +360,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         unit = "world draws (window, seed) of 1 window" if s.unit == UNIT_WORLD_DRAW else "distinct windows"
         print(f"  {a} better on {s.wins} of {s.units} {unit} (win rate {s.win_rate:.2f})")
         if s.unit == UNIT_WORLD_DRAW:
-            print(f"  ONE WINDOW: every seed plays the same jobs, so the interval rests on the {s.units} world draws of "
-                  "that window (paired per (window, seed)), not on windows; windows differ where jobs_per_episode is "
-                  "below the split's size")
+            print(f"  ONE WINDOW: every seed plays the same jobs, so the interval rests on the {s.units} world draws "
+                  "of that window (paired per (window, seed)), not on windows; windows differ where jobs_per_episode "
+                  "is below the split's size")
         elif s.distinct < s.n:
             print(f"  REPEATED WINDOWS: the {s.n} episodes play only {s.distinct} distinct window(s) (seeds that play "
                   "the same jobs count once)")
