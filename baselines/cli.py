@@ -38,8 +38,9 @@ from typing import Optional, Sequence
 
 from baselines.cli_checks import (arrivals_note, check_reference_gpu, reference_label, settle_reference,
                                   unique_labels)
-from baselines.cli_outputs import (RUN_FILES, RUN_PARTIAL_FILES, SWEEP_FILES, SWEEP_PARTIAL_FILES, partial_file,
-                                   previous_run_files, timeline_file, write_partial)
+from baselines.cli_outputs import (RUN_FILES, RUN_PARTIAL_FILES, SWEEP_FILES, SWEEP_PARTIAL_FILES,
+                                   interrupted_while_writing, partial_file, previous_run_files, timeline_file,
+                                   write_partial)
 from baselines.cli_support import (USER_ERRORS, OneLineParser, UsageError, check_run, check_training_split_policies,
                                    column_overrides, csv_overrides, custom_trace_notes, policy_listing, pop_flag,
                                    report)
@@ -179,7 +180,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from baselines.harness.episode import env_mismatch, env_settings, policy_name
     from baselines.harness.files import estimate_bytes, reserve_folder, written_together
     from baselines.harness.report import format_table, table_metrics, write_csv, write_json, write_summary_csv
-    from baselines.harness.sweep import make_tasks, resolve_policy, run_tasks, stopped_results
+    from baselines.harness.sweep import RunInterrupted, make_tasks, resolve_policy, run_tasks, stopped_results
 
     if args.scenario not in cluster_env.list_scenarios():
         print(f"unknown scenario {args.scenario!r}; scenarios: {cluster_env.list_scenarios()}", file=sys.stderr)
@@ -232,35 +233,42 @@ def cmd_run(args: argparse.Namespace) -> int:
         if stopped_results(stop) is None:       # an error before any episode: reported as usual
             raise
         stopped = stop
+    # A stopped run keeps what finished beside the previous complete set (left as it was); no traceback.
+    csv_path, json_path = (out / n for n in RUN_PARTIAL_FILES)
+
+    def write_finished(finished) -> None:
+        records = [r.record for r in finished]
+        write_csv(records, csv_path)
+        write_json(records, json_path, **meta, complete=False)
+
     if stopped is not None:
-        # Keep what finished beside the previous complete set (left as it was); no traceback.
-        csv_path, json_path = (out / n for n in RUN_PARTIAL_FILES)
-
-        def write(finished) -> None:
-            records = [r.record for r in finished]
-            write_csv(records, csv_path)
-            write_json(records, json_path, **meta, complete=False)
-
-        return write_partial(json_path, write, stopped, len(tasks), "cluster-bench run")
+        return write_partial(json_path, write_finished, stopped, len(tasks), "cluster-bench run")
     wall = time.perf_counter() - t0
-    records = [r.record for r in results]
-    print(format_table(records, table_metrics(records), markdown=args.markdown, reference=args.reference))
-    print(f"arrivals: {arrivals}")
-    plot_error: Optional[Exception] = None
-    # All new files, or on a failure all old ones; the previous run's other files go.
-    with written_together(replaces=lambda: previous_run_files(out)):
-        files = [write_csv(records, out / "results.csv"),
-                 write_summary_csv(records, out / "summary.csv", reference=args.reference),
-                 write_json(records, out / "results.json", **meta, complete=True)]
-        try:
-            if not args.no_plots:
-                files += _run_plots(args, results, records, labels, out)
-        except Exception as exc:        # the results stay: a plot is drawn from them, never the reverse
-            plot_error = exc
+    try:
+        records = [r.record for r in results]
+        print(format_table(records, table_metrics(records), markdown=args.markdown, reference=args.reference))
+        print(f"arrivals: {arrivals}")
+        plot_error: Optional[Exception] = None
+        # All new files, or on a failure all old ones; the previous run's other files go.
+        with written_together(replaces=lambda: previous_run_files(out)) as deferred:
+            files = [write_csv(records, out / "results.csv"),
+                     write_summary_csv(records, out / "summary.csv", reference=args.reference),
+                     write_json(records, out / "results.json", **meta, complete=True)]
+            try:
+                if not args.no_plots:
+                    files += _run_plots(args, results, records, labels, out)
+            except Exception as exc:        # the results stay: a plot is drawn from them, never the reverse
+                plot_error = exc
+    except KeyboardInterrupt:
+        # Ctrl-C after the last episode, before the files (the table's intervals take seconds):
+        # every episode finished, and they are kept as those of a run stopped earlier are.
+        return write_partial(json_path, write_finished, RunInterrupted(list(results)), len(tasks),
+                             "cluster-bench run")
     print(f"\n{len(records)} episodes in {wall:.1f} s; wrote:")
     for f in files:
         print(f"  {f}")
-    return _plot_failed(plot_error, args, "cluster-bench run", "results.json")
+    code = _plot_failed(plot_error, args, "cluster-bench run", "results.json")
+    return interrupted_while_writing(deferred, "cluster-bench run", out) or code
 
 
 def _plot_failed(error: Optional[Exception], args: argparse.Namespace, prog: str, results: str) -> int:
@@ -300,7 +308,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from baselines.harness.gaps import fmt_gap, optimality_gap
     from baselines.harness.report import fallback_summary, format_value
     from baselines.harness.stats import UNIT_WORLD_DRAW, claim_note, lower_is_better, paired_summary, truncation, verdict
-    from baselines.harness.sweep import make_tasks, resolve_policy, run_tasks, stopped_results
+    from baselines.harness.sweep import RunInterrupted, make_tasks, resolve_policy, run_tasks, stopped_results
     from cluster_env.core.metrics import METRIC_KEYS
 
     if args.scenario not in cluster_env.list_scenarios():
@@ -338,58 +346,65 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if stopped_results(stop) is None:
             raise
         return _compare_stopped(stop, partial, meta, len(tasks))
-    records = [r.record for r in results]
-    s = paired_summary(records, a, b, args.metric)
-    better = "lower" if lower_is_better(args.metric) else "higher"
-    env_text = f" [{', '.join(args.env)}]" if args.env else ""
-    print(f"{a} vs {b} on {args.scenario}/{args.split}{env_text}, {len(args.seeds)} windows, {args.metric} "
-          f"({better} is better)")
-    print(f"  mean {args.metric}: {a} {format_value(s.mean)}, {b} {format_value(s.reference_mean)} "
-          f"(over the {s.n} paired episodes)")
-    print(f"  ratio {a}/{b}: geometric mean {s.geo_mean:.4f}, 95% CI [{s.ci_low:.4f}, {s.ci_high:.4f}] "
-          f"on {s.distinct} distinct window(s)")
-    unit = "world draws (window, seed) of 1 window" if s.unit == UNIT_WORLD_DRAW else "distinct windows"
-    print(f"  {a} better on {s.wins} of {s.units} {unit} (win rate {s.win_rate:.2f})")
-    if s.unit == UNIT_WORLD_DRAW:
-        print(f"  ONE WINDOW: every seed plays the same jobs, so the interval rests on the {s.units} world draws of "
-              "that window (paired per (window, seed)), not on windows; windows differ where jobs_per_episode is "
-              "below the split's size")
-    elif s.distinct < s.n:
-        print(f"  REPEATED WINDOWS: the {s.n} episodes play only {s.distinct} distinct window(s) (seeds that play "
-              "the same jobs count once)")
-    print(f"  {verdict(s)}")
-    note = claim_note(s.distinct)
-    if note:
-        print(f"  {note}")
-    gaps = {name: optimality_gap(records, name) for name in (a, b)}
-    for name, gap in gaps.items():
-        if gap.windows:
-            print(f"  {name}: gap to best-known {fmt_gap(gap.best_known, gap.best_known_lo, gap.best_known_hi)}, "
-                  f"to the lower bound {fmt_gap(gap.lower_bound, gap.lower_bound_lo, gap.lower_bound_hi)} "
-                  f"(on the {gap.windows} window(s) of the shipped optimality table)")
-    fallback = {name: fallback_summary([r for r in records if r["policy"] == name]) for name in (a, b)}
-    print("  fallback (decisions the fallback rule replaced): "
-          + ", ".join(f"{name} {row['fallback_share']:.1%}" for name, row in fallback.items()))
-    world = _world(args, env_kwargs)
-    print(f"  {world.line()}")
-    for name in (a, b):
-        bad, total, unfinished = truncation(records, name)
-        if bad:
-            print(f"  TRUNCATED: {bad} of {total} {name} episodes ({unfinished} jobs unfinished), "
-                  "left out of the ratio")
-    if s.undefined:
-        print(f"  {s.undefined} window(s) left out: {args.metric} NaN or not positive")
-    if args.out:
-        from baselines.harness.files import atomic_write, json_text, written_together
+    try:
+        records = [r.record for r in results]
+        s = paired_summary(records, a, b, args.metric)
+        better = "lower" if lower_is_better(args.metric) else "higher"
+        env_text = f" [{', '.join(args.env)}]" if args.env else ""
+        print(f"{a} vs {b} on {args.scenario}/{args.split}{env_text}, {len(args.seeds)} windows, {args.metric} "
+              f"({better} is better)")
+        print(f"  mean {args.metric}: {a} {format_value(s.mean)}, {b} {format_value(s.reference_mean)} "
+              f"(over the {s.n} paired episodes)")
+        print(f"  ratio {a}/{b}: geometric mean {s.geo_mean:.4f}, 95% CI [{s.ci_low:.4f}, {s.ci_high:.4f}] "
+              f"on {s.distinct} distinct window(s)")
+        unit = "world draws (window, seed) of 1 window" if s.unit == UNIT_WORLD_DRAW else "distinct windows"
+        print(f"  {a} better on {s.wins} of {s.units} {unit} (win rate {s.win_rate:.2f})")
+        if s.unit == UNIT_WORLD_DRAW:
+            print(f"  ONE WINDOW: every seed plays the same jobs, so the interval rests on the {s.units} world draws "
+                  "of that window (paired per (window, seed)), not on windows; windows differ where jobs_per_episode "
+                  "is below the split's size")
+        elif s.distinct < s.n:
+            print(f"  REPEATED WINDOWS: the {s.n} episodes play only {s.distinct} distinct window(s) (seeds that play "
+                  "the same jobs count once)")
+        print(f"  {verdict(s)}")
+        note = claim_note(s.distinct)
+        if note:
+            print(f"  {note}")
+        gaps = {name: optimality_gap(records, name) for name in (a, b)}
+        for name, gap in gaps.items():
+            if gap.windows:
+                print(f"  {name}: gap to best-known {fmt_gap(gap.best_known, gap.best_known_lo, gap.best_known_hi)}, "
+                      f"to the lower bound {fmt_gap(gap.lower_bound, gap.lower_bound_lo, gap.lower_bound_hi)} "
+                      f"(on the {gap.windows} window(s) of the shipped optimality table)")
+        fallback = {name: fallback_summary([r for r in records if r["policy"] == name]) for name in (a, b)}
+        print("  fallback (decisions the fallback rule replaced): "
+              + ", ".join(f"{name} {row['fallback_share']:.1%}" for name, row in fallback.items()))
+        world = _world(args, env_kwargs)
+        print(f"  {world.line()}")
+        for name in (a, b):
+            bad, total, unfinished = truncation(records, name)
+            if bad:
+                print(f"  TRUNCATED: {bad} of {total} {name} episodes ({unfinished} jobs unfinished), "
+                      "left out of the ratio")
+        if s.undefined:
+            print(f"  {s.undefined} window(s) left out: {args.metric} NaN or not positive")
+        if args.out:
+            from baselines.harness.files import atomic_write, json_text, written_together
 
-        text = json_text({"meta": {**meta, "world": world.as_dict(), "complete": True},
-                          "comparison": {**s.to_dict(), "verdict": verdict(s)},
-                          "optimality": {name: gap.columns() for name, gap in gaps.items()},
-                          "fallback_share": {name: row["fallback_share"] for name, row in fallback.items()},
-                          "episodes": records})
-        with written_together("the comparison", replaces=[partial]):
-            out = atomic_write(args.out, lambda f: f.write(text))
+            text = json_text({"meta": {**meta, "world": world.as_dict(), "complete": True},
+                              "comparison": {**s.to_dict(), "verdict": verdict(s)},
+                              "optimality": {name: gap.columns() for name, gap in gaps.items()},
+                              "fallback_share": {name: row["fallback_share"] for name, row in fallback.items()},
+                              "episodes": records})
+            with written_together("the comparison", replaces=[partial]) as deferred:
+                out = atomic_write(args.out, lambda f: f.write(text))
+    except KeyboardInterrupt:
+        # Ctrl-C after the last episode, before the file (the intervals take seconds): the episodes
+        # are kept as those of a comparison stopped earlier are.
+        return _compare_stopped(RunInterrupted(list(results)), partial, meta, len(tasks))
+    if args.out:
         print(f"wrote {out}")
+        return interrupted_while_writing(deferred, "cluster-bench compare", out)
     return 0
 
 
@@ -428,6 +443,7 @@ DEFAULT_SWEEP_POLICIES = "fifo,sjf,tiresias"
 def cmd_sweep(args: argparse.Namespace) -> int:
     import cluster_env
     from baselines.harness.load_sweep import format_sweep, partial_sweep, run_load_sweep, write_sweep, write_sweep_plot
+    from baselines.harness.sweep import RunInterrupted
 
     if args.scenario not in cluster_env.list_scenarios():
         print(f"unknown scenario {args.scenario!r}; scenarios: {cluster_env.list_scenarios()}", file=sys.stderr)
@@ -454,6 +470,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
           f"on {args.scenario}/{args.split} ({args.backend} backend)", flush=True)
     print(_world(args, env_kwargs).line(), flush=True)
     t0 = time.perf_counter()
+
+    def keep(partial, stop: BaseException) -> int:
+        """The episodes that finished, beside the previous complete sweep (left as it was)."""
+        return write_partial(Path(args.out) / SWEEP_PARTIAL_FILES[1],
+                             lambda _: write_sweep(partial, args.out, plot=False, stem="load_sweep.partial",
+                                                   complete=False),
+                             stop, total, "cluster-bench sweep")
+
     try:
         sweep = run_load_sweep(args.scenario, args.loads, policies, args.seeds, args.split, env_kwargs, reference,
                                backend=args.backend, workers=args.workers, progress=not args.quiet,
@@ -462,26 +486,26 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         partial = partial_sweep(stop)
         if partial is None:             # an error before any episode: reported as usual
             raise
-        # The episodes that finished, beside the previous complete sweep (left as it was).
-        return write_partial(Path(args.out) / SWEEP_PARTIAL_FILES[1],
-                             lambda _: write_sweep(partial, args.out, plot=False, stem="load_sweep.partial",
-                                                   complete=False),
-                             stop, total, "cluster-bench sweep")
+        return keep(partial, stop)
     wall = time.perf_counter() - t0
-    print(format_sweep(sweep))
     out = Path(args.out)
-    plot_error: Optional[Exception] = None
-    with written_together(replaces=[out / n for n in SWEEP_FILES + SWEEP_PARTIAL_FILES]):
-        files = write_sweep(sweep, args.out, plot=False)
-        try:
-            if not args.no_plots:
-                files += write_sweep_plot(sweep, out)
-        except Exception as exc:        # the results stay: the plot is drawn from them
-            plot_error = exc
+    try:
+        print(format_sweep(sweep))
+        plot_error: Optional[Exception] = None
+        with written_together(replaces=[out / n for n in SWEEP_FILES + SWEEP_PARTIAL_FILES]) as deferred:
+            files = write_sweep(sweep, args.out, plot=False)
+            try:
+                if not args.no_plots:
+                    files += write_sweep_plot(sweep, out)
+            except Exception as exc:        # the results stay: the plot is drawn from them
+                plot_error = exc
+    except KeyboardInterrupt:           # after the last episode, before the files: kept as a stopped sweep's
+        return keep(sweep, RunInterrupted(list(sweep.records)))
     print(f"\n{len(sweep.records)} episodes in {wall:.1f} s; wrote:")
     for f in files:
         print(f"  {f}")
-    return _plot_failed(plot_error, args, "cluster-bench sweep", "load_sweep.json")
+    code = _plot_failed(plot_error, args, "cluster-bench sweep", "load_sweep.json")
+    return interrupted_while_writing(deferred, "cluster-bench sweep", out) or code
 
 
 # ---------------------------------------------------------------------------- scenarios
@@ -780,7 +804,7 @@ def _prepare(args: argparse.Namespace) -> None:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run ``cluster-bench``; a user's mistake prints one line and a hint and returns 2; Ctrl-C
     (outside the commands that keep the episodes that finished) one line and 130."""
-    from baselines.startup import INTERRUPTED, started
+    from baselines.startup import INTERRUPTED, is_interrupt, started
 
     started()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
@@ -799,8 +823,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if debug:
             raise
         return report(exc, prog)
-    except KeyboardInterrupt:
-        if debug:
+    except (KeyboardInterrupt, SystemError) as exc:     # SystemError: Ctrl-C inside a compiled function
+        if debug or not is_interrupt(exc):
             raise
         print(f"\n{prog}: interrupted", file=sys.stderr)
         return INTERRUPTED

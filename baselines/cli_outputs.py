@@ -53,6 +53,15 @@ def write_partial(where: Optional[Path], write: Callable[[list], None], stop: Ba
     return 130 if isinstance(stop, RunInterrupted) else 1
 
 
+def interrupted_while_writing(deferred: list, prog: str, where: "str | Path") -> int:
+    """After a complete set of files was written: 130 with one line when Ctrl-C came while they
+    were being written (held off until they were complete), else 0. An interrupt never exits 0."""
+    if not deferred:
+        return 0
+    print(f"\n{prog}: interrupted while writing; the files in {where} were completed first", file=sys.stderr)
+    return 130
+
+
 def partial_file(out: "str | Path") -> Path:
     """Where ``compare --out FILE.json`` writes the episodes of a stopped comparison: FILE.partial.json."""
     out = Path(out)

@@ -18,6 +18,22 @@ import threading
 INTERRUPTED = 130
 
 
+def is_interrupt(exc: "BaseException | None") -> bool:
+    """Whether ``exc`` is Ctrl-C: a ``KeyboardInterrupt``, or the ``SystemError`` that a compiled
+    (numba) function's dispatcher raises when the interrupt lands while it runs ("CPUDispatcher(...)
+    returned a result with an exception set", the ``KeyboardInterrupt`` as its cause)."""
+    # Recognised where Ctrl-C is handled rather than prevented: holding SIGINT off around every
+    # kernel call would cost a handler swap per decision, and the wrapped interrupt is still the
+    # user's Ctrl-C, raised at the same moment a plain one would have been.
+    for _ in range(8):                      # a short chain; never loop on a cycle
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        if not isinstance(exc, SystemError):
+            return False
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 def is_command_line() -> bool:
     """Whether this process was started as ``cluster-bench`` or ``python -m baselines``."""
     if sys.argv and os.path.basename(sys.argv[0]).startswith("cluster-bench"):

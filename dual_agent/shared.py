@@ -56,5 +56,23 @@ def torch_available() -> bool:
         return False
 
 
-__all__ = ["PRETRAINED_DIR", "SHIPPED_SUFFIXES", "TORCH_HINT", "has_pretrained", "pretrained_scenarios",
-           "shipped_agent_path", "shipped_scenarios", "torch_available"]
+def check_run_folder(folder: "str | Path", names: "tuple[str, ...]", last: str, overwrite: bool,
+                     resumed: "str | Path | None" = None) -> None:
+    """Refuse to start a training run in ``folder`` when it holds a run's files (``names``: best,
+    last, log), unless ``overwrite``; a run resumed from ``resumed`` may go on in its own folder.
+    The error (exit 2) names the folder and says ``--resume`` or ``--overwrite``: a new run would
+    else replace a finished one's log and agents without a word."""
+    folder = Path(folder)
+    if overwrite or (resumed is not None and folder.resolve() == Path(resumed).resolve().parent):
+        return
+    held = [n for n in names if (folder / n).exists() or (folder / n).is_symlink()]
+    if held:
+        from baselines.cli_support import UsageError
+
+        raise UsageError(f"--out {folder} holds a run already ({', '.join(held)}), which a new run would replace: "
+                         f"continue it with --resume {folder / last}, or replace it with --overwrite",
+                         "choose another --out to keep both")
+
+
+__all__ = ["PRETRAINED_DIR", "SHIPPED_SUFFIXES", "TORCH_HINT", "check_run_folder", "has_pretrained",
+           "pretrained_scenarios", "shipped_agent_path", "shipped_scenarios", "torch_available"]

@@ -22,7 +22,7 @@ from baselines.harness.report import fallback_summary, verdict_notes
 from baselines.harness.stats import (DEFAULT_REFERENCE, UNIT_WORLD_DRAW, PairingError, claim_note, mean_ci,
                                      paired_summary, window_values)
 from baselines.harness.labels import policy_labels
-from baselines.harness.sweep import PolicySpec, make_tasks, run_tasks, stopped_results
+from baselines.harness.sweep import PolicySpec, RunInterrupted, make_tasks, run_tasks, stopped_results
 
 #: Metrics a sweep summarises (each gets ``_lo``/``_hi`` interval columns).
 SWEEP_METRICS = ("avg_jct", "p95_jct", "avg_queue_delay", "gpu_utilization")
@@ -95,7 +95,12 @@ def run_load_sweep(scenario: str, loads: Sequence[float], policies: Sequence[Pol
                 partial.rows = sweep_rows(partial.records, None)
         raise
     sweep = sweep_of(results)
-    sweep.rows = sweep_rows(sweep.records, reference)
+    try:
+        sweep.rows = sweep_rows(sweep.records, reference)
+    except KeyboardInterrupt:           # every episode finished; their rows (intervals) were being computed
+        stop = RunInterrupted(list(results))
+        stop.partial_sweep = sweep      # type: ignore[attr-defined]  (its episodes, without rows)
+        raise stop from None
     return sweep
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
 from baselines.harness.episode import EpisodeResult, run_episode
+from baselines.startup import is_interrupt
 
 PolicySpec = Union[str, Any]
 BACKENDS = ("auto", "serial", "process", "ray")
@@ -318,6 +319,8 @@ def run_tasks(tasks: Sequence[Task], backend: str = "auto", workers: Optional[in
                 try:
                     results[i] = run_task(task)
                 except Exception as exc:
+                    if is_interrupt(exc):       # Ctrl-C inside a compiled function: not the episode's error
+                        raise RunInterrupted(results) from None
                     raise _keep_finished(exc, results, task)
                 bar.update(1)
         elif backend == "process":
@@ -329,7 +332,10 @@ def run_tasks(tasks: Sequence[Task], backend: str = "auto", workers: Optional[in
             raise
         raise RunInterrupted(results) from None
     finally:
-        bar.close()
+        try:
+            bar.close()
+        except KeyboardInterrupt:       # after the last episode too: the caller keeps what finished
+            raise RunInterrupted(results) from None
     return results  # type: ignore[return-value]
 
 

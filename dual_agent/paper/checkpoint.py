@@ -103,3 +103,41 @@ def pretrained_path(scenario: str) -> Path:
         raise FileNotFoundError(f"no pretrained dual agent for scenario {scenario!r}; shipped: {pretrained_scenarios()}. "
                                 f"Train one with: cluster-bench train --scenario {scenario}")
     return path
+
+
+def train_state(data: dict) -> dict:
+    """The training state of a loaded checkpoint (``data["train"]``: what ``resume`` continues),
+    each field checked for its type; a ``CheckpointError`` naming the file and the field."""
+    import math
+
+    where = data.get("path", "checkpoint")
+    state = data.get("train")
+    if state is None:
+        raise CheckpointError(f"{where}: a policy checkpoint without training state; resume needs a run's last.pt")
+
+    def bad(field: str, what: str, value: object) -> CheckpointError:
+        shown = repr(value) if len(repr(value)) <= 60 else type(value).__name__
+        return CheckpointError(f"{where}: field train{'.' + field if field else ''} must be {what}, got {shown}")
+
+    if not isinstance(state, dict):
+        raise bad("", "an object", state)
+    for key in ("config", "optimizer", "iteration", "timesteps", "wall_s", "best", "log"):
+        if key not in state:
+            raise CheckpointError(f"{where}: field train.{key} is missing")
+    for key in ("config", "optimizer"):
+        if not isinstance(state[key], dict):
+            raise bad(key, "an object", state[key])
+    for key in ("iteration", "timesteps"):
+        value = state[key]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise bad(key, "an integer >= 0", value)
+    for key, optional in (("wall_s", False), ("best", True)):
+        value = state[key]
+        if value is None and optional:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise bad(key, "a finite number" + (" or null" if optional else ""), value)
+    log = state["log"]
+    if not isinstance(log, list) or not all(isinstance(row, dict) for row in log):
+        raise bad("log", "a list of rows (objects)", log)
+    return state

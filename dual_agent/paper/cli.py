@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Optional
@@ -104,6 +105,9 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
                    help="the reference of that report (default: the prior, else las + the placer validation "
                         "measures contention with)")
     p.add_argument("--resume", default=None, metavar="LAST_PT", help="continue the run of this last.pt")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start a new run in an --out that holds one (its best.pt, last.pt and log.csv are "
+                        "replaced); without it such a folder is refused")
     p.add_argument("--smoke", action="store_true", help="a tiny run for CI (seconds)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -114,15 +118,20 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     from baselines.cli import parse_env_overrides
     from baselines.harness.files import reserve_folder
+    from baselines.startup import INTERRUPTED, is_interrupt
     from dual_agent.paper.config import DualAgentConfig, TrainConfig
-    from dual_agent.paper.checkpoint import load_checkpoint
+    from dual_agent.paper.checkpoint import load_checkpoint, train_state
     from dual_agent.paper.mappo import MAPPOTrainer
     from dual_agent.paper.rloo import RLOOTrainer, make_trainer
+    from dual_agent.shared import check_run_folder
 
     torch.set_num_threads(1)
     out = Path(args.out or f"runs/dual-{args.scenario}{'-smoke' if args.smoke else ''}")
+    # Before the networks are built: a folder that holds a run is kept unless --overwrite.
+    check_run_folder(Path(args.resume).parent if args.resume and not args.out else out,
+                     ("best.pt", "last.pt", "log.csv"), "last.pt", args.overwrite, args.resume)
     if args.resume:
-        algorithm = load_checkpoint(args.resume).get("train", {}).get("config", {}).get("algorithm", "mappo")
+        algorithm = train_state(load_checkpoint(args.resume))["config"].get("algorithm", "mappo")
         cls = RLOOTrainer if algorithm == "rloo" else MAPPOTrainer
         trainer = cls.resume(args.resume, out_dir=args.out, timesteps=args.timesteps,
                              dagger_iterations=args.dagger_iterations)
@@ -161,7 +170,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     # The run folder: checked (no link where a file goes) and locked against a second run, as `run` does.
     with reserve_folder(trainer.out_dir, flag="--out", names=("best.pt", "last.pt", "log.csv", "config.json")):
-        result = trainer.train(progress=not args.quiet, max_minutes=args.max_minutes)
+        try:
+            result = trainer.train(progress=not args.quiet, max_minutes=args.max_minutes)
+        except (KeyboardInterrupt, SystemError) as exc:     # SystemError: Ctrl-C inside a compiled kernel
+            if not is_interrupt(exc):
+                raise
+            last = trainer.out_dir / "last.pt"      # saved whole after every iteration (atomic)
+            kept = f"; resume with: cluster-bench train --resume {last}" if last.is_file() else "; nothing saved yet"
+            print(f"\ncluster-bench train: interrupted{kept}", file=sys.stderr)
+            return INTERRUPTED
     wall = time.perf_counter() - t0
     summary = {"scenario": trainer.train_cfg.scenario, "iterations": result.iterations,
                "timesteps": result.timesteps, "wall_s": round(wall, 1),

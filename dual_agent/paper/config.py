@@ -83,8 +83,10 @@ class DualAgentConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "DualAgentConfig":
-        return cls(**_known(cls, data))
+    def from_dict(cls, data: dict, where: str = "") -> "DualAgentConfig":
+        """The config a checkpoint stores; ``where`` (e.g. ``"agent.pt: field config"``) starts
+        every error's message."""
+        return _from_dict(cls, data, where)
 
 
 @dataclass(frozen=True)
@@ -192,14 +194,26 @@ class TrainConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "TrainConfig":
+    def from_dict(cls, data: dict, where: str = "") -> "TrainConfig":
+        """As :meth:`DualAgentConfig.from_dict`."""
         # A checkpoint saved before ``validation`` existed validated on the validation split.
-        return cls(**_known(cls, {"validation": "split", **data}))
+        return _from_dict(cls, {"validation": "split", **data} if isinstance(data, dict) else data, where)
 
 
-def _known(cls: type, data: dict) -> dict:
+def _from_dict(cls: type, data: Any, where: str) -> Any:
+    """``cls(**data)`` for a dict of its fields; anything else (a string, whose characters would
+    read as field names; an unknown field; a bad value) is a ``ValueError`` that ``where`` starts."""
+    prefix = f"{where}: " if where else ""
+    if not isinstance(data, dict):
+        shown = repr(data) if len(repr(data)) <= 60 else type(data).__name__
+        raise ValueError(f"{prefix}{cls.__name__} settings must be an object of fields, got {shown}")
     names = {f.name for f in fields(cls)}
-    unknown = set(data) - names
+    unknown = sorted(set(data) - names, key=str)
     if unknown:
-        raise ValueError(f"unknown {cls.__name__} field(s) {sorted(unknown)}; valid: {sorted(names)}")
-    return dict(data)
+        raise ValueError(f"{prefix}unknown {cls.__name__} field(s) {unknown}; valid: {sorted(names)}")
+    try:
+        return cls(**data)
+    except (ValueError, TypeError) as exc:
+        if not where:
+            raise
+        raise ValueError(f"{prefix}{exc}") from None

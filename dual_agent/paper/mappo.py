@@ -29,7 +29,7 @@ import torch
 from torch.distributions import Categorical
 
 from baselines.harness.files import atomic_write, open_append
-from dual_agent.paper.checkpoint import load_checkpoint, save_checkpoint
+from dual_agent.paper.checkpoint import load_checkpoint, save_checkpoint, train_state
 from dual_agent.paper.config import DualAgentConfig, TrainConfig
 from dual_agent.paper.networks import masked_logits
 from dual_agent.paper.packing import gather_rows, packed_chunks, packed_order_mask, renumber
@@ -96,18 +96,22 @@ class MAPPOTrainer:
         ``dagger_iterations``: a run stopped in its DAgger phase goes on with reinforcement
         learning from its imitation weights when this is the iterations it completed)."""
         data = load_checkpoint(path)
-        if "train" not in data:
-            raise ValueError(f"{path}: a policy checkpoint without training state; resume needs a run's last.pt")
-        state = data["train"]
-        train = TrainConfig.from_dict(state["config"])
+        state = train_state(data)
+        train = TrainConfig.from_dict(state["config"], where=f"{path}: field train.config")
         for key, value in (("timesteps", timesteps), ("dagger_iterations", dagger_iterations)):
             if value is not None:
-                train = TrainConfig.from_dict({**train.to_dict(), key: value})
-        self = cls(train, DualAgentConfig.from_dict(data["config"]), out_dir or Path(path).parent, **kwargs)
+                train = TrainConfig.from_dict({**train.to_dict(), key: value}, where=f"--{key.replace('_', '-')}")
+        agent = DualAgentConfig.from_dict(data["config"], where=f"{path}: field config")
+        self = cls(train, agent, out_dir or Path(path).parent, **kwargs)
         if data["spaces"] != self.spaces:
             raise ValueError(f"{path}: made for other spaces than {train.scenario} has now")
-        self.model.load_state_dict(data["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        for field, load, value in (("model", self.model.load_state_dict, data["model"]),
+                                   ("train.optimizer", self.optimizer.load_state_dict, state["optimizer"])):
+            try:
+                load(value)
+            except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as exc:
+                first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                raise ValueError(f"{path}: field {field} does not fit the networks of its config ({first})") from None
         self.iteration, self.timesteps, self.wall_s = state["iteration"], state["timesteps"], state["wall_s"]
         self.best = state["best"]
         self.log = [dict(row) for row in state["log"]]
@@ -124,6 +128,9 @@ class MAPPOTrainer:
         atomic_write(self.out_dir / "config.json", lambda f: f.write(config))
         if self.iteration == 0:  # a fresh run starts a fresh log
             (self.out_dir / "log.csv").unlink(missing_ok=True)
+            if self.best is None:   # and leaves no agent of a run before it to be taken for its own
+                for name in ("best.pt", "last.pt"):
+                    (self.out_dir / name).unlink(missing_ok=True)
         else:                    # a resumed one: the checkpoint's log is the truth, rows after it go
             self._rewrite_log()
         if 0 < self.iteration < cfg.dagger_iterations and getattr(self, "_aggregate", None) is None:

@@ -62,7 +62,10 @@ def policy_from_checkpoint(data: dict, **kwargs: Any) -> "DualAgentPolicy":
     """A :class:`DualAgentPolicy` from a loaded checkpoint dict (``kwargs`` go to the policy)."""
     where = data.get("path", "checkpoint")
     try:
-        config = DualAgentConfig.from_dict(data["config"])
+        config = DualAgentConfig.from_dict(data["config"], where=f"{where}: field config")
+    except ValueError as exc:                # names the file and the field itself
+        raise CheckpointError(str(exc)) from None
+    try:
         model = build_model(config, data["spaces"])
         model.load_state_dict(data["model"])
     except (TypeError, ValueError, KeyError, RuntimeError) as exc:

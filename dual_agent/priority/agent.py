@@ -60,6 +60,10 @@ from cluster_env.envs.observation_ext import global_features, job_features
 FORMAT = "hetero-cluster-sched/priority-agent"
 VERSION = 1
 SUFFIX = ".priority.json"
+#: The fields of a priority agent file, and of its ``weights`` (what save_priority_agent writes).
+FIELDS = ("format", "version", "features", "placer_features", "scenario", "placer", "preempt_at", "training",
+          "migrate", "weights")
+WEIGHT_FIELDS = ("linear", "hidden_w", "hidden_b", "out", "placer")
 #: The most tanh units of the score's hidden layer (each holds one weight per feature; 0, the
 #: default, is a linear score): a bound that protects the memory (docs/reference.md, Guarantees).
 MAX_HIDDEN_UNITS = 4096
@@ -384,9 +388,13 @@ def _array(doc: dict, key: str, shape: tuple, path: Path) -> np.ndarray:
         raise PriorityCheckpointError(f"{path}: field weights.{key} is not numeric ({exc})") from None
     if arr.size == 0 and 0 in shape:
         arr = arr.reshape(shape)
-    if arr.shape != shape or not np.all(np.isfinite(arr)):
-        raise PriorityCheckpointError(f"{path}: field weights.{key} must be finite numbers of shape {shape}, "
+    if arr.shape != shape:
+        raise PriorityCheckpointError(f"{path}: field weights.{key} must be numbers of shape {shape}, "
                                       f"got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        i = np.unravel_index(int(np.argmax(~np.isfinite(arr))), arr.shape)
+        raise PriorityCheckpointError(f"{path}: field weights.{key}{list(map(int, i))} is {arr[i]}; weights must be "
+                                      "finite numbers")
     if arr.size and np.max(np.abs(arr)) > MAX_WEIGHT:
         i = np.unravel_index(int(np.argmax(np.abs(arr))), arr.shape)
         raise PriorityCheckpointError(f"{path}: field weights.{key}{list(map(int, i))} is {arr[i]:g}; a weight must "
@@ -426,6 +434,17 @@ def load_priority_agent(path: "str | Path", scenario: Optional[str] = None,
                                       f"{type(exc).__name__})") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise PriorityCheckpointError(f"{path}: field format is not {FORMAT!r}")
+    # Strict, as the .agent.json settings files: a misspelt field (``migrat``) would else be
+    # dropped without a word and the agent would play without it.
+    unknown = sorted(set(doc) - set(FIELDS))
+    if unknown:
+        raise PriorityCheckpointError(f"{path}: field {unknown[0]} is not a field of a priority agent file "
+                                      f"(fields: {', '.join(FIELDS)})")
+    weights = doc.get("weights")
+    unknown = sorted(set(weights) - set(WEIGHT_FIELDS)) if isinstance(weights, dict) else []
+    if unknown:
+        raise PriorityCheckpointError(f"{path}: field weights.{unknown[0]} is not a weight of a priority agent "
+                                      f"(weights: {', '.join(WEIGHT_FIELDS)})")
     if type(doc.get("version")) is not int or doc["version"] != VERSION:
         raise PriorityCheckpointError(f"{path}: field version is {doc.get('version')!r}, this package reads "
                                       f"{VERSION} (an integer)")

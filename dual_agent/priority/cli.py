@@ -89,6 +89,9 @@ def register_command(subparsers: "argparse._SubParsersAction") -> None:
                    help="continue the run of this last.priority.json with its own settings (the same weights as "
                         "a run never stopped); only --iterations, --max-minutes, --workers, --backend, "
                         "--ray-address and --out may change")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start a new run in an --out that holds one (its best.priority.json, last.priority.json "
+                        "and log.csv are replaced); without it such a folder is refused")
     p.set_defaults(func=cmd_train_priority)
 
 
@@ -96,6 +99,8 @@ def register_command(subparsers: "argparse._SubParsersAction") -> None:
 DEFAULT_SCENARIO = "philly-hetero-v1"
 #: What ``--resume`` may change: the budget and where episodes run, never what the run learns from.
 RESUMABLE = ("iterations", "max_minutes", "workers", "backend", "ray_address")
+#: Settings whose flag is not ``--`` + the name with dashes.
+FLAGS = {"tenant_features": "--no-tenant-features"}
 #: Exit code of a run ended by Ctrl-C (the shell's 128 + SIGINT), as for ``cluster-bench run``.
 INTERRUPTED = 130
 
@@ -133,8 +138,9 @@ def _train_range(text: str) -> tuple[float, float]:
 
 def cmd_train_priority(args: argparse.Namespace) -> int:
     from baselines.harness.files import reserve_folder
-    from dual_agent.priority.es import ESConfig, train_priority
+    from dual_agent.priority.es import ESConfig, SettingError, train_priority
     from dual_agent.priority.agent import SUFFIX
+    from dual_agent.shared import check_run_folder
 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     kw = dict(SMOKE) if args.smoke else {}
@@ -148,15 +154,20 @@ def cmd_train_priority(args: argparse.Namespace) -> int:
     if args.jobs_per_episode is not None:
         kw["jobs_per_episode"] = args.jobs_per_episode
     state = None
-    if args.resume:
-        config, state = _resumed_config(args, kw)
-    else:
-        scenario = args.scenario or DEFAULT_SCENARIO
-        kw["out"] = args.out or f"runs/priority-{scenario}{'-smoke' if args.smoke else ''}"
-        config = ESConfig(scenario=scenario, **kw)
+    try:
+        if args.resume:
+            config, state = _resumed_config(args, kw)
+        else:
+            scenario = args.scenario or DEFAULT_SCENARIO
+            kw["out"] = args.out or f"runs/priority-{scenario}{'-smoke' if args.smoke else ''}"
+            config = ESConfig(scenario=scenario, **kw)
+    except SettingError as exc:      # a setting given here: named by its flag
+        raise ValueError(exc.named(FLAGS.get(exc.field, "--" + exc.field.replace("_", "-")))) from None
     command = "cluster-bench " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     # The run folder: checked (no link where a file goes) and locked against a second run, as `run` does.
-    with reserve_folder(config.out, flag="--out", names=(f"best{SUFFIX}", f"last{SUFFIX}", "log.csv")):
+    names = (f"best{SUFFIX}", f"last{SUFFIX}", "log.csv")
+    with reserve_folder(config.out, flag="--out", names=names):
+        check_run_folder(config.out, names, f"last{SUFFIX}", args.overwrite, args.resume)
         result = train_priority(config, command=command, state=state)
     if result.interrupted:
         print(f"cluster-bench train-priority: interrupted; resume with: cluster-bench train-priority --resume "

@@ -47,7 +47,7 @@ import signal
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from multiprocessing import get_context
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -55,6 +55,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 
 from baselines.learned_key import TENANT_FEATURES
+from baselines.startup import is_interrupt
 from cluster_env.scenarios.base import check_train_range
 from dual_agent.priority.agent import (MAX_HIDDEN_UNITS, PriorityAgentPolicy, PriorityAgentSpec, PriorityModel, SUFFIX,
                                        check_migrate, load_priority_agent, save_priority_agent)
@@ -103,6 +104,56 @@ def episode_objective_cost(record: dict, objective: str = "avg_jct") -> float:
         raise RuntimeError(f"episode {record.get('scenario')}/{record.get('split')} seed {record.get('seed')}: "
                            f"{objective} cost {cost!r} is not a positive number")
     return cost
+
+
+class SettingError(ValueError):
+    """A bad :class:`ESConfig` setting. ``field`` names it and ``problem`` says what is wrong (the
+    message is the two joined), so that the command line can name the flag (``--windows``) and a
+    resume file's check the file's field instead."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}{problem}")
+        self.field, self.problem = field, problem
+
+    def named(self, name: str) -> str:
+        """The message with ``name`` for the setting."""
+        return f"{name}{self.problem}"
+
+
+#: Memory that one batch of episode tasks may take (an iteration's, the validation's, the test
+#: report's): each task carries its own copy of the weights (8 bytes each) and, on the process
+#: backend, a future and its work item (about 2.5 KiB measured; 4 KiB reserved).
+MAX_BATCH_BYTES = 2**30
+TASK_BYTES = 4096
+
+
+def max_batch_episodes(hidden: int) -> int:
+    """The most episodes one batch may hold for an agent of ``hidden`` units: MAX_BATCH_BYTES /
+    (TASK_BYTES + 8 x weights), e.g. 255,166 for the linear agent (14 weights) and 2,944 at
+    4,096 units (45,070 weights); the defaults (6 pairs x 2 signs x 16 windows, 100 validation
+    windows) sit far below both."""
+    weights = PriorityModel.placer_slice(hidden).stop
+    return MAX_BATCH_BYTES // (TASK_BYTES + 8 * weights)
+
+
+def check_batch_sizes(config: "ESConfig") -> None:
+    """Refuse sizes whose episode batches would not fit :data:`MAX_BATCH_BYTES` (before anything
+    is allocated): ``pairs`` and ``windows`` (an iteration plays 2 x pairs x windows episodes,
+    twice that with ``pairing="reference"``), ``eval_seeds`` and ``test_windows`` (2 episodes a
+    window). The error names the setting whose value is out of bounds."""
+    limit = max_batch_episodes(config.hidden)
+    per_window = 2 * (2 if config.pairing == "reference" else 1)
+    why = (f"a batch of episodes may hold {limit:,} at hidden={config.hidden} (each task carries its weights; "
+           "docs/reference.md, Guarantees)")
+    # The larger of pairs and windows is the one to name (both are >= 1 here).
+    if per_window * config.pairs * config.windows > limit:
+        name = "windows" if config.windows >= config.pairs else "pairs"
+        raise SettingError(name, f"={getattr(config, name):,} is above its bound: an iteration would play "
+                                 f"{per_window * config.pairs * config.windows:,} episodes ({per_window} x pairs "
+                                 f"{config.pairs:,} x windows {config.windows:,}); {why}")
+    for name, per in (("eval_seeds", 1), ("test_windows", 2)):
+        if per * getattr(config, name) > limit:
+            raise SettingError(name, f"={getattr(config, name):,} is above its bound {limit // per:,}: {why}")
 
 
 @dataclass
@@ -170,60 +221,76 @@ class ESConfig:
     init: Optional[str] = None
 
     def __post_init__(self) -> None:
+        # Every error names the setting (SettingError.field): the CLI shows it as its flag, a
+        # resume file's check as the file's field. The one check for both.
         for name in ("pairs", "windows", "iterations", "eval_every", "eval_seeds", "workers"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SettingError(name, f" must be an integer >= 1, got {value!r}")
         hidden = self.hidden          # checked before a run folder is reserved, in the agent's own words
         if isinstance(hidden, bool) or not isinstance(hidden, int) or not 0 <= hidden <= MAX_HIDDEN_UNITS:
-            raise ValueError(f"hidden must be an integer in 0 .. {MAX_HIDDEN_UNITS:,}, got {self.hidden!r}")
+            raise SettingError("hidden", f" must be an integer in 0 .. {MAX_HIDDEN_UNITS:,}, got {self.hidden!r}")
         if self.workers > MAX_WORKERS:
-            raise ValueError(f"workers={self.workers:,} is above its bound {MAX_WORKERS:,} (episode processes; "
-                             "docs/reference.md, Guarantees)")
+            raise SettingError("workers", f"={self.workers:,} is above its bound {MAX_WORKERS:,} (episode processes; "
+                               "docs/reference.md, Guarantees)")
+        if isinstance(self.test_windows, bool) or not isinstance(self.test_windows, int) or self.test_windows < 0:
+            raise SettingError("test_windows", f" must be an integer >= 0, got {self.test_windows!r}")
+        if self.pairing not in PAIRINGS:
+            raise SettingError("pairing", f" must be one of {list(PAIRINGS)}, got {self.pairing!r}")
+        check_batch_sizes(self)
         for name in ("sigma", "lr"):
             value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a positive number, got {value!r}")
+            if isinstance(value, bool) or not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise SettingError(name, f" must be a positive number, got {value!r}")
         for name in ("jobs_per_episode", "eval_jobs_per_episode"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 1):
-                raise ValueError(f"{name} must be an integer >= 1 or None, got {value!r}")
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise SettingError(name, f" must be an integer >= 1 or None, got {value!r}")
         if self.backend not in ES_BACKENDS:
-            raise ValueError(f"backend must be one of {ES_BACKENDS}, got {self.backend!r}")
+            raise SettingError("backend", f" must be one of {ES_BACKENDS}, got {self.backend!r}")
         if self.engine not in ("auto", "compiled", "api"):
-            raise ValueError(f"engine must be 'auto', 'compiled' or 'api', got {self.engine!r}")
-        if self.train_load is not None and not (isinstance(self.train_load, (int, float))
-                                                and math.isfinite(self.train_load) and self.train_load > 0):
-            raise ValueError(f"train_load must be a positive number or None, got {self.train_load!r}")
+            raise SettingError("engine", f" must be 'auto', 'compiled' or 'api', got {self.engine!r}")
+        if self.train_load is not None and (isinstance(self.train_load, bool) or not (
+                isinstance(self.train_load, (int, float)) and math.isfinite(self.train_load) and self.train_load > 0)):
+            raise SettingError("train_load", f" must be a positive number or None, got {self.train_load!r}")
         if self.train_range is not None:
-            check_train_range(self.train_range)
+            try:
+                check_train_range(self.train_range)
+            except ValueError as exc:
+                text = str(exc)
+                raise SettingError("train_range", text[len("train_range"):] if text.startswith("train_range")
+                                   else f": {text}") from None
         minutes = self.max_minutes
         if minutes is not None and (isinstance(minutes, bool) or not (
                 isinstance(minutes, (int, float)) and math.isfinite(minutes) and minutes > 0)):
-            raise ValueError(f"max_minutes must be a positive number or None, got {self.max_minutes!r}")
-        if self.pairing not in PAIRINGS:
-            raise ValueError(f"pairing must be one of {list(PAIRINGS)}, got {self.pairing!r}")
+            raise SettingError("max_minutes", f" must be a positive number or None, got {self.max_minutes!r}")
         if self.learn not in LEARN:
-            raise ValueError(f"learn must be one of {list(LEARN)}, got {self.learn!r}")
+            raise SettingError("learn", f" must be one of {list(LEARN)}, got {self.learn!r}")
         if self.validation not in VALIDATION_MODES:
-            raise ValueError(f"validation must be one of {list(VALIDATION_MODES)}, got {self.validation!r}")
-        if isinstance(self.test_windows, bool) or not isinstance(self.test_windows, int) or self.test_windows < 0:
-            raise ValueError(f"test_windows must be an integer >= 0, got {self.test_windows!r}")
+            raise SettingError("validation", f" must be one of {list(VALIDATION_MODES)}, got {self.validation!r}")
         if not isinstance(self.tenant_features, bool):
-            raise ValueError(f"tenant_features must be True or False, got {self.tenant_features!r}")
+            raise SettingError("tenant_features", f" must be True or False, got {self.tenant_features!r}")
         if self.engine == "compiled" and self.hidden:
-            raise ValueError("engine='compiled' runs a linear score only (hidden=0); use engine='api'")
-        check_migrate(self.migrate)
+            raise SettingError("engine", "='compiled' runs a linear score only (hidden=0); use engine='api'")
+        try:
+            check_migrate(self.migrate)
+        except ValueError as exc:
+            raise SettingError("migrate", str(exc)[len("migrate"):]) from None
         if self.objective not in OBJECTIVES:
-            raise ValueError(f"objective must be one of {list(OBJECTIVES)}, got {self.objective!r}")
+            raise SettingError("objective", f" must be one of {list(OBJECTIVES)}, got {self.objective!r}")
+        for name in ("scenario", "placer", "out"):
+            if not isinstance(getattr(self, name), str):
+                raise SettingError(name, f" must be a string, got {getattr(self, name)!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise SettingError("seed", f" must be an integer >= 0, got {self.seed!r}")
         if self.engine == "compiled":
             from baselines.engine import workload_reason
 
             why = workload_reason(self.scenario)
             if why is not None:
-                raise ValueError(f"engine='compiled' cannot play {self.scenario}: {why}; use engine='api'")
+                raise SettingError("engine", f"='compiled' cannot play {self.scenario}: {why}; use engine='api'")
         if self.init is not None and not isinstance(self.init, str):
-            raise ValueError(f"init must be the path of a .priority.json or None, got {self.init!r}")
+            raise SettingError("init", f" must be the path of a .priority.json or None, got {self.init!r}")
         if not self.out:
             self.out = f"runs/priority-{self.scenario}"
 
@@ -385,7 +452,88 @@ def load_es_state(path: "str | Path") -> tuple[ESConfig, dict]:
                          "of a train-priority run made by this version)")
     # Runs saved before these settings existed validated on the validation split and scored no test.
     config = {"validation": "split", "test_windows": 0, **config}
-    return ESConfig(**config), state
+    known = [f.name for f in fields(ESConfig)]
+    unknown = sorted(set(config) - set(known))
+    if unknown:
+        raise ValueError(f"{path}: field training.config.{unknown[0]} is not a setting of train-priority "
+                         f"(settings: {', '.join(known)})")
+    try:
+        settings = ESConfig(**config)
+    except SettingError as exc:
+        raise ValueError(f"{path}: field {exc.named('training.config.' + exc.field)}") from None
+    return settings, check_es_state(path, state, settings)
+
+
+def check_es_state(path: "str | Path", state: dict, config: ESConfig) -> dict:
+    """``state`` (a ``last.priority.json``'s ``training.resume``) if every field has the type and
+    size the run of ``config`` gives it; else a ``ValueError`` naming the file and the field."""
+    size = PriorityModel.placer_slice(config.hidden).stop
+
+    def bad(field: str, what: str, value: object) -> ValueError:
+        shown = repr(value) if len(repr(value)) <= 60 else f"{type(value).__name__} of {len(repr(value)):,} characters"
+        return ValueError(f"{path}: field training.resume.{field} must be {what}, got {shown}")
+
+    def integer(field: str, value: object, low: int = 0) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise bad(field, f"an integer >= {low}", value)
+        return value
+
+    def numbers(field: str, value: object, n: Optional[int], positive: bool = False) -> None:
+        ok = (isinstance(value, list) and (n is None or len(value) == n)
+              and all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+                      and (x > 0 or not positive) for x in value))
+        if not ok:
+            what = f"{'positive' if positive else 'finite'} numbers" + (f", {n} of them" if n is not None else "")
+            raise bad(field, f"a list of {what}", value)
+
+    def number(field: str, value: object, positive: bool = False) -> None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or (
+                value <= 0 if positive else value < 0):
+            raise bad(field, "a positive number" if positive else "a number >= 0", value)
+
+    def section(field: str, keys: Sequence[str]) -> dict:
+        value = state.get(field) if field else state
+        if not isinstance(value, dict):
+            raise bad(field, "an object", value)
+        missing = [k for k in keys if k not in value]
+        if missing:
+            raise ValueError(f"{path}: field training.resume.{field + '.' if field else ''}{missing[0]} is missing")
+        return value
+
+    section("", ("iteration", "theta", "rng", "adam", "best", "las_val", "episodes", "wall_s", "log"))
+    if integer("iteration", state["iteration"]) > config.iterations:
+        raise bad("iteration", f"at most the run's iterations ({config.iterations})", state["iteration"])
+    numbers("theta", state["theta"], size)
+    rng = section("rng", ("bit_generator", "state"))
+    try:
+        np.random.default_rng().bit_generator.state = rng
+    except (TypeError, ValueError, KeyError, OverflowError):
+        raise bad("rng", "the state of numpy's PCG64 generator", rng) from None
+    adam = section("adam", ("m", "v", "t"))
+    numbers("adam.m", adam["m"], size)
+    numbers("adam.v", adam["v"], size)
+    integer("adam.t", adam["t"])
+    best = section("best", ("theta", "ratio", "iteration"))
+    numbers("best.theta", best["theta"], size)
+    number("best.ratio", best["ratio"], positive=True)
+    integer("best.iteration", best["iteration"])
+    validation = state.get("validation")
+    if validation is not None:
+        windows = section("validation", ("windows",))["windows"]
+        if not (isinstance(windows, list) and 0 < len(windows) <= config.eval_seeds
+                and all(isinstance(w, list) and len(w) == 2 and isinstance(w[0], str)
+                        and isinstance(w[1], int) and not isinstance(w[1], bool) and w[1] >= 0 for w in windows)):
+            raise bad("validation.windows", f"a list of 1 to {config.eval_seeds} [split, seed] pairs", windows)
+        n_val = len(windows)
+    else:
+        n_val = config.eval_seeds
+    numbers("las_val", state["las_val"], n_val, positive=True)
+    integer("episodes", state["episodes"])
+    number("wall_s", state["wall_s"])
+    log = state["log"]
+    if not (isinstance(log, list) and len(log) <= state["iteration"] + 1 and all(isinstance(r, dict) for r in log)):
+        raise bad("log", f"a list of at most {state['iteration'] + 1} rows (objects)", log)
+    return state
 
 
 def initial_weights(config: ESConfig) -> np.ndarray:
@@ -586,7 +734,9 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
                 row["wall_s"], row["workers"] = wall(), config.workers
                 commit(it, row, improved)
                 log(msg)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemError) as exc:      # SystemError: Ctrl-C inside a compiled episode
+        if not is_interrupt(exc):
+            raise
         interrupted = True
     finally:
         runner.close()
@@ -604,7 +754,9 @@ def train_priority(config: ESConfig, log: Callable[[str], None] = print,
     if config.test_windows:
         try:
             test = test_report(best_theta, model0.flat(), config, hidden, engine, log)
-        except KeyboardInterrupt:        # the run's files are complete; only the report is skipped
+        except (KeyboardInterrupt, SystemError) as exc:    # the run's files are complete; only the report is skipped
+            if not is_interrupt(exc):
+                raise
             log("test report interrupted: the run's files are complete; score best.priority.json with "
                 "benchmarks/eval_dual_paired.py")
     record = {"iterations": it, "seed": config.seed, "wall_s": wall_s, "episodes": episodes,
