@@ -36,58 +36,19 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
-from baselines.cli_checks import (arrivals_note, check_reference_gpu, reference_label, settle_reference,
-                                  unique_labels)
+from baselines.cli_checks import (arrivals_note, check_reference_gpu, check_run, reference_label,
+                                  settle_reference, unique_labels)
 from baselines.cli_outputs import (RUN_FILES, RUN_PARTIAL_FILES, SWEEP_FILES, SWEEP_PARTIAL_FILES,
                                    interrupted_while_writing, partial_file, previous_run_files, timeline_file,
                                    write_partial)
-from baselines.cli_support import (USER_ERRORS, OneLineParser, UsageError, check_run, check_training_split_policies,
-                                   column_overrides, csv_overrides, custom_trace_notes, policy_listing, pop_flag,
-                                   report)
+from baselines.cli_support import (  # noqa: F401 (MAX_SEEDS, parse_seeds: importable from here as before)
+    DEFAULT_SEEDS, MAX_SEEDS, MAX_WORKERS, USER_ERRORS, OneLineParser, UsageError, check_training_split_policies,
+    column_overrides, csv_overrides, custom_trace_notes, parse_seeds, policy_listing, pop_flag, report,
+)
 from baselines.model_trust import add_trust_flag, trust_from_args
 from baselines.registry import BASELINE_NAMES, OBJECTIVE_BASELINES, default_baselines
 from baselines.yardstick import yardstick
 from cluster_env.scenarios.registry import DEFAULT_SCENARIO
-
-#: Seeds (windows) of ``run``, ``compare`` and ``sweep`` when ``--seeds`` is not given.
-DEFAULT_SEEDS = "0-19"
-#: The most seeds one ``--seeds`` may list (a typo such as 0-99999999999 would fill the memory).
-MAX_SEEDS = 100_000
-#: The most episode worker processes ``--workers`` may ask for (each holds a simulator).
-MAX_WORKERS = 256
-
-
-def parse_seeds(text: str) -> list[int]:
-    """``"0-4"`` -> [0, 1, 2, 3, 4]; ``"0,3,7"`` -> [0, 3, 7]; ``"5"`` -> [5]; at most ``MAX_SEEDS``."""
-    seeds: list[int] = []
-    try:
-        for part in text.split(","):
-            part = part.strip()
-            if "-" in part[1:]:
-                lo, hi = part.split("-", 1) if not part.startswith("-") else (part, part)
-                if len(seeds) + max(0, int(hi) - int(lo) + 1) > MAX_SEEDS:
-                    raise argparse.ArgumentTypeError(
-                        f"{text!r} lists {len(seeds) + int(hi) - int(lo) + 1:,} seeds; at most {MAX_SEEDS:,} "
-                        "(each seed is one episode per policy)")
-                seeds.extend(range(int(lo), int(hi) + 1))
-            elif part:
-                seeds.append(int(part))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"seeds must look like 0-4 or 0,3,7; got {text!r}") from None
-    if len(seeds) > MAX_SEEDS:
-        raise argparse.ArgumentTypeError(f"{text!r} lists {len(seeds):,} seeds; at most {MAX_SEEDS:,}")
-    if not seeds:
-        raise argparse.ArgumentTypeError(f"no seeds in {text!r}")
-    if min(seeds) < 0:
-        raise argparse.ArgumentTypeError(f"seeds must be >= 0; got {text!r}")
-    if len(set(seeds)) != len(seeds):
-        from collections import Counter
-
-        twice = sorted(s for s, k in Counter(seeds).items() if k > 1)[:5]
-        raise argparse.ArgumentTypeError(f"{text!r} lists seed{'s' * (len(twice) > 1)} "
-                                         f"{', '.join(map(str, twice))} more than once (each seed is one window)")
-    return seeds
-
 
 def bounded(kind: type, lo: float, hi: float):
     """An argparse type: a ``kind`` (int or float) number in ``[lo, hi]`` (finite), else one line."""

@@ -1,5 +1,5 @@
 """Checks and notes of ``cluster-bench run`` and ``compare`` that keep a score from being silently
-wrong: unique policy labels, a reference that names a policy (the scenario's yardstick by
+wrong: everything a run needs before its first episode (:func:`check_run`), unique policy labels, a reference that names a policy (the scenario's yardstick by
 default), ``--reference-gpu`` only with a trace of one's own, and what the arrivals of the run's
 windows are (the trace's own times, or rescaled to an offered load)."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Optional, Sequence
 
-from baselines.cli_support import UsageError
+from baselines.cli_support import UsageError, check_output_folder
 
 
 def unique_labels(specs: Sequence[str], scenario: Optional[str], names: Optional[Sequence[str]] = None) -> list[str]:
@@ -91,3 +91,38 @@ def arrivals_note(scenario: str, env_kwargs: dict) -> str:
         return f"{own} (no rescaling to a load; --env load=X rescales each window to offered load X)"
     why = "--env load" if env_kwargs.get("load") is not None else f"{scenario}'s default"
     return f"each window rescaled to offered load {load:g} ({why}), load_measure {measure!r}"
+
+
+def check_run(args: argparse.Namespace, policies: Sequence[str], env_kwargs: dict) -> None:
+    """Everything a ``run`` needs, checked before its first episode: scenario, seeds, the env
+    arguments (custom CSV files included), every policy (checkpoints loaded), the reference and the
+    output folder."""
+    import cluster_env
+    from baselines.harness.episode import check_fits, env_settings
+    from baselines.harness.resolve import resolve_policy
+
+    if args.scenario not in cluster_env.list_scenarios():
+        raise UsageError(f"unknown scenario {args.scenario!r}", f"scenarios: {', '.join(cluster_env.list_scenarios())} "
+                         "(cluster-bench scenarios describes them)")
+    bad = [s for s in args.seeds if s < 0]
+    if bad:
+        raise UsageError(f"seeds must be >= 0, got {bad[0]}", "e.g. --seeds 0-4 or --seeds 0,3,7")
+    try:
+        cluster_env.parallel_env(args.scenario, split=args.split, **env_kwargs)
+    except TypeError as exc:
+        raise UsageError(str(exc), "--env takes KEY=VALUE with the arguments of cluster_env.parallel_env "
+                         "(docs/reference.md, Arguments)") from exc
+    names = []
+    for name in policies:
+        try:
+            policy = resolve_policy(name, args.scenario)
+        except (ValueError, TypeError) as exc:
+            raise UsageError(str(exc), getattr(exc, "hint", "") or "cluster-bench policies lists every name; or give "
+                             "package.module:attribute (resolved from the current folder)") from exc
+        settings = env_settings(policy, env_kwargs, bool(getattr(args, "allow_env_mismatch", False)), args.scenario)
+        check_fits(policy, cluster_env.parallel_env(args.scenario, split=args.split, **settings))
+        names.append(str(getattr(policy, "name", type(policy).__name__)))
+    if getattr(args, "reference", None) is not None:     # an unknown --reference: exit 2, nothing written
+        settle_reference(args.reference, list(policies), unique_labels(list(policies), args.scenario, names),
+                         args.scenario)
+    check_output_folder(args.out)

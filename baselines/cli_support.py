@@ -56,43 +56,6 @@ def check_output_folder(path: "str | Path", flag: str = "--out", hint: str = "")
     return check_folder(path, flag, hint=hint or f"give a folder that can be written, e.g. {flag} results")
 
 
-def check_run(args: argparse.Namespace, policies: Sequence[str], env_kwargs: dict) -> None:
-    """Everything a ``run`` needs, checked before its first episode: scenario, seeds, the env
-    arguments (custom CSV files included), every policy (checkpoints loaded), the reference and the
-    output folder."""
-    import cluster_env
-    from baselines.harness.episode import check_fits, env_settings
-    from baselines.harness.sweep import resolve_policy
-
-    if args.scenario not in cluster_env.list_scenarios():
-        raise UsageError(f"unknown scenario {args.scenario!r}", f"scenarios: {', '.join(cluster_env.list_scenarios())} "
-                         "(cluster-bench scenarios describes them)")
-    bad = [s for s in args.seeds if s < 0]
-    if bad:
-        raise UsageError(f"seeds must be >= 0, got {bad[0]}", "e.g. --seeds 0-4 or --seeds 0,3,7")
-    try:
-        cluster_env.parallel_env(args.scenario, split=args.split, **env_kwargs)
-    except TypeError as exc:
-        raise UsageError(str(exc), "--env takes KEY=VALUE with the arguments of cluster_env.parallel_env "
-                         "(docs/reference.md, Arguments)") from exc
-    names = []
-    for name in policies:
-        try:
-            policy = resolve_policy(name, args.scenario)
-        except (ValueError, TypeError) as exc:
-            raise UsageError(str(exc), getattr(exc, "hint", "") or "cluster-bench policies lists every name; or give "
-                             "package.module:attribute (resolved from the current folder)") from exc
-        settings = env_settings(policy, env_kwargs, bool(getattr(args, "allow_env_mismatch", False)), args.scenario)
-        check_fits(policy, cluster_env.parallel_env(args.scenario, split=args.split, **settings))
-        names.append(str(getattr(policy, "name", type(policy).__name__)))
-    if getattr(args, "reference", None) is not None:     # an unknown --reference: exit 2, nothing written
-        from baselines.cli_checks import settle_reference, unique_labels
-
-        settle_reference(args.reference, list(policies), unique_labels(list(policies), args.scenario, names),
-                         args.scenario)
-    check_output_folder(args.out)
-
-
 def check_training_split_policies(names: Sequence[str], scenario: str, split: str, env_kwargs: dict) -> None:
     """Refuse, before any episode, a policy whose rule needs the scenario's training split
     (``gittins``) on a world without one apart from the played jobs (a user's ``--workload-csv``)."""
@@ -264,3 +227,43 @@ def replay(scenario: str, split: str, policy_name: str, seed: int, env_kwargs: d
             print(text, "\n", file=stream)
     env.close()
     return 0
+
+
+#: Seeds (windows) of ``run``, ``compare`` and ``sweep`` when ``--seeds`` is not given.
+DEFAULT_SEEDS = "0-19"
+#: The most seeds one ``--seeds`` may list (a typo such as 0-99999999999 would fill the memory).
+MAX_SEEDS = 100_000
+#: The most episode worker processes ``--workers`` may ask for (each holds a simulator).
+MAX_WORKERS = 256
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"0-4"`` -> [0, 1, 2, 3, 4]; ``"0,3,7"`` -> [0, 3, 7]; ``"5"`` -> [5]; at most ``MAX_SEEDS``."""
+    seeds: list[int] = []
+    try:
+        for part in text.split(","):
+            part = part.strip()
+            if "-" in part[1:]:
+                lo, hi = part.split("-", 1) if not part.startswith("-") else (part, part)
+                if len(seeds) + max(0, int(hi) - int(lo) + 1) > MAX_SEEDS:
+                    raise argparse.ArgumentTypeError(
+                        f"{text!r} lists {len(seeds) + int(hi) - int(lo) + 1:,} seeds; at most {MAX_SEEDS:,} "
+                        "(each seed is one episode per policy)")
+                seeds.extend(range(int(lo), int(hi) + 1))
+            elif part:
+                seeds.append(int(part))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seeds must look like 0-4 or 0,3,7; got {text!r}") from None
+    if len(seeds) > MAX_SEEDS:
+        raise argparse.ArgumentTypeError(f"{text!r} lists {len(seeds):,} seeds; at most {MAX_SEEDS:,}")
+    if not seeds:
+        raise argparse.ArgumentTypeError(f"no seeds in {text!r}")
+    if min(seeds) < 0:
+        raise argparse.ArgumentTypeError(f"seeds must be >= 0; got {text!r}")
+    if len(set(seeds)) != len(seeds):
+        from collections import Counter
+
+        twice = sorted(s for s, k in Counter(seeds).items() if k > 1)[:5]
+        raise argparse.ArgumentTypeError(f"{text!r} lists seed{'s' * (len(twice) > 1)} "
+                                         f"{', '.join(map(str, twice))} more than once (each seed is one window)")
+    return seeds

@@ -109,7 +109,7 @@ def policy_labels(specs: Sequence[Any], scenario: Optional[str] = None,
             tells apart; the message names both.
     """
     from baselines.harness.episode import policy_name
-    from baselines.harness.sweep import resolve_policy
+    from baselines.harness.resolve import resolve_policy
 
     specs = list(specs)
     if names is None:

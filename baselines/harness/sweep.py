@@ -1,7 +1,7 @@
 """Many policies x scenarios x seeds, run serially, on local processes, or on a Ray cluster.
 
 Every task is independent and fully seeded, so the backend changes the wall time, never a number.
-Policies travel to workers as names (resolved there by :func:`resolve_policy`) or as picklable
+Policies travel to workers as names (resolved there by :func:`baselines.harness.resolve.resolve_policy`) or as picklable
 objects.
 
 Reliability: a worker process that dies (killed, out of memory) costs only the episodes it was
@@ -23,12 +23,14 @@ import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Optional, Sequence, Union
+from typing import Any, Callable, Iterable, Optional, Sequence
 
 from baselines.harness.episode import EpisodeResult, run_episode
+from baselines.harness.resolve import (  # noqa: F401 (kept importable from here)
+    PolicySpec, plugin_policy_names, register_policy_resolver, resolve_policy,
+)
 from baselines.startup import is_interrupt
 
-PolicySpec = Union[str, Any]
 BACKENDS = ("auto", "serial", "process", "ray")
 #: How many times the process backend replaces its workers after one died (Ray retries a task 3 times).
 MAX_POOL_RESTARTS = 3
@@ -82,83 +84,6 @@ def describe_task(task: "Task") -> str:
     """``fifo on toy-v0/test seed 3`` (the policy's label, or its name)."""
     who = task.label or (task.policy if isinstance(task.policy, str) else type(task.policy).__name__)
     return f"{who} on {task.scenario}/{task.split} seed {task.seed}"
-
-# Extra name resolvers registered by other packages (e.g. the dual agent's "dual" policy).
-_RESOLVERS: list[Callable[[str, Optional[str]], Optional[Any]]] = []
-
-
-def register_policy_resolver(resolver: Callable[[str, Optional[str]], Optional[Any]]) -> None:
-    """Let ``resolve_policy`` build more names: ``resolver(name, scenario)`` returns a policy or None.
-
-    ``scenario`` is the scenario the policy will run on (None when unknown), so that a name like
-    ``"dual"`` can load the checkpoint trained for it.
-    """
-    if resolver not in _RESOLVERS:
-        _RESOLVERS.append(resolver)
-
-
-def resolve_policy(spec: PolicySpec, scenario: Optional[str] = None) -> Any:
-    """A policy object from a name or an object.
-
-    Names: a baseline or ``ORDERER+PLACER``, ``package.module:attribute`` (imported from the
-    current folder too), a resolver's (:func:`register_policy_resolver`), or a policy that an
-    installed package registers by entry point (``cluster_bench.policies`` /
-    ``cluster_bench.resolvers``, e.g. the dual agent's ``dual`` and ``*.pt``). ``scenario`` is
-    passed to resolvers and plugins (``"dual"`` loads the scenario's checkpoint).
-    """
-    if not isinstance(spec, str):
-        return spec
-    from baselines.registry import make_policy
-    from cluster_env.wrappers.policies import plugin_policy
-
-    if ":" in spec and not spec.endswith(".pt"):
-        return _import_policy(spec)
-    try:
-        return make_policy(spec)
-    except ValueError as unknown:
-        for resolver in _RESOLVERS:
-            policy = resolver(spec, scenario)
-            if policy is not None:
-                return policy
-        policy = plugin_policy(spec, scenario)
-        if policy is not None:
-            return policy
-        raise unknown
-
-
-def plugin_policy_names() -> dict[str, str]:
-    """Named policies registered by installed packages: name -> where it comes from."""
-    from cluster_env.wrappers.policies import plugin_policies
-
-    return {name: ep.value for name, ep in plugin_policies().items()}
-
-
-def _import_policy(spec: str) -> Any:
-    """``package.module:attribute``: a policy object, or a class/factory called without arguments.
-
-    The current folder is searched too (``cluster-bench`` runs as a script, whose folder, not the
-    user's, is first on ``sys.path``), so ``my_policy:MyPolicy`` finds ``./my_policy.py``.
-    """
-    import importlib
-    import sys
-
-    module_name, _, attr = spec.partition(":")
-    cwd = os.getcwd()
-    added = cwd not in sys.path and "" not in sys.path
-    if added:
-        sys.path.append(cwd)
-    try:
-        target = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"cannot import policy {spec!r}: {exc}") from exc
-    finally:
-        if added:
-            sys.path.remove(cwd)
-    policy = target if callable(getattr(target, "act", None)) and not isinstance(target, type) else target()
-    if not callable(getattr(policy, "act", None)) or not callable(getattr(policy, "reset", None)):
-        raise TypeError(f"{spec!r} did not give a policy (an object with act(observations, infos) and reset(seed))")
-    return policy
-
 
 @dataclass(frozen=True)
 class Task:

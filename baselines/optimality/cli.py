@@ -20,7 +20,7 @@ import sys
 
 def register_command(subparsers: "argparse._SubParsersAction") -> None:
     """Add the three commands to ``cluster-bench``'s subparsers."""
-    from baselines.cli import parse_seeds
+    from baselines.cli_support import parse_seeds
 
     v = subparsers.add_parser("verify", help="replay a schedule certificate on the API and compiled paths and "
                                              "check its average JCT",
