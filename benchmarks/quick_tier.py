@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-#: The quick tier's budget in CPU seconds (README.md: "in under ... CPU seconds"): measured at 97
-#: with its two test processes, 20 of them outside the tests (each process's imports and collection).
+#: The quick tier's budget in CPU seconds (README.md: "in under ... CPU seconds"): measured at about 90
+#: with its two test processes, about 20 of them outside the tests (each process's imports and collection).
 QUICK_TIER_CPU_S = 120
 #: One quick test's budget in CPU seconds (tests/conftest.py's QUICK_TEST_BUDGET_S).
 QUICK_TEST_BUDGET_S = 1.0

@@ -23,8 +23,8 @@ QUICK_TEST_BUDGET_S = 1.0
 #: benchmarks/quick_tier.py reads them.
 TIMES_ENV = "CLUSTER_BENCH_TEST_TIMES"
 
-#: Tests left out of the quick tier: ``file.py`` (the whole file) or ``file.py::test_name`` (every
-#: parametrisation), relative to tests/.
+#: Tests left out of the quick tier: ``file.py`` (the whole file), ``file.py::test_name`` (every
+#: parametrisation) or ``file.py::test_name[id]`` (one), relative to tests/.
 HEAVY = frozenset({
     "test_priority_resume.py::test_ray_backend_trains_the_same_weights_as_one_process",
     "test_optimality_bound.py::test_no_compiled_policy_scores_below_the_bound",
@@ -167,13 +167,28 @@ HEAVY = frozenset({
     "test_dual_agent_rloo.py::test_rloo_with_the_critic_baseline_trains_the_critic",
     "test_flat_view_policy.py::test_from_sb3_scores_a_maskable_ppo_model",
     "test_quick_tier.py::test_the_benchmark_measures_a_tier_and_fails_above_its_budget",
+    "test_dual_agent_rloo.py::test_imitation_warm_start_from_las_in_batched_rollouts",
+    "test_results_kept.py::test_an_interrupted_rerun_keeps_the_previous_complete_results",
+    "test_supersuit.py::test_supersuit_vector_wrappers_and_maskable_ppo",
+    "test_vector_sb3.py::test_maskable_ppo_trains_on_the_adapter",
+    "test_dual_agent_rloo.py::test_extended_observation_is_recorded_and_applied_by_the_harness",
+    "test_properties.py::test_same_seed_same_whole_trajectory",
+    "test_paired_stats.py::test_cluster_bench_run_shows_ratios_and_writes_the_paired_plot",
+    "test_dual_portable_rows.py::test_padding_rows_and_unchanged_machines_are_computed_once_with_the_same_bits",
+    "test_compiled_engine.py::test_named_baselines_identical_to_api[gittins-philly-hetero-v1]",
+    "test_baselines_las_oracle.py::test_composes_with_every_placer",
+    "test_trained_agents.py::test_a_model_trained_on_the_default_view_scores_in_one_line",
+    "test_model_trust.py::test_a_bare_sb3_save_with_a_custom_network_loads_without_trust",
+    "test_quick_tier.py::test_heavy_parametrisations_are_cases_that_pytest_collects",
+    "test_wrappers.py::test_maskable_ppo_learns_on_vec_envs",
+    "test_model_trust.py::test_a_payload_in_a_field_the_loader_does_not_need_is_never_unpickled",
 })
 
 
 def _heavy(nodeid: str) -> bool:
     path, _, rest = nodeid.partition("::")
     name = path.rsplit("/", 1)[-1]
-    return name in HEAVY or f"{name}::{rest.split('[', 1)[0]}" in HEAVY
+    return name in HEAVY or f"{name}::{rest.split('[', 1)[0]}" in HEAVY or f"{name}::{rest}" in HEAVY
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -225,6 +240,19 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def _quick_selected(config: pytest.Config) -> bool:
     expr = " ".join(str(config.getoption("markexpr", "") or "").split())
     return "quick" in expr and "not quick" not in expr
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Under ``-m quick``, where the collected tests imported torch: load what torch loads on its
+    first optimizer step (torch._dynamo, about a CPU second) now, as the start-up it is, not in
+    whichever test trains first."""
+    import sys
+
+    if _quick_selected(session.config) and "torch" in sys.modules and session.items:
+        try:
+            import torch._dynamo  # noqa: F401
+        except Exception:          # pragma: no cover - a torch without it: nothing to load
+            pass
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
