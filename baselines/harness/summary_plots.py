@@ -22,6 +22,10 @@ PLOTTED_OBJECTIVES = ("deadline_attainment", "hp_avg_jct", "be_avg_jct", "tenant
                       "quota_violation")
 
 
+#: A panel whose values span more than this factor is drawn on a log scale.
+LOG_SPAN = 30.0
+
+
 def objective_metrics(records: Sequence[dict[str, Any]]) -> list[str]:
     """The service-objective metrics every one of ``records`` carries (none: a scenario without
     classes, deadlines or quotas)."""
@@ -77,23 +81,27 @@ def plot_objectives(records: Sequence[dict[str, Any]], path: "str | Path", title
     policies = list(dict.fromkeys(r["policy"] for r in records))
     styles = styles if styles is not None else policy_styles(policies)
     plt = _pyplot()
-    column = 0.55
+    column = 0.8                                      # inches per policy: its name fits under it
     width = max(4.0, column * len(policies) + 1.8)
-    cols = min(len(metrics), 3)
+    cols = min(len(metrics), 1 if len(policies) > 10 else 2 if len(policies) > 5 else 3)
     rows = math.ceil(len(metrics) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, 4.2 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, 3.8 * rows), squeeze=False)
     for ax, metric in zip(axes.flat, metrics):
         scale, label = plot_scale(metric)
         values = {p: [number(r[metric]) / scale for r in records if r["policy"] == p] for p in policies}
         centre = {p: mean_ci(v) if v else (math.nan,) * 3 for p, v in values.items()}
         _columns(ax, policies, values, centre, styles)
+        finite = [x for v in values.values() for x in v if np.isfinite(x)]
+        if finite and min(finite) > 0 and max(finite) > LOG_SPAN * min(finite):     # one outlier hides the rest
+            ax.set_yscale("log")
+            label += ", log scale"
         ax.set_ylabel(label)
         set_policy_ticks(ax, policies, column_inches=width / max(len(policies) + 1.2, 1))
     for ax in list(axes.flat)[len(metrics):]:
         ax.set_visible(False)
     seeds = len({r["seed"] for r in records})
-    fig.suptitle(title or "service objectives", fontsize=11)
-    axes.flat[0].set_title(f"a point per window ({seeds}), bar: mean, band: 95% bootstrap CI", fontsize=8)
+    axes.flat[0].set_title(f"{title or 'service objectives'}\na point per window ({seeds}), bar: mean, "
+                           "band: 95% bootstrap CI", fontsize=9)
     return save_figure(fig, path)
 
 
