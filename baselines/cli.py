@@ -54,12 +54,8 @@ DEFAULT_SEEDS = "0-19"
 MAX_SEEDS = 100_000
 #: The most episode worker processes ``--workers`` may ask for (each holds a simulator).
 MAX_WORKERS = 256
-#: The width ``run``'s default table fits (baselines.harness.report.TABLE_WIDTH, kept here without
-#: importing the harness at start-up: a test checks they agree).
-TABLE_WIDTH = 120
-
-
 def table_column_names() -> list[str]:
+    """The names ``--columns`` takes (baselines.harness.report.table_column_names)."""
     from baselines.harness.report import table_column_names as names
 
     return names()
@@ -200,7 +196,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     import cluster_env
     from baselines.harness.episode import env_mismatch, env_settings, policy_name
     from baselines.harness.files import estimate_bytes, reserve_folder, written_together
-    from baselines.harness.report import format_table, table_metrics, write_csv, write_json, write_summary_csv
+    from baselines.harness.report import (TABLE_WIDTH, format_table, table_metrics, write_csv, write_json,
+                                          write_summary_csv)
     from baselines.harness.sweep import make_tasks, resolve_policy, run_tasks, stopped_results
 
     if args.scenario not in cluster_env.list_scenarios():
@@ -694,6 +691,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "scenario's, P100 for philly-v0, V100 for openb-v0)")
     run.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     run.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    from baselines.harness.report import TABLE_WIDTH
+
     run.add_argument("--columns", default=None, type=parse_columns, metavar="NAME,...|all",
                      help=f"the table's columns (default: those that fit {TABLE_WIDTH} characters, the others "
                           "named under it; 'all': every one; the files have them all): "

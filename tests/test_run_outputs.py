@@ -203,11 +203,15 @@ def test_run_refuses_an_unknown_column_before_any_episode(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
-def test_the_clis_table_width_is_the_reports():
-    import baselines.cli as cli
+def test_the_report_fits_a_terminal_and_run_help_names_the_columns(capsys):
     import baselines.harness.report as report
 
-    assert cli.TABLE_WIDTH == report.TABLE_WIDTH == TABLE_WIDTH
+    assert report.TABLE_WIDTH == TABLE_WIDTH
+    with pytest.raises(SystemExit):
+        cluster_bench(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--columns NAME,...|all" in text and f"those that fit {TABLE_WIDTH} characters" in text
+    assert "gap_bound" in text and "fallback" in text
 
 
 def _table_block(out: str) -> list[str]:
