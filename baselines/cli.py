@@ -39,7 +39,7 @@ from typing import Optional, Sequence
 from baselines.cli_checks import (arrivals_note, check_reference_gpu, check_run, reference_label,
                                   settle_reference, unique_labels)
 from baselines.cli_outputs import (RUN_FILES, RUN_PARTIAL_FILES, SWEEP_FILES, SWEEP_PARTIAL_FILES,
-                                   interrupted_while_writing, partial_file, previous_run_files, timeline_file,
+                                   interrupted_while_writing, partial_file, previous_run_files, timeline_files,
                                    write_partial)
 from baselines.cli_support import (  # noqa: F401 (MAX_SEEDS, parse_seeds: importable from here as before)
     DEFAULT_SEEDS, MAX_SEEDS, MAX_WORKERS, USER_ERRORS, OneLineParser, UsageError, check_training_split_policies,
@@ -49,6 +49,27 @@ from baselines.model_trust import add_trust_flag, trust_from_args
 from baselines.registry import BASELINE_NAMES, OBJECTIVE_BASELINES, default_baselines
 from baselines.yardstick import yardstick
 from cluster_env.scenarios.registry import DEFAULT_SCENARIO
+
+
+def table_column_names() -> list[str]:
+    """The names ``--columns`` takes (baselines.harness.report.table_column_names)."""
+    from baselines.harness.report import table_column_names as names
+
+    return names()
+
+
+def parse_columns(text: str):
+    """``--columns``: ``all``, or comma-separated column names (:func:`table_column_names`)."""
+    if text.strip().lower() == "all":
+        return "all"
+    names = [c.strip() for c in text.split(",") if c.strip()]
+    known = table_column_names()
+    unknown = [c for c in names if c not in known and c != "policy"]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(f"unknown column(s) {', '.join(map(repr, unknown)) or repr(text)}; "
+                                         f"columns: all, or names from {', '.join(known)}")
+    return names
+
 
 def bounded(kind: type, lo: float, hi: float):
     """An argparse type: a ``kind`` (int or float) number in ``[lo, hi]`` (finite), else one line."""
@@ -140,7 +161,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     import cluster_env
     from baselines.harness.episode import env_mismatch, env_settings, policy_name
     from baselines.harness.files import estimate_bytes, reserve_folder, written_together
-    from baselines.harness.report import format_table, table_metrics, write_csv, write_json, write_summary_csv
+    from baselines.harness.report import (TABLE_WIDTH, format_table, table_metrics, write_csv, write_json,
+                                          write_summary_csv)
     from baselines.harness.sweep import RunInterrupted, make_tasks, resolve_policy, run_tasks, stopped_results
 
     if args.scenario not in cluster_env.list_scenarios():
@@ -170,8 +192,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     # Before any episode: a real, writable folder with room for the results, locked for this run;
     # every file it may write (the timelines' too) is checked there.
-    plots = 0 if args.no_plots else 3 + len(policies)
-    names = RUN_FILES + RUN_PARTIAL_FILES + (() if args.no_plots else tuple(timeline_file(label) for label in labels))
+    plots = 0 if args.no_plots else 5 + len(policies)
+    names = RUN_FILES + RUN_PARTIAL_FILES + (() if args.no_plots else tuple(timeline_files(labels).values()))
     args.resources.enter_context(reserve_folder(out, names=names, need_bytes=estimate_bytes(
         len(policies) * len(args.seeds), plots)))
     tasks = make_tasks(policies, [args.scenario], args.split, args.seeds, env_kwargs,
@@ -207,7 +229,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     wall = time.perf_counter() - t0
     try:
         records = [r.record for r in results]
-        print(format_table(records, table_metrics(records), markdown=args.markdown, reference=args.reference))
+        columns = None if args.columns in (None, "all") else args.columns
+        print(format_table(records, table_metrics(records), markdown=args.markdown, reference=args.reference,
+                           columns=columns, width=TABLE_WIDTH if args.columns is None else None,
+                           left_out_hint="--columns all shows every column, --columns NAME,... chooses; "
+                                         "summary.csv and results.json have them all"))
         print(f"arrivals: {arrivals}")
         plot_error: Optional[Exception] = None
         # All new files, or on a failure all old ones; the previous run's other files go.
@@ -217,7 +243,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                      write_json(records, out / "results.json", **meta, complete=True)]
             try:
                 if not args.no_plots:
-                    files += _run_plots(args, results, records, labels, out)
+                    files += _run_plots(args, results, records, labels, out, progress=not args.quiet)
             except Exception as exc:        # the results stay: a plot is drawn from them, never the reverse
                 plot_error = exc
     except KeyboardInterrupt:
@@ -244,21 +270,43 @@ def _plot_failed(error: Optional[Exception], args: argparse.Namespace, prog: str
     return 2
 
 
-def _run_plots(args: argparse.Namespace, results, records, labels, out: Path) -> list:
-    """``run``'s plots (inside its ``written_together`` block); the paths."""
+def _run_plots(args: argparse.Namespace, results, records, labels, out: Path, progress: bool = True) -> list:
+    """``run``'s plots (inside its ``written_together`` block), each policy in one colour in all of
+    them; says what it writes, one plot at a time (seconds each); the paths."""
+    from baselines.harness.gaps import optimality_gap
     from baselines.harness.paired_plots import plot_paired
     from baselines.harness.plots import plot_jct_cdf, plot_timeline, plot_utilization
+    from baselines.harness.styles import policy_styles
+    from baselines.harness.summary_plots import objective_metrics, plot_gaps, plot_objectives
 
     title = f"{args.scenario} / {args.split}"
-    files = [plot_jct_cdf(results, out / "jct_cdf.png", title=f"JCT CDF, {title}")]
-    if args.reference in labels and len(labels) > 1:
-        files.append(plot_paired(records, out / "paired_avg_jct.png", reference=args.reference,
-                                 title=f"avg JCT / {args.reference}'s per window, {title}"))
-    files.append(plot_utilization(results, out / "utilization.png", title=f"utilisation and queue, {title}"))
+    styles = policy_styles(labels)
+    timelines = timeline_files(labels)
     first = args.seeds[0]
+    jobs = [("jct_cdf.png", lambda p: plot_jct_cdf(results, p, title=f"JCT CDF, {title}", styles=styles))]
+    if args.reference in labels and len(labels) > 1:
+        jobs.append(("paired_avg_jct.png", lambda p: plot_paired(
+            records, p, reference=args.reference, title=f"avg JCT / {args.reference}'s per window, {title}",
+            styles=styles)))
+    jobs.append(("utilization.png", lambda p: plot_utilization(results, p, title=f"utilisation and queue, {title}",
+                                                               styles=styles)))
+    if objective_metrics(records):
+        jobs.append(("objectives.png", lambda p: plot_objectives(records, p, title=f"service objectives, {title}",
+                                                                 styles=styles)))
+    if any(optimality_gap(records, label).windows for label in labels):
+        jobs.append(("gap_best_known.png", lambda p: plot_gaps(records, p, title=f"gap to best-known, {title}",
+                                                               styles=styles)))
     for r in results:
         if r.record["seed"] == first and r.allocations is not None:
-            files.append(plot_timeline(r, out / timeline_file(r.record["policy"])))
+            jobs.append((timelines[r.record["policy"]], lambda p, r=r: plot_timeline(r, p)))
+    print(f"writing {len(jobs)} plots to {out} (a second or more each; --no-plots skips them)", flush=True)
+    files = []
+    for i, (name, draw) in enumerate(jobs, 1):
+        if progress and sys.stderr.isatty():
+            print(f"\r  plot {i}/{len(jobs)}: {name}\033[K", end="", file=sys.stderr, flush=True)
+        files.append(draw(out / name))
+    if progress and sys.stderr.isatty():
+        print("\r\033[K", end="", file=sys.stderr, flush=True)
     return files
 
 
@@ -266,7 +314,7 @@ def _run_plots(args: argparse.Namespace, results, records, labels, out: Path) ->
 def cmd_compare(args: argparse.Namespace) -> int:
     import cluster_env
     from baselines.harness.episode import env_settings, policy_name
-    from baselines.harness.gaps import fmt_gap, optimality_gap
+    from baselines.harness.gaps import fmt_gap, no_gap_reason, optimality_gap
     from baselines.harness.report import fallback_summary, format_value
     from baselines.harness.stats import UNIT_WORLD_DRAW, claim_note, lower_is_better, paired_summary, truncation, verdict
     from baselines.harness.sweep import RunInterrupted, make_tasks, resolve_policy, run_tasks, stopped_results
@@ -337,6 +385,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 print(f"  {name}: gap to best-known {fmt_gap(gap.best_known, gap.best_known_lo, gap.best_known_hi)}, "
                       f"to the lower bound {fmt_gap(gap.lower_bound, gap.lower_bound_lo, gap.lower_bound_hi)} "
                       f"(on the {gap.windows} window(s) of the shipped optimality table)")
+        if not any(gap.windows for gap in gaps.values()):
+            print(f"  no gap to best-known: {no_gap_reason(records)}")
         fallback = {name: fallback_summary([r for r in records if r["policy"] == name]) for name in (a, b)}
         print("  fallback (decisions the fallback rule replaced): "
               + ", ".join(f"{name} {row['fallback_share']:.1%}" for name, row in fallback.items()))
@@ -629,6 +679,12 @@ def build_parser() -> argparse.ArgumentParser:
                           "scenario's, P100 for philly-v0, V100 for openb-v0)")
     run.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     run.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    from baselines.harness.report import TABLE_WIDTH
+
+    run.add_argument("--columns", default=None, type=parse_columns, metavar="NAME,...|all",
+                     help=f"the table's columns (default: those that fit {TABLE_WIDTH} characters, the others "
+                          "named under it; 'all': every one; the files have them all): "
+                          f"{', '.join(table_column_names())}")
     run.add_argument("--ray-address", default=None, help="join this Ray cluster (with --backend ray)")
     run.add_argument("--allow-env-mismatch", action="store_true",
                      help="score a checkpoint made for another environment on this run's anyway (recorded)")

@@ -7,20 +7,52 @@ its ``*.partial.*`` files instead, beside the previous complete set, which stays
 """
 from __future__ import annotations
 
+import hashlib
+import re
 import sys
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
-#: Files ``run`` writes into its folder (besides timeline_<policy>.png), checked before episodes run.
-RUN_FILES = ("results.csv", "summary.csv", "results.json", "jct_cdf.png", "paired_avg_jct.png", "utilization.png")
+#: Files ``run`` writes into its folder (besides timeline_<policy>.png), checked before episodes run;
+#: objectives.png where the scenario has service objectives, gap_best_known.png where the shipped
+#: optimality table has the run's windows.
+RUN_FILES = ("results.csv", "summary.csv", "results.json", "jct_cdf.png", "paired_avg_jct.png", "utilization.png",
+             "objectives.png", "gap_best_known.png")
 #: Where ``run`` writes the episodes that finished when it is stopped (Ctrl-C, a failed episode):
 #: beside the complete set of a previous run, which stays as it was.
 RUN_PARTIAL_FILES = ("results.partial.csv", "results.partial.json")
 
 
+#: The characters a file name made from a label keeps (others become ``_``): safe in every shell and
+#: on every file system, no quoting needed.
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def slug(label: str) -> str:
+    """``label`` as a safe file-name part: ``MaskablePPO(ppo_model)`` -> ``MaskablePPO_ppo_model``,
+    ``tiresias+fastest`` -> ``tiresias_fastest`` (letters, digits, ``.``, ``_`` and ``-`` only, no
+    leading dot or dash)."""
+    return _UNSAFE.sub("_", label).strip("_").lstrip(".-") or "policy"
+
+
 def timeline_file(label: str) -> str:
-    """The name of a policy's timeline plot in ``run``'s folder."""
-    return f"timeline_{label.replace('+', '_').replace('/', '_')}.png"
+    """The name of a policy's timeline plot in ``run``'s folder (see :func:`timeline_files`)."""
+    return f"timeline_{slug(label)}.png"
+
+
+def timeline_files(labels: Sequence[str]) -> dict[str, str]:
+    """The timeline file of each of a run's ``labels``: :func:`timeline_file`, and where two labels
+    make one slug (``a+b`` and ``a/b``) the later ones with a short digest of the label, so no
+    plot overwrites another."""
+    out: dict[str, str] = {}
+    taken: set[str] = set()
+    for label in labels:
+        name = timeline_file(label)
+        if name in taken:
+            name = f"timeline_{slug(label)}-{hashlib.sha1(label.encode()).hexdigest()[:8]}.png"
+        taken.add(name)
+        out[label] = name
+    return out
 
 
 def previous_run_files(out: Path) -> list[Path]:

@@ -2,17 +2,29 @@
 
 ``python -m pytest -q`` (what CI runs) runs everything but the ``slow`` tests, in two processes
 (pytest-xdist). ``python -m pytest -m quick`` is the contributors' tier: every test except the
-slow ones and the heavy ones listed below (end-to-end runs, subprocess start-ups, examples, full
-episodes of the big scenarios, each a second or more on 2 cores): 823 of the 944 tests in about
-30 s on 2 cores. Run the full suite before you push: the quick tier leaves out what the heavy
-tests guard. A test that takes over a second belongs in HEAVY (``--durations=30`` shows them).
+slow ones and the heavy ones listed below (end-to-end runs, subprocess start-ups, examples,
+training, full episodes of the big scenarios: each over a second of CPU). Its budget is README's
+figure, which ``benchmarks/quick_tier.py`` measures (CPU seconds, and the slowest tests) and
+enforces; under ``-m quick`` the hooks below list every test over :data:`QUICK_TEST_BUDGET_S`.
+Run the full suite before you push: the quick tier leaves out what the heavy tests guard.
 """
 from __future__ import annotations
 
+import json
+import os
+import resource
+
 import pytest
 
-#: Tests left out of the quick tier: ``file.py`` (the whole file) or ``file.py::test_name`` (every
-#: parametrisation), relative to tests/.
+#: A quick test's budget in CPU seconds (its process and the subprocesses it waited for, from its
+#: setup to its teardown). Under ``-m quick`` a section lists the tests over it: move them into HEAVY.
+QUICK_TEST_BUDGET_S = 1.0
+#: When set, the CPU seconds of every test that ran are written to this file (JSON, node id -> s):
+#: benchmarks/quick_tier.py reads them.
+TIMES_ENV = "CLUSTER_BENCH_TEST_TIMES"
+
+#: Tests left out of the quick tier: ``file.py`` (the whole file), ``file.py::test_name`` (every
+#: parametrisation) or ``file.py::test_name[id]`` (one), relative to tests/.
 HEAVY = frozenset({
     "test_priority_resume.py::test_ray_backend_trains_the_same_weights_as_one_process",
     "test_optimality_bound.py::test_no_compiled_policy_scores_below_the_bound",
@@ -133,13 +145,58 @@ HEAVY = frozenset({
     "test_supersuit.py::test_defaults_are_the_views_rule_and_pass_the_pettingzoo_seed_test",
     "test_supersuit.py::test_plain_ppo_trains_on_the_default_supersuit_env",
     "test_vector.py::test_benchmark_script_smoke",
+    # Over a second of CPU each (benchmarks/quick_tier.py lists them): training, subprocesses, whole runs.
+    "test_baselines_harness.py::test_run_records_only_the_first_seed_and_every_episode_brings_its_jcts",
+    "test_baselines_policies.py::test_every_policy_completes_every_scenario_with_invariants",
+    "test_compiled_engine.py::test_gittins_identical_through_preemptions_and_promotions",
+    "test_dual_agent.py::test_resume_continues_exactly_as_the_uninterrupted_run",
+    "test_dual_agent.py::test_training_changes_only_the_learned_halves",
+    "test_dual_agent_dagger.py::test_cli_trains_from_hindsight_teachers",
+    "test_dual_agent_dagger.py::test_fine_tuning_starts_from_the_imitation_weights_deterministically",
+    "test_dual_agent_dagger.py::test_residual_start_on_las_migrate_learns_the_teacher_too",
+    "test_dual_agent_dagger.py::test_student_learns_the_teacher_of_a_tiny_window",
+    "test_dual_agent_dagger.py::test_worker_processes_give_the_in_process_weights",
+    "test_dual_portable.py::test_branch_free_tanh_has_the_bits_of_the_branchy_one",
+    "test_examples.py::test_quickstart_random_agent_prints_the_metrics",
+    "test_las_migrate.py::test_the_vectorised_placement_columns_equal_the_per_row_reference_bit_for_bit",
+    "test_objectives.py::test_cluster_bench_run_scores_the_objective_baselines_and_shows_their_metrics",
+    "test_output_files.py::test_a_second_ctrl_c_while_writing_partial_results_waits_for_them",
+    "test_priority_objective.py::test_two_iteration_objective_training_is_the_same_for_the_same_seed",
+    "test_reliability.py::test_a_crash_between_log_row_and_checkpoint_does_not_duplicate_an_iteration",
+    "test_reliability.py::test_a_full_disk_while_saving_a_checkpoint_says_so",
+    "test_results_kept.py::test_an_episode_that_raises_on_the_process_backend_keeps_every_finished_episode",
+    "test_rllib.py::test_example_09_tiny_run_prints_a_paired_table",
+    "test_rllib.py::test_two_rllib_policies_train_and_score_in_the_harness",
+    "test_run_outputs.py::test_a_real_runs_default_table_fits_a_terminal_and_the_files_keep_every_column",
+    "test_run_outputs.py::test_a_run_says_what_it_writes_and_every_plot_draws_a_policy_in_one_colour",
+    "test_safe_defaults.py::test_plain_ppo_trains_on_the_flat_view_with_defaults",
+    "test_trained_agents.py::test_a_model_trained_through_supersuit_is_scored",
+    "test_update_packing.py::test_packed_update_gives_the_padded_numbers_and_gradients",
+    "test_dual_agent_rloo.py::test_rloo_with_the_critic_baseline_trains_the_critic",
+    "test_flat_view_policy.py::test_from_sb3_scores_a_maskable_ppo_model",
+    "test_quick_tier.py::test_the_benchmark_measures_a_tier_and_fails_above_its_budget",
+    "test_dual_agent_rloo.py::test_imitation_warm_start_from_las_in_batched_rollouts",
+    "test_results_kept.py::test_an_interrupted_rerun_keeps_the_previous_complete_results",
+    "test_supersuit.py::test_supersuit_vector_wrappers_and_maskable_ppo",
+    "test_vector_sb3.py::test_maskable_ppo_trains_on_the_adapter",
+    "test_dual_agent_rloo.py::test_extended_observation_is_recorded_and_applied_by_the_harness",
+    "test_properties.py::test_same_seed_same_whole_trajectory",
+    "test_paired_stats.py::test_cluster_bench_run_shows_ratios_and_writes_the_paired_plot",
+    "test_dual_portable_rows.py::test_padding_rows_and_unchanged_machines_are_computed_once_with_the_same_bits",
+    "test_compiled_engine.py::test_named_baselines_identical_to_api[gittins-philly-hetero-v1]",
+    "test_baselines_las_oracle.py::test_composes_with_every_placer",
+    "test_trained_agents.py::test_a_model_trained_on_the_default_view_scores_in_one_line",
+    "test_model_trust.py::test_a_bare_sb3_save_with_a_custom_network_loads_without_trust",
+    "test_quick_tier.py::test_heavy_parametrisations_are_cases_that_pytest_collects",
+    "test_wrappers.py::test_maskable_ppo_learns_on_vec_envs",
+    "test_model_trust.py::test_a_payload_in_a_field_the_loader_does_not_need_is_never_unpickled",
 })
 
 
 def _heavy(nodeid: str) -> bool:
     path, _, rest = nodeid.partition("::")
     name = path.rsplit("/", 1)[-1]
-    return name in HEAVY or f"{name}::{rest.split('[', 1)[0]}" in HEAVY
+    return name in HEAVY or f"{name}::{rest.split('[', 1)[0]}" in HEAVY or f"{name}::{rest}" in HEAVY
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -155,3 +212,72 @@ def torch():
     pytest.importorskip("sb3_contrib")
     torch.set_num_threads(1)
     return torch
+
+
+_START = pytest.StashKey[float]()
+#: CPU seconds per test node id, gathered where the reports arrive (the xdist controller too).
+_TIMES: dict[str, float] = {}
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of its children that were waited for, user and system."""
+    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.stash[_START] = _cpu_seconds()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report = outcome.get_result()
+    if call.when == "teardown" and _START in item.stash:      # travels with the report (xdist too)
+        report.user_properties.append(("cpu_s", _cpu_seconds() - item.stash[_START]))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "teardown":
+        cpu = dict(report.user_properties).get("cpu_s")
+        if cpu is not None:
+            _TIMES[report.nodeid] = float(cpu)
+
+
+def _quick_selected(config: pytest.Config) -> bool:
+    expr = " ".join(str(config.getoption("markexpr", "") or "").split())
+    return "quick" in expr and "not quick" not in expr
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Under ``-m quick``, where the collected tests imported torch: load what torch loads on its
+    first optimizer step (torch._dynamo, about a CPU second) now, as the start-up it is, not in
+    whichever test trains first."""
+    import sys
+
+    if _quick_selected(session.config) and "torch" in sys.modules and session.items:
+        try:
+            import torch._dynamo  # noqa: F401
+        except Exception:          # pragma: no cover - a torch without it: nothing to load
+            pass
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """Under ``-m quick``: the quick tests over :data:`QUICK_TEST_BUDGET_S` (CPU), slowest first."""
+    path = os.environ.get(TIMES_ENV)
+    if path and not hasattr(config, "workerinput"):
+        with open(path, "w") as f:
+            json.dump(_TIMES, f, indent=0, sort_keys=True)
+    if not _quick_selected(config):
+        return
+    over = sorted(((s, n) for n, s in _TIMES.items() if s > QUICK_TEST_BUDGET_S), reverse=True)
+    if not over:
+        return
+    terminalreporter.write_sep("=", f"{len(over)} quick test(s) over the {QUICK_TEST_BUDGET_S:g} s budget "
+                                    "(CPU seconds)", yellow=True, bold=True)
+    for seconds, nodeid in over:
+        terminalreporter.write_line(f"{seconds:7.2f} s  {nodeid}")
+    terminalreporter.write_line("the quick tier keeps each test under the budget: list these in HEAVY "
+                                "(tests/conftest.py) or make them cheaper; benchmarks/quick_tier.py measures "
+                                "the whole tier")

@@ -238,7 +238,8 @@ def test_run_reports_gaps_to_best_known_and_to_the_bound_where_the_table_has_win
     try:
         out = tmp_path / "res"
         assert cluster_bench(["run", "--scenario", "toy-v0", "--policies", "fifo,sjf", "--seeds", "0-2",
-                              "--out", str(out), "--backend", "serial", "--quiet", "--no-plots"]) == 0
+                              "--out", str(out), "--backend", "serial", "--quiet", "--no-plots",
+                              "--columns", "all"]) == 0
         text = capsys.readouterr().out
         assert "gap to best-known" in text and "over the 2 window(s) the shipped optimality table has" in text
         line = next(ln for ln in text.splitlines() if ln.startswith("toy-v0") and " fifo " in ln)
@@ -253,7 +254,10 @@ def test_run_reports_gaps_to_best_known_and_to_the_bound_where_the_table_has_win
         assert cluster_bench(["run", "--scenario", "toy-v0", "--policies", "fifo", "--seeds", "0", "--env",
                               "fluctuation=False", "--out", str(tmp_path / "o2"), "--backend", "serial", "--quiet",
                               "--no-plots"]) == 0
-        assert "gap to best-known" not in capsys.readouterr().out
+        text = capsys.readouterr().out
+        assert "gap to best-known /" not in text and "gap to best-known " not in text.split("no gap to best-known")[0]
+        assert ("no gap to best-known: toy-v0's optimality table holds its default world, this run changes it "
+                "(fluctuation=False)") in " ".join(text.split())
         rows = json.loads((tmp_path / "o2" / "results.json").read_text())["summary"]
         assert all(r["optimality_windows"] == 0 and r["gap_best_known"] is None for r in rows)   # NaN: null in JSON
     finally:

@@ -69,6 +69,44 @@ def optimality_gap(records: Sequence[dict[str, Any]], policy: str) -> Optimality
     return OptimalityGap(policy, len(by_window), *(x - 1.0 for x in to_best), *(x - 1.0 for x in to_bound))
 
 
+def no_gap_reason(records: Sequence[dict[str, Any]]) -> str:
+    """Why no record of ``records`` has a gap to best-known, in a few words: no table ships for the
+    scenario, the table holds other windows (split, seeds), or another world (``--env`` overrides:
+    the table's values hold for the scenario's default world only)."""
+    from baselines.optimality.table import TABLES_DIR, load_table, reference_for
+
+    scenarios = sorted({str(r.get("scenario", "")) for r in records})
+    reasons = []
+    for scenario in scenarios:
+        mine = [r for r in records if str(r.get("scenario", "")) == scenario]
+        split = str(mine[0].get("split", "")) if mine else ""
+        if not (TABLES_DIR / f"{scenario}.json").is_file():
+            shipped = ", ".join(sorted(p.stem for p in TABLES_DIR.glob("*.json"))) or "none"
+            reasons.append(f"no optimality table ships for {scenario} (tables: {shipped})")
+            continue
+        table = load_table(scenario, split)
+        if table is None:
+            reasons.append(f"{scenario}'s optimality table holds test windows, this run plays the {split} split")
+            continue
+        changed = sorted({str(r.get("env")) for r in mine if r.get("env")})
+        if changed and all(r.get("env") for r in mine):
+            reasons.append(f"{scenario}'s optimality table holds its default world, this run changes it "
+                           f"({'; '.join(changed)})")
+            continue
+        seeds = sorted(table)
+        if not any(int(r.get("seed", -1)) in table for r in mine):
+            have = f"{seeds[0]}-{seeds[-1]}" if seeds == list(range(seeds[0], seeds[-1] + 1)) else \
+                ",".join(map(str, seeds))
+            reasons.append(f"{scenario}'s optimality table has test seeds {have}, none of this run's")
+            continue
+        if all(r.get("truncated") for r in mine if int(r.get("seed", -1)) in table):
+            reasons.append("every episode on the table's windows was truncated")
+            continue
+        if not any(reference_for(r) for r in mine):
+            reasons.append(f"this run's windows of {scenario} are not the ones its optimality table recorded")
+    return "; ".join(reasons) or "no window of the shipped optimality tables"
+
+
 def fmt_gap(gap: float, lo: float, hi: float) -> str:
     """``+12.3% [+10.1%, +14.5%]`` (``-`` for none; one window: no interval)."""
     if math.isnan(gap):
@@ -77,4 +115,4 @@ def fmt_gap(gap: float, lo: float, hi: float) -> str:
     return text if math.isnan(lo) else f"{text} [{lo:+.1%}, {hi:+.1%}]"
 
 
-__all__ = ["GAP_METRIC", "OptimalityGap", "fmt_gap", "optimality_gap"]
+__all__ = ["GAP_METRIC", "OptimalityGap", "fmt_gap", "no_gap_reason", "optimality_gap"]

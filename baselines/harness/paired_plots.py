@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
 from baselines.harness.metric_labels import metric_name, plot_scale
 from baselines.harness.plots import save_figure
 from baselines.harness.stats import DEFAULT_METRIC, DEFAULT_REFERENCE, paired_table
+from baselines.harness.styles import PolicyStyle, policy_styles
 
 
 def _pyplot():
@@ -59,22 +60,25 @@ def set_policy_ticks(ax, labels: Sequence[str], column_inches: float) -> None:
 
 
 def plot_paired(records: Sequence[dict[str, Any]], path: "str | Path", reference: str = DEFAULT_REFERENCE,
-                metric: str = DEFAULT_METRIC, title: str = "") -> Path:
+                metric: str = DEFAULT_METRIC, title: str = "",
+                styles: Optional[Mapping[str, PolicyStyle]] = None) -> Path:
     """One column per policy: a point per window at ``metric(policy) / metric(reference)`` on that
-    window (log scale), the geometric mean as a bar and its 95% bootstrap interval as a band.
-    Truncated windows are left out (see :mod:`baselines.harness.stats`)."""
+    window (log scale, in the policy's colour of ``styles``), the geometric mean as a bar and its
+    95% bootstrap interval as a band. Truncated windows are left out (see :mod:`baselines.harness.stats`)."""
     table = paired_table(records, reference, metric)
     summaries = [s for p, s in table.items() if p != s.reference]
+    styles = styles if styles is not None else policy_styles([r["policy"] for r in records])
     plt = _pyplot()
     width = max(5.0, 1.1 * len(summaries) + 2.5)
     fig, ax = plt.subplots(figsize=(width, 4.5))
     rng = np.random.default_rng(0)                     # the jitter only: the same picture every run
     for i, s in enumerate(summaries):
         if s.n:
-            ax.scatter(i + rng.uniform(-0.15, 0.15, s.n), s.ratios, s=14, alpha=0.6, color="C0", zorder=3)
+            ax.scatter(i + rng.uniform(-0.15, 0.15, s.n), s.ratios, s=14, alpha=0.6, color=styles[s.policy].color,
+                       zorder=3)
             ax.hlines(s.geo_mean, i - 0.3, i + 0.3, color="k", lw=2, zorder=4)
         if np.isfinite(s.ci_low):
-            ax.fill_between([i - 0.3, i + 0.3], s.ci_low, s.ci_high, color="C1", alpha=0.3, lw=0, zorder=2)
+            ax.fill_between([i - 0.3, i + 0.3], s.ci_low, s.ci_high, color="0.55", alpha=0.35, lw=0, zorder=2)
     ax.axhline(1.0, color="grey", ls="--", lw=1)
     ax.set_yscale("log")
     from matplotlib.ticker import FuncFormatter
@@ -86,9 +90,10 @@ def plot_paired(records: Sequence[dict[str, Any]], path: "str | Path", reference
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    ax.legend(handles=[Line2D([], [], marker="o", ls="", color="C0", alpha=0.6, label="one window"),
+    ax.legend(handles=[Line2D([], [], marker="o", ls="", color="0.4", alpha=0.6,
+                              label="one window (the policy's colour)"),
                        Line2D([], [], color="k", lw=2, label="geometric mean"),
-                       Patch(color="C1", alpha=0.3, label="95% bootstrap CI")], fontsize=7, loc="best")
+                       Patch(color="0.55", alpha=0.35, label="95% bootstrap CI")], fontsize=7, loc="best")
     set_policy_ticks(ax, [s.policy for s in summaries], column_inches=width / max(len(summaries) + 1.2, 1))
     ax.set_xlim(-0.6, max(len(summaries) - 0.4, 0.6))
     ax.set_ylabel(f"{metric_name(metric)} / {reference}'s\n(per window, log scale)")
@@ -100,7 +105,7 @@ def plot_paired(records: Sequence[dict[str, Any]], path: "str | Path", reference
 
 def plot_load_sweep(rows: Sequence[dict[str, Any]], path: "str | Path",
                     metrics: Sequence[str] = ("avg_jct", "p95_jct", "gpu_utilization"), title: str = "",
-                    reference: Optional[str] = None) -> Path:
+                    reference: Optional[str] = None, styles: Optional[Mapping[str, PolicyStyle]] = None) -> Path:
     """One panel per metric: the mean over windows against offered load, one curve per policy with
     its 95% bootstrap band (``rows`` from :func:`baselines.harness.load_sweep.sweep_rows`), and,
     where the rows carry them, the paired ratios to ``reference``; one legend for every panel,
@@ -110,15 +115,18 @@ def plot_load_sweep(rows: Sequence[dict[str, Any]], path: "str | Path",
     panels = len(metrics) + ratio
     fig, axes = plt.subplots(1, panels, figsize=(4.6 * panels, 4.2), squeeze=False)
     policies = list(dict.fromkeys(r["policy"] for r in rows))
+    styles = styles if styles is not None else policy_styles(policies)
     load_label = metric_name("offered_load") + " (target, x capacity)"
     if ratio:                # the paired view: windows' spread cancels, policies' differences stay
         ax = axes[0][-1]
-        for j, policy in enumerate(policies):
+        for policy in policies:
             mine = sorted((r for r in rows if r["policy"] == policy and "ratio_avg_jct" in r), key=lambda r: r["load"])
             x = np.array([r["load"] for r in mine])
-            ax.plot(x, [r["ratio_avg_jct"] for r in mine], marker="o", ms=4, color=f"C{j}", label=policy)
+            look = styles[policy]
+            ax.plot(x, [r["ratio_avg_jct"] for r in mine], marker=look.marker, ms=4, color=look.color,
+                    linestyle=look.linestyle, label=policy)
             ax.fill_between(x, [r["ratio_avg_jct_lo"] for r in mine], [r["ratio_avg_jct_hi"] for r in mine],
-                            color=f"C{j}", alpha=0.2, lw=0)
+                            color=look.color, alpha=0.2, lw=0)
         ax.axhline(1.0, color="grey", ls="--", lw=1)
         ax.set_xlabel(load_label)
         ax.set_ylabel(f"{metric_name('avg_jct')} / {reference or 'the reference'}'s\n"
@@ -126,14 +134,15 @@ def plot_load_sweep(rows: Sequence[dict[str, Any]], path: "str | Path",
         ax.grid(alpha=0.3)
     for ax, metric in zip(axes[0], metrics):
         scale, label = plot_scale(metric)
-        for j, policy in enumerate(policies):
+        for policy in policies:
             mine = sorted((r for r in rows if r["policy"] == policy), key=lambda r: r["load"])
             x = np.array([r["load"] for r in mine])
             y = np.array([r[metric] for r in mine]) / scale
             lo = np.array([r[metric + "_lo"] for r in mine]) / scale
             hi = np.array([r[metric + "_hi"] for r in mine]) / scale
-            ax.plot(x, y, marker="o", ms=4, color=f"C{j}", label=policy)
-            ax.fill_between(x, lo, hi, color=f"C{j}", alpha=0.2, lw=0)
+            look = styles[policy]
+            ax.plot(x, y, marker=look.marker, ms=4, color=look.color, linestyle=look.linestyle, label=policy)
+            ax.fill_between(x, lo, hi, color=look.color, alpha=0.2, lw=0)
         ax.set_xlabel(load_label)
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
 from baselines.harness.episode import EpisodeResult
+from baselines.harness.styles import PolicyStyle, policy_styles
 
 
 def _pyplot():
@@ -48,8 +49,16 @@ def _title(ax, title: str, context: str) -> None:
                  fontsize=10)
 
 
-def plot_jct_cdf(episodes: Sequence[EpisodeResult], path: "str | Path", title: str = "") -> Path:
-    """Empirical CDF of job completion times per policy (all recorded seeds pooled)."""
+def run_styles(episodes: Sequence[EpisodeResult],
+               styles: Optional[Mapping[str, PolicyStyle]] = None) -> Mapping[str, PolicyStyle]:
+    """``styles`` (the run's, one look per policy across its plots), else one in the episodes' order."""
+    return styles if styles is not None else policy_styles([e.record["policy"] for e in episodes])
+
+
+def plot_jct_cdf(episodes: Sequence[EpisodeResult], path: "str | Path", title: str = "",
+                 styles: Optional[Mapping[str, PolicyStyle]] = None) -> Path:
+    """Empirical CDF of job completion times per policy (all recorded seeds pooled), each policy
+    in its own colour (``styles``: :func:`baselines.harness.styles.policy_styles` of the run)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4.5))
     by_policy: dict[str, list[np.ndarray]] = {}
@@ -58,16 +67,20 @@ def plot_jct_cdf(episodes: Sequence[EpisodeResult], path: "str | Path", title: s
         if ep.jct is not None:
             by_policy.setdefault(ep.record["policy"], []).append(ep.jct)
             used.append(ep)
+    styles = run_styles(episodes, styles)
     for policy, parts in by_policy.items():
         jct = np.sort(np.concatenate(parts))
         if len(jct):
-            ax.step(jct / 3600.0, np.arange(1, len(jct) + 1) / len(jct), where="post", label=policy)
+            look = styles[policy]
+            ax.step(jct / 3600.0, np.arange(1, len(jct) + 1) / len(jct), where="post", label=policy,
+                    color=look.color, linestyle=look.linestyle)
     ax.set_xscale("log")
     ax.set_xlabel("job completion time (hours, log scale)")
     ax.set_ylabel("fraction of jobs finished within")
     _title(ax, title or "JCT CDF", describe(used))
     ax.grid(alpha=0.3)
-    ax.legend(title="policy", fontsize=8)
+    outside = dict(loc="center left", bbox_to_anchor=(1.0, 0.5)) if len(by_policy) > 8 else {}
+    ax.legend(title="policy", fontsize=8, **outside)          # many policies: beside the plot, hiding no line
     return save_figure(fig, path)
 
 
@@ -120,12 +133,15 @@ def set_time_axis(ax, end_hours: float, busy_hours: float) -> None:
     ax.set_xlim(0, end * 1.01)
 
 
-def plot_utilization(episodes: Sequence[EpisodeResult], path: "str | Path", title: str = "") -> Path:
-    """GPU utilisation and pending-queue length over time, one line per policy (one seed each)."""
+def plot_utilization(episodes: Sequence[EpisodeResult], path: "str | Path", title: str = "",
+                     styles: Optional[Mapping[str, PolicyStyle]] = None) -> Path:
+    """GPU utilisation and pending-queue length over time, one line per policy (one seed each, in
+    the policy's colour of ``styles``)."""
     plt = _pyplot()
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
     seen, used = set(), []
     end, busy = 0.0, 0.0
+    styles = run_styles(episodes, styles)
     for ep in episodes:
         policy = ep.record["policy"]
         if ep.series is None or policy in seen:
@@ -135,8 +151,9 @@ def plot_utilization(episodes: Sequence[EpisodeResult], path: "str | Path", titl
         s = ep.series
         hours = (s[:, 0] - s[0, 0]) / 3600.0
         end, busy = max(end, float(hours[-1]) if len(hours) else 0.0), max(busy, busy_until(ep) / 3600.0)
-        top.step(hours, s[:, 1] / max(ep.total_gpus, 1), where="post", label=policy, lw=1)
-        bottom.step(hours, s[:, 2], where="post", label=policy, lw=1)
+        look = dict(color=styles[policy].color, linestyle=styles[policy].linestyle)
+        top.step(hours, s[:, 1] / max(ep.total_gpus, 1), where="post", label=policy, lw=1, **look)
+        bottom.step(hours, s[:, 2], where="post", label=policy, lw=1, **look)
     top.set_ylabel("GPU utilisation (fraction of GPUs)")
     top.set_ylim(0, 1.05)
     bottom.set_ylabel("pending jobs")

@@ -22,10 +22,9 @@ import numpy as np
 from cluster_env.core.metrics import METRIC_KEYS
 
 from baselines.harness.files import json_text, number
-from baselines.harness.gaps import GAP_METRIC, fmt_gap, optimality_gap
+from baselines.harness.gaps import GAP_METRIC, fmt_gap, no_gap_reason, optimality_gap
 from baselines.harness.metric_labels import table_header
 from cluster_env.core.objectives import OBJECTIVE_KEYS
-from baselines.harness.gaps import GAP_METRIC, fmt_gap, optimality_gap
 from baselines.harness.stats import (DEFAULT_METRIC, DEFAULT_REFERENCE, MIN_VERDICT_WINDOWS, UNIT_WORLD_DRAW,
                                      PairingError, claim_note, fmt_interval, fmt_ratio, lower_is_better, paired_summary,
                                      resolve_reference, truncation)
@@ -193,23 +192,68 @@ def _gap_caption(rows: Sequence[dict[str, Any]]) -> Optional[str]:
             "(baselines/optimality/tables; the scenario's default world only)")
 
 
+#: Column names of :func:`format_table` (and ``cluster-bench run --columns``) besides metric names:
+#: ``ratio`` is the paired ratio to the reference, ``gap`` the gap to best-known, ``gap_bound`` the
+#: gap to the lower bound, ``fallback`` the share of decisions the fallback rule replaced.
+TABLE_COLUMNS = ("scenario", "seeds", "ratio", "wins", "gap", "gap_bound", "fallback")
+#: The width in characters that ``cluster-bench run``'s default table fits (a terminal's); the
+#: columns left out are in summary.csv and results.json.
+TABLE_WIDTH = 120
+#: The order in which a table fitted to a width keeps its columns (after ``policy`` and the flags):
+#: the first metric, the paired ratio and wins, the gap, the scenario's service objectives, then the rest.
+_FIT_ORDER = ("ratio", "wins", "gap", "fallback", "seeds", "p95_jct", "avg_slowdown", "gpu_utilization",
+              "avg_queue_delay", "gap_bound", "total_fee", "preemptions_per_job")
+
+
+def table_column_names(records: Sequence[dict[str, Any]] = ()) -> list[str]:
+    """Every name ``columns`` may hold: :data:`TABLE_COLUMNS` and the metrics (with the service
+    objectives of ``records``' scenario, or all of them when no records are given)."""
+    objectives = [k for k in OBJECTIVE_KEYS if not records or any(k in r for r in records)]
+    return [*TABLE_COLUMNS, *SUMMARY_METRICS, *objectives]
+
+
+def _wrap(text: str, width: Optional[int]) -> str:
+    """Each line of ``text`` wrapped to ``width`` characters (None: as it is)."""
+    if width is None:
+        return text
+    import textwrap
+
+    return "\n".join(textwrap.fill(line, width, subsequent_indent="  ", break_on_hyphens=False) or line
+                     for line in text.split("\n"))
+
+
 def format_table(records: Sequence[dict[str, Any]], metrics: Sequence[str] = TABLE_METRICS,
                  markdown: bool = False, reference: Optional[str] = DEFAULT_REFERENCE,
-                 paired_metric: str = DEFAULT_METRIC) -> str:
+                 paired_metric: str = DEFAULT_METRIC, columns: Optional[Sequence[str]] = None,
+                 width: Optional[int] = None, left_out_hint: str = "the summary files have every column") -> str:
     """A table with one line per scenario and policy: ``mean ± std`` per metric (each head names
     its unit, :func:`baselines.harness.metric_labels.table_header`), and for
     ``paired_metric`` the paired ratio to ``reference`` with its interval and the win rate, under
     a caption naming the pending window and the reference. Rows with truncated episodes are
-    flagged ``TRUNCATED k/n`` (those windows are left out of the ratios)."""
-    rows = summarize(records, metrics, reference, paired_metrics=(paired_metric,))
+    flagged ``TRUNCATED k/n`` (those windows are left out of the ratios).
+
+    Which columns: every one (``metrics``, ratio, wins, gaps, fallback) by default; ``columns``
+    names them (:func:`table_column_names`; ``policy``, the flags and, with several scenarios, the
+    scenario always come); ``width`` keeps the most telling columns that fit that many characters,
+    names the others in a line (with ``left_out_hint``), and wraps the caption and notes to it. Where no row has a gap to
+    best-known, a line says why."""
+    first = metrics[0] if metrics else paired_metric
+    names = table_column_names(records)
+    unknown = [c for c in columns or () if c not in names and c != "policy"]
+    if unknown:
+        raise ValueError(f"unknown table column(s) {', '.join(map(repr, unknown))}; columns: {', '.join(names)}")
+    asked = [c for c in columns or () if c != "policy"]
+    wanted = list(dict.fromkeys([*metrics, *(c for c in asked if c not in TABLE_COLUMNS)]))
+    measured = [m for m in wanted if m in SUMMARY_METRICS or (records and all(m in r for r in records))]
+    rows = summarize(records, measured, reference, paired_metrics=(paired_metric,))
     named = resolve_reference(records, reference)
     ratio_head = f"{paired_metric} vs {named if named is not None else 'yardstick'}"
     gaps = any(int(r.get("optimality_windows", 0)) for r in rows)
     counts = {int(r.get("optimality_windows", 0)) for r in rows}
-    header = ["scenario", "policy", "seeds", table_header(metrics[0] if metrics else paired_metric), ratio_head,
-              "wins", *(["gap to best-known", "gap to bound"] if gaps else []), "fallback",
-              *map(table_header, metrics[1:]), "flags"]
-    cells = []
+    heads = {"scenario": "scenario", "policy": "policy", "seeds": "seeds", "ratio": ratio_head, "wins": "wins",
+             "gap": "gap to best-known", "gap_bound": "gap to bound", "fallback": "fallback", "flags": "flags",
+             **{m: table_header(m) for m in wanted}}
+    table_rows: list[dict[str, str]] = []
     notes = []
     repeats: list[str] = []
     draws: list[str] = []
@@ -227,33 +271,59 @@ def format_table(records: Sequence[dict[str, Any]], metrics: Sequence[str] = TAB
                 draws.append(f"{r['scenario']}/{r['policy']}: {u} world draws of 1 window")
             elif d < n:
                 repeats.append(f"{r['scenario']}/{r['policy']}: {n} episodes on {d} distinct window{'s' * (d != 1)}")
-        gap_cells = []
-        if gaps:
-            k = int(r.get("optimality_windows", 0))
-            suffix = f" ({k})" if len(counts) > 1 and k else ""
-            gap_cells = [fmt_gap(r.get("gap_best_known", math.nan), r.get("gap_best_known_lo", math.nan),
-                                 r.get("gap_best_known_hi", math.nan)) + suffix,
-                         fmt_gap(r.get("gap_lower_bound", math.nan), r.get("gap_lower_bound_lo", math.nan),
-                                 r.get("gap_lower_bound_hi", math.nan)) + suffix]
+        k = int(r.get("optimality_windows", 0))
+        suffix = f" ({k})" if len(counts) > 1 and k else ""
         share = r.get("fallback_share", math.nan)
-        fallback = "-" if math.isnan(share) else f"{share:.1%}"
         flags = []
         if r["truncated"]:
             flags.append(f"TRUNCATED {r['truncated']}/{r['seeds']} ({r['jobs_unfinished']} jobs unfinished)")
         if "pairing_error" in r:
             flags.append("UNPAIRED")
             notes.append(f"UNPAIRED {r['scenario']}/{r['policy']}: {r['pairing_error']}")
-        first = metrics[0] if metrics else paired_metric
-        cells.append([r["scenario"], r["policy"], str(r["seeds"]), f"{format_value(r[first])} ± {format_value(r[first + '_std'])}",
-                      ratio, wins, *gap_cells, fallback,
-                      *[f"{format_value(r[m])} ± {format_value(r[m + '_std'])}" for m in metrics[1:]],
-                      "; ".join(flags)])
+        table_rows.append({
+            "scenario": r["scenario"], "policy": r["policy"], "seeds": str(r["seeds"]), "ratio": ratio, "wins": wins,
+            "gap": fmt_gap(r.get("gap_best_known", math.nan), r.get("gap_best_known_lo", math.nan),
+                           r.get("gap_best_known_hi", math.nan)) + suffix,
+            "gap_bound": fmt_gap(r.get("gap_lower_bound", math.nan), r.get("gap_lower_bound_lo", math.nan),
+                                 r.get("gap_lower_bound_hi", math.nan)) + suffix,
+            "fallback": "-" if math.isnan(share) else f"{share:.1%}", "flags": "; ".join(flags),
+            **{m: f"{format_value(r[m])} ± {format_value(r[m + '_std'])}" if m in r else "-" for m in wanted}})
+    several = len({r["scenario"] for r in rows}) > 1
+    flagged = any(t["flags"] for t in table_rows)
+    every = ["scenario", "policy", "seeds", first, "ratio", "wins", *(["gap", "gap_bound"] if gaps else []),
+             "fallback", *(m for m in wanted if m != first), *(["flags"] if flagged else [])]
+
+    def span(name: str) -> int:
+        return max(len(heads[name]), *(len(t[name]) for t in table_rows)) if table_rows else len(heads[name])
+
+    left_out: list[str] = []
+    if columns is not None:
+        shown = [*(["scenario"] if several or "scenario" in asked else []), "policy",
+                 *(c for c in dict.fromkeys(asked) if c != "scenario" and (gaps or c not in ("gap", "gap_bound"))),
+                 *(["flags"] if flagged else [])]
+    elif width is not None:
+        keep = {"policy", "flags", first, *(["scenario"] if several else [])}
+        objectives = [m for m in wanted if m in OBJECTIVE_KEYS]
+        candidates = [c for c in every if c != "scenario" or several]
+        for name in ("ratio", "wins", "gap", *objectives, *_FIT_ORDER, *wanted):
+            if name in candidates and name not in keep:
+                trial = [c for c in every if c in keep or c == name]
+                if sum(span(c) for c in trial) + 2 * (len(trial) - 1) <= width:
+                    keep.add(name)
+        shown = [c for c in candidates if c in keep]
+        left_out = [c for c in candidates if c not in keep]
+    else:
+        shown = every
+    header = [heads[c] for c in shown]
+    cells = [[t[c] for c in shown] for t in table_rows]
     caption = table_caption(records, reference, paired_metric)
     gap_line = _gap_caption(rows)
     if gap_line:
         caption += "\n" + gap_line
-    if not any(c[-1] for c in cells):            # no flags: drop the column
-        header, cells = header[:-1], [c[:-1] for c in cells]
+    elif (columns is None or "gap" in asked) and rows and any(GAP_METRIC in r for r in records):
+        notes.append(f"no gap to best-known: {no_gap_reason(records)}")
+    if left_out:
+        notes.append(f"left out to fit {width} characters: {', '.join(left_out)} ({left_out_hint})")
     if repeats:
         notes.append(f"REPEATED WINDOWS: seeds that play the same jobs count once in the ratio, its interval and "
                      f"the wins ({'; '.join(repeats)}); one distinct window gives no interval")
@@ -264,17 +334,21 @@ def format_table(records: Sequence[dict[str, Any]], metrics: Sequence[str] = TAB
         notes.append("TRUNCATED: episodes cut by max_steps/max_time are not comparable; "
                      "they are left out of the ratios and their means cover unfinished episodes")
     notes += verdict_notes(min(distinct) if distinct else 0, bool(distinct))
+    if not markdown:
+        notes = [_wrap(note, width) for note in notes]
+        caption = _wrap(caption, width)
     if markdown:
         lines = [caption.replace("\n", "  \n"), "",
                  "| " + " | ".join(header) + " |",
-                 "|" + "|".join("---" if i < 2 else "---:" for i in range(len(header))) + "|"]
+                 "|" + "|".join("---" if c in ("scenario", "policy") else "---:" for c in shown) + "|"]
         lines += ["| " + " | ".join(c) + " |" for c in cells]
         return "\n".join(lines + [""] * bool(notes) + notes)
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(header)]
-    lines = [caption, "  ".join(h.ljust(w) if i < 2 else h.rjust(w) for i, (h, w) in enumerate(zip(header, widths)))]
+    widths = [span(c) for c in shown]
+    left = [c in ("scenario", "policy") for c in shown]
+    lines = [caption, "  ".join(h.ljust(w) if lj else h.rjust(w) for h, w, lj in zip(header, widths, left))]
     lines.append("  ".join("-" * w for w in widths))
     for c in cells:
-        lines.append("  ".join(v.ljust(w) if i < 2 else v.rjust(w) for i, (v, w) in enumerate(zip(c, widths))))
+        lines.append("  ".join(v.ljust(w) if lj else v.rjust(w) for v, w, lj in zip(c, widths, left)))
     return "\n".join(lines + notes)
 
 
