@@ -156,4 +156,4 @@ def search_window(scenario: str, split: str, seed: int, episodes: int = 200, pai
                         schedule=schedule, episodes=spent, wall_s=time.perf_counter() - t0, trace=trace)
 
 
-__all__ = ["RULES", "SearchResult", "index_value", "priority_schedule", "rule_values", "search_window"]
+__all__ = ["RULES", "SEARCH_PLACERS", "SearchResult", "index_value", "priority_schedule", "rule_values", "search_window"]
