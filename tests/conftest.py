@@ -161,7 +161,7 @@ HEAVY = frozenset({
     "test_las_migrate.py::test_the_vectorised_placement_columns_equal_the_per_row_reference_bit_for_bit",
     "test_objectives.py::test_cluster_bench_run_scores_the_objective_baselines_and_shows_their_metrics",
     "test_output_files.py::test_a_second_ctrl_c_while_writing_partial_results_waits_for_them",
-    "test_priority_objective.py::test_two_iteration_objective_training_is_the_same_for_the_same_seed",
+    "test_priority_objective.py::test_two_iteration_objective_training_is_the_same_for_the_same_seed_on_both_engines",
     "test_reliability.py::test_a_crash_between_log_row_and_checkpoint_does_not_duplicate_an_iteration",
     "test_reliability.py::test_a_full_disk_while_saving_a_checkpoint_says_so",
     "test_results_kept.py::test_an_episode_that_raises_on_the_process_backend_keeps_every_finished_episode",
