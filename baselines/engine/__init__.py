@@ -111,22 +111,6 @@ def warm_up() -> bool:
         return False
 
 
-#: Why a workload with tenant quotas plays through the API (:func:`workload_reason`).
-QUOTA_REASON = ("a workload with tenant quotas runs through the API (quota_violation needs the simulator's "
-                "allocation log)")
-
-
-def workload_reason(scenario: Any) -> Optional[str]:
-    """Why the engine cannot play ``scenario``'s windows (a registered name or a
-    :class:`~cluster_env.scenarios.base.Scenario`), None when it can. Deadlines and job classes
-    play compiled (their metrics come from the finish times); tenant quotas do not."""
-    from cluster_env.scenarios.registry import get_scenario
-
-    if isinstance(scenario, str):
-        scenario = get_scenario(scenario)
-    return QUOTA_REASON if scenario.workload().tenant_quota is not None else None
-
-
 _UNSUPPORTED_KEYS = {"reward", "render_mode", "invalid_action"}
 
 
@@ -227,15 +211,15 @@ def _expm1_threshold(limit: float) -> np.float32:
     return x
 
 
-def _build_state(env, sim, codes: tuple[int, int], min_quantum: float = 0.0):
+def _build_state(env, sim, codes: tuple[int, int], min_quantum: float = 0.0, log_capacity: int = 0):
     """The engine's state arrays from a simulator right after construction, with the policy's codes
-    and knobs (``min_quantum``: the priority orderer's; the simulator part is
-    :func:`cluster_env.core.engine.state.build_state`)."""
+    and knobs (``min_quantum``: the priority orderer's; the simulator part and ``log_capacity`` are
+    :func:`cluster_env.core.engine.state.build_state`'s)."""
     from baselines.orderers import TIRESIAS_STARVATION_KNOB
     from baselines.placers import FastestFirst, OraclePlacer
     from cluster_env.core.engine.state import build_state
 
-    state = build_state(env, sim)
+    state = build_state(env, sim, log_capacity)
     pf, pi = state[12], state[13]
     pf[L.TOL_FACTOR] = 1.0 - FastestFirst().tolerance
     pf[L.STARVATION] = TIRESIAS_STARVATION_KNOB
@@ -266,7 +250,8 @@ def _migration_array(orderer: Any) -> np.ndarray:
 
 _ERRORS = {L.E_NO_EVENT: "no future event: nothing running and no arrival left",
            L.E_NO_MACHINE: "the placer found no machine for the job being placed",
-           L.E_STUCK: "no legal action"}
+           L.E_STUCK: "no legal action",
+           L.E_LOG_FULL: "the allocation log is full"}
 
 
 def run_compiled_episode(policy: str, scenario: Any, split: str, seed: int, env_kwargs: Optional[dict] = None,
@@ -332,6 +317,7 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
 
     from baselines.harness.episode import EpisodeResult, check_fits, env_label, fallback_columns, world_line
     from baselines.orderers import TIRESIAS_QUEUE_LIMITS
+    from cluster_env.core.engine.state import allocation_log
     from cluster_env.core.metrics import METRIC_KEYS, episode_metrics
     from cluster_env.core.objectives import OBJECTIVE_KEYS
     from cluster_env.core.simulator import ClusterSimulator
@@ -349,8 +335,6 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     # env.reset(seed): the same generator, drawn from in the same order.
     rng, _ = seeding.np_random(seed)
     workload = env.scenario.sample(env.split, rng, env.jobs_per_episode)
-    if workload.tenant_quota is not None:
-        raise Unsupported(QUOTA_REASON)
     load = offered_load(workload, env.cluster.total_gpus, env.scenario.load_measure)
     sim = ClusterSimulator(env.cluster, workload, env.world, rng, preemption=env.sched.preemption,
                            scheduling_tick=env.sched.scheduling_tick, time_limit=env.sched.max_time)
@@ -360,11 +344,15 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     if (codes[0] == C.O_ORACLE or codes[1] == C.P_ORACLE) and not env.sched.clairvoyant:
         raise Unsupported("the oracle reads durations: without clairvoyant=True it runs (and fails) "
                           "through the API")
-    state = _build_state(env, sim, codes, getattr(composed.orderer, "min_quantum", 0.0))
     # The API path's step bound (baselines.harness.episode.bound_steps) when none is set: the
     # same truncated records, and every episode ends (a tiny scheduling tick otherwise loops on).
-    if env.sched.max_steps is None:
-        state[13][L.MAX_STEPS] = default_max_steps(env)
+    max_steps = env.sched.max_steps or default_max_steps(env)
+    # Tenant quotas: quota_violation reads the allocation log. A launch completes a placement step
+    # and a release ends a launch, so the log holds at most two entries per step (np.zeros only
+    # reserves the pages it touches).
+    log = 2 * max_steps + 2 if workload.tenant_quota is not None else 0
+    state = _build_state(env, sim, codes, getattr(composed.orderer, "min_quantum", 0.0), log)
+    state[13][L.MAX_STEPS] = max_steps
     if mig is None:
         mig = _migration_array(composed.orderer)
     if placer_weights is not None or mig[5] != 0:
@@ -407,7 +395,7 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
         workload, sim.submit, jf[L.FIRST_START], jf[L.FINISH], sim.ideal_runtime,
         total_gpus=sim.total_gpus, busy_gpu_seconds=float(sc[L.BUSY]), total_fee=float(sc[L.FEE]),
         energy_joules=float(sc[L.ENERGY]), preemptions=int(ic[L.PREEMPTIONS]), end_time=float(sc[L.NOW]),
-        held=jf[L.HELD])
+        held=jf[L.HELD], allocations=allocation_log(state) if log else None)
     wall = time.perf_counter() - t0
     name = getattr(scenario, "name", scenario)
     if any((env_kwargs or {}).get(k) for k in ("workload_csv", "cluster_csv")):
@@ -436,5 +424,5 @@ def _job_outcomes(sim, jf: np.ndarray, ji: np.ndarray, moves: int):
                                   jf[L.NOMINAL], moves)
 
 
-__all__ = ["ENGINE_ENV_VAR", "QUOTA_REASON", "Unsupported", "available", "check_request", "engine_mode", "policy_codes",
-           "run_compiled_episode", "run_weighted_las_episode", "warm_up", "workload_reason"]
+__all__ = ["ENGINE_ENV_VAR", "Unsupported", "available", "check_request", "engine_mode", "policy_codes",
+           "run_compiled_episode", "run_weighted_las_episode", "warm_up"]

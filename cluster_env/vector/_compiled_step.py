@@ -205,6 +205,13 @@ def reset_row(S, O, state_images, obs_images, rng, i, jobs, machines, glob, plc,
 
 
 @jit
+def store_state_row(state_images, i, S):
+    """Store again the image of env ``i``'s state ``S`` (after its allocation log grew; the caller
+    keeps the arrays alive)."""
+    store_state(state_images[i], S)
+
+
+@jit
 def store_buffers(image, B):
     """Write the image of the buffers tuple ``B`` (the caller keeps its arrays alive)."""
     store_bufs(image, B)

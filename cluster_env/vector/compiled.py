@@ -50,10 +50,6 @@ def unsupported_reason(envs: list[ClusterParallelEnv]) -> Optional[str]:
             return "a non-default reward runs in the Python backend"
         if env.render_mode is not None:
             return "render modes read the Python simulator: Python backend"
-        if env.scenario.workload().tenant_quota is not None:
-            # quota_violation integrates each tenant's GPUs over time from the simulator's
-            # allocation log, which the compiled engine does not keep.
-            return "a workload with tenant quotas runs in the Python backend (quota_violation needs its allocation log)"
     return None
 
 
@@ -70,6 +66,8 @@ class CompiledBackend(VectorBackend):
     env's action checks and its ``action_mask`` included)."""
 
     writes_action_mask = True
+    #: The allocation log's first size per job of an episode without max_steps (it grows as needed).
+    log_entries_per_job = 8
 
     def __init__(self, envs: list[ClusterParallelEnv], buffers: Buffers) -> None:
         why = unsupported_reason(envs)
@@ -86,6 +84,7 @@ class CompiledBackend(VectorBackend):
         self._obs: list = [None] * n
         self._sims: list = [None] * n
         self._rngs = None                      # numba typed list of the generators, made at the first step
+        self._logged: set[int] = set()         # envs whose episode keeps the allocation log (tenant quotas)
         # Each env's state and observation tuples as byte images the compiled step reads (see
         # _compiled_step); the tuples' arrays stay alive in _states and _obs.
         self._state_images = np.zeros((n, self._c.STATE_BYTES), dtype=np.uint8)
@@ -125,9 +124,17 @@ class CompiledBackend(VectorBackend):
         builder = env.builder
         builder.bind(sim, max(workload.num_tenants, 1))
         env.sim = None         # the episode lives in the engine's arrays, not in a Python simulator
-        state = build_state(env, sim)
+        # Tenant quotas: the allocation log for quota_violation. A step launches at most one job
+        # and releases at most the jobs running before it plus that one, so with max_steps set
+        # two entries per step suffice; without, _grow_logs makes room before every step.
+        log = 0
+        if workload.tenant_quota is not None:
+            bound = env.sched.max_steps
+            log = 2 * bound + 2 if bound else self.log_entries_per_job * workload.num_jobs + 64
+        state = build_state(env, sim, log)
         obs = self._episode_arrays(env, sim, state)
         self._states[index], self._obs[index], self._sims[index] = state, obs, sim
+        (self._logged.add if log else self._logged.discard)(index)
         if self._rngs is not None:
             self._c.rng_set(self._rngs, index, rng)
         b = self.buffers
@@ -160,6 +167,7 @@ class CompiledBackend(VectorBackend):
     def _step(self, actions: np.ndarray, flags: np.ndarray, mode: int, penalty: float) -> Optional[list[int]]:
         if self._rngs is None:
             self._rngs = self._make_typed()
+        self._grow_logs()
         count = self._c.step_all(self._buf_image, self._rngs, actions, flags, mode, penalty)
         if count < 0:
             if count == self._c.REFUSED:
@@ -168,7 +176,22 @@ class CompiledBackend(VectorBackend):
                                f"in env {-1 - count}")
         return self._ended[:count].tolist() if count else []
 
+    def _grow_logs(self) -> None:
+        """Room in every kept allocation log for the coming step (at most the running jobs plus
+        two entries, see reset): a full log is doubled and its env's state image stored again."""
+        from cluster_env.core.engine.state import LOG_ITEMS, grow_log
+
+        c = self._c
+        for i in self._logged:
+            state = self._states[i]
+            size = len(state[LOG_ITEMS[0]])
+            if size - state[11][c.LOG_N] < state[11][c.N_RUN] + 2:
+                state = grow_log(state, 2 * size + state[11][c.N_RUN] + 2)
+                self._states[i] = state
+                c.store_state_row(self._state_images, i, state)
+
     def episode_info(self, index: int) -> dict[str, Any]:
+        from cluster_env.core.engine.state import LOG_ITEMS, allocation_log
         from cluster_env.core.metrics import episode_metrics
 
         c, sim, state = self._c, self._sims[index], self._states[index]
@@ -177,11 +200,12 @@ class CompiledBackend(VectorBackend):
             sim.workload, sim.submit, jf[c.FIRST_START], jf[c.FINISH], sim.ideal_runtime,
             total_gpus=sim.total_gpus, busy_gpu_seconds=float(sc[c.BUSY]), total_fee=float(sc[c.FEE]),
             energy_joules=float(sc[c.ENERGY]), preemptions=int(ic[c.PREEMPTIONS]), end_time=float(sc[c.NOW]),
-            held=jf[c.HELD])
+            held=jf[c.HELD], allocations=allocation_log(state) if len(state[LOG_ITEMS[0]]) else None)
         return {"metrics": metrics, "offered_load": self.envs[index].offered_load}
 
     def close(self) -> None:
         self._rngs = None
+        self._logged = set()
         self._states = [None] * self.num_envs
         self._obs = [None] * self.num_envs
         self._sims = [None] * self.num_envs

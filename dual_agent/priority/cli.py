@@ -76,8 +76,7 @@ def register_command(subparsers: "argparse._SubParsersAction") -> None:
                         "is LAS)")
     p.add_argument("--objective", choices=OBJECTIVES, default=None,
                    help="episode metric ES minimises (default avg_jct); a service objective of "
-                        "docs/objectives.md (higher-is-better ones as 1 - metric + 0.01 x avg JCT in hours; "
-                        "a scenario with tenant quotas runs through the API)")
+                        "docs/objectives.md (higher-is-better ones as 1 - metric + 0.01 x avg JCT in hours)")
     p.add_argument("--init", default=None, metavar="PRIORITY_JSON",
                    help="start from this agent's weights (e.g. a shipped one, to fine-tune it; same placer, "
                         "--migrate and --hidden); the untrained agent stays the validation reference and the "

@@ -283,12 +283,6 @@ class ESConfig:
                 raise SettingError(name, f" must be a string, got {getattr(self, name)!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise SettingError("seed", f" must be an integer >= 0, got {self.seed!r}")
-        if self.engine == "compiled":
-            from baselines.engine import workload_reason
-
-            why = workload_reason(self.scenario)
-            if why is not None:
-                raise SettingError("engine", f"='compiled' cannot play {self.scenario}: {why}; use engine='api'")
         if self.init is not None and not isinstance(self.init, str):
             raise SettingError("init", f" must be the path of a .priority.json or None, got {self.init!r}")
         if not self.out:
@@ -310,9 +304,7 @@ class ESConfig:
             return self.engine
         from baselines import engine as compiled
 
-        if self.hidden or not compiled.available() or compiled.workload_reason(self.scenario) is not None:
-            return "api"
-        return "compiled"
+        return "compiled" if self.hidden == 0 and compiled.available() else "api"
 
 
 @dataclass

@@ -38,11 +38,11 @@ S_MULTI, S_SINGLE = range(2)
  FEE_RATE, POWER, NEXT_FINISH, F_TIME, F_NEXT_MIN, F_CACHE_DT, F_DECAY, F_NOISE, JS_LAST, RETURN) = range(20)
 SC_SIZE = 20
 # ---- int64 scalars, array ic (C_*: diagnostic counters: pending-window steps, placer scans,
-# pool compactions, ORDER decisions)
+# pool compactions, ORDER decisions; LOG_N: entries of the allocation log, see state.build_state)
 (N_RUN, N_MULTI, NEXT_ARRIVAL, FINISHED, ARRIVED, EVENTS, PREEMPTIONS, HELD_TOTAL, FREE_TOTAL, DIRTY,
  RESTARTING, P_COUNT, P_GPUS, P_HEAD, P_TAIL, PLACING, NEED, POOL_END, STEPS, TRUNCATED, ERROR,
- MEASURE_VERSION, PROMOTIONS, EXPM1_CALLS, C_WALK, C_SCAN, C_COMPACT, C_DECIDE) = range(28)
-IC_SIZE = 28
+ MEASURE_VERSION, PROMOTIONS, EXPM1_CALLS, C_WALK, C_SCAN, C_COMPACT, C_DECIDE, LOG_N) = range(29)
+IC_SIZE = 29
 # ---- float64 parameters, array pf (MIN_QUANTUM: the priority orderers' minimum quantum, seconds)
 (ALPHA, TIME_LIMIT, TICK, OVERHEAD, INTERVAL, QUIET, NOISE, TAU, SIGMA, THETA, STRAG_RATE, ON_MEAN, OFF_MEAN,
  SHIFT, LOG_SLOW, DENOM, TOL_FACTOR, MAX_TIME, STARVATION, ORACLE_TOL, ORACLE_SLACK, MIN_QUANTUM) = range(22)
@@ -55,6 +55,6 @@ PF_SIZE = 22
 PI_SIZE = 16
 
 # Error codes (ic[ERROR]); the front raises with a message.
-E_NONE, E_NO_EVENT, E_NO_MACHINE, E_STUCK = range(4)
+E_NONE, E_NO_EVENT, E_NO_MACHINE, E_STUCK, E_LOG_FULL = range(5)
 # Job status codes (the simulator's).
 ST_NOT_ARRIVED, ST_PENDING, ST_RUNNING, ST_FINISHED = 0, 1, 2, 3

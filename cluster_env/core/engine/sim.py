@@ -475,6 +475,24 @@ def arrive_until(S, t):
 
 
 @_jit
+def log_allocation(S, job, gpus):
+    """The allocation log's entry (``ClusterSimulator.allocation_log``; kept when its arrays have
+    room for one: ``build_state(log_capacity=...)``): now, the job, the GPUs it holds from now on."""
+    times = S[33]
+    if len(times) == 0:
+        return
+    ic = S[11]
+    n = ic[LOG_N]
+    if n >= len(times):
+        ic[ERROR] = E_LOG_FULL
+        return
+    times[n] = S[10][NOW]
+    S[34][n] = job
+    S[35][n] = gpus
+    ic[LOG_N] = n + 1
+
+
+@_jit
 def release(S, job):
     """``ClusterSimulator._release``."""
     jf, ji, mf, mi, tf, ti, sf, si, sb, sc, ic = S[0], S[1], S[2], S[3], S[5], S[6], S[7], S[8], S[9], S[10], S[11]
@@ -525,6 +543,7 @@ def release(S, job):
         ic[FREE_TOTAL] += g
         sc[FEE_RATE] += -g * tf[PRICE_S, t]
         sc[POWER] += -g * tf[EXTRA_W, t]
+    log_allocation(S, job, 0)
     if ic[DIRTY] == 0:
         refresh_machines(S, job)
 
@@ -711,6 +730,7 @@ def launch(S, job):
     if ln > 1:
         ic[N_MULTI] += 1
     ic[N_RUN] = k + 1
+    log_allocation(S, job, ji[GPUS, job])
     if ic[DIRTY] == 0:
         refresh_slot(mf, sf, si, pf, S[17], k)
         refresh_machines(S, job)

@@ -23,12 +23,19 @@ STATE_ITEMS = (("f8", 2), ("i8", 2), ("f8", 2), ("i8", 2), ("b1", 2), ("f8", 2),
                ("f8", 2), ("f8", 2), ("b1", 2),                                                # speed spread allowed
                ("i8", 1), ("i8", 1), ("f8", 1), ("i8", 1), ("i8", 1), ("f8", 1), ("i8", 1),   # pool .. due jobs
                ("i8", 1), ("i8", 1), ("b1", 1), ("f4", 1), ("i4", 1), ("i8", 2),              # cand .. table
-               ("f8", 2), ("f8", 1), ("f8", 2))                                                # allreduce model
+               ("f8", 2), ("f8", 1), ("f8", 2),                                                # allreduce model
+               ("f8", 1), ("i8", 1), ("i8", 1))                                                # allocation log
 
 
-def build_state(env: Any, sim: Any) -> tuple:
+def build_state(env: Any, sim: Any, log_capacity: int = 0) -> tuple:
     """The engine's state arrays from ``env``'s simulator ``sim`` right after construction (nothing
-    has run): no decision rule (codes 0), measured speeds kept up to date (what observations show)."""
+    has run): no decision rule (codes 0), measured speeds kept up to date (what observations show).
+
+    ``log_capacity`` > 0 keeps the allocation log (the simulator's ``allocation_log``, which a
+    workload with tenant quotas needs for ``quota_violation``) in its last three arrays: at each
+    launch and release the time, the job and the GPUs it holds from then on (0 at a release),
+    ``ic[LOG_N]`` entries so far; a full log sets ``ic[ERROR] = E_LOG_FULL`` (the caller grows it
+    before that: :func:`allocation_log` reads it back, :func:`grow_log` enlarges it)."""
     n, m = sim.num_jobs, sim.num_machines
     js, ms, fl, world = sim.jobs, sim.machines, sim.fluct, sim.world
     if sim._n or sim.placing >= 0 or sim.events:
@@ -125,4 +132,30 @@ def build_state(env: Any, sim: Any) -> tuple:
     table = np.full((m, int(sim.machine_gpus.max())), -1, dtype=np.int64)
     # The "allreduce" spread model's arrays (empty job_xref: the "gavel" model), see the simulator.
     comm = tuple(np.ascontiguousarray(a, dtype=np.float64) for a in (sim.job_demand, sim.job_xref, sim.net))
-    return state + (bits, bits.view(np.int32), table) + comm                 # float32 -> its bits
+    log = (np.zeros(log_capacity), np.zeros(log_capacity, dtype=np.int64), np.zeros(log_capacity, dtype=np.int64))
+    return state + (bits, bits.view(np.int32), table) + comm + log           # float32 -> its bits
+
+
+#: Where the allocation log's arrays sit in the state tuple (time, job, GPUs held from then on).
+LOG_ITEMS = (33, 34, 35)
+
+
+def allocation_log(state: tuple) -> list:
+    """The log as the simulator keeps it, ``[(time, job, [(machine, gpus)] or None)]`` (only the
+    GPU count matters to its readers; the machine is given as -1)."""
+    times, jobs, gpus = (state[i] for i in LOG_ITEMS)
+    n = int(state[11][L.LOG_N])
+    return [(t, j, [(-1, g)] if g else None) for t, j, g in zip(times[:n].tolist(), jobs[:n].tolist(),
+                                                              gpus[:n].tolist())]
+
+
+def grow_log(state: tuple, capacity: int) -> tuple:
+    """``state`` with its allocation log's arrays enlarged to ``capacity`` entries (the entries so
+    far kept); the caller stores the new tuple wherever the old one was referenced."""
+    n = int(state[11][L.LOG_N])
+    grown = []
+    for i in LOG_ITEMS:
+        arr = np.zeros(capacity, dtype=state[i].dtype)
+        arr[:n] = state[i][:n]
+        grown.append(arr)
+    return state[:LOG_ITEMS[0]] + tuple(grown) + state[LOG_ITEMS[-1] + 1:]
