@@ -25,7 +25,8 @@ OTHER_PLACERS = ("fifo+fastest", "fifo+spread", "sjf+first-fit", "las+fastest", 
                  "tiresias+clairvoyant", "srpt+fastest", "srpt+best-fit", "srpt+random", "oracle", "gittins+fastest",
                  "gittins+first-fit")
 SCENARIOS = ("toy-v0", "philly-v0", "openb-v0", "openb-full-v0", "philly-v1", "openb-v1", "openb-full-v1",
-             "philly-hetero-v1", "philly-hetero-v2", "modern-v1", "modern-v2", "philly-hetero-v3")
+             "philly-hetero-v1", "philly-hetero-v2", "modern-v1", "modern-v2", "philly-hetero-v3",
+             "philly-slo-v1", "philly-tenants-v1")
 
 
 def _same(a: dict, b: dict) -> dict:
