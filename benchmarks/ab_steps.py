@@ -1,15 +1,17 @@
-"""philly-v0 steps per CPU second of two checkouts, measured alternately (before/after a change).
+"""Parallel-env steps per CPU second of two checkouts, measured alternately (before/after a change).
 
 Usage::
 
     python benchmarks/ab_steps.py /path/to/main /path/to/branch --rounds 30
     OFF=1 python benchmarks/ab_steps.py A B          # with all_effects_off=True
+    python benchmarks/ab_steps.py A B --scenario philly-hetero-v2 --jobs 300
 
 On a machine shared with other jobs the CPU time of a run moves by 20 to 30% with the load, so
 one run of each side is no comparison. Here each checkout gets a long-lived worker process (its
 own ``PYTHONPATH`` and numba cache folder; kernels loaded and warmed up once), and the workers
-take turns: each round, one run of 5 philly-v0 episodes per side (FIFO + first-fit, what
-``replay_philly.py --skip-replay`` times), the order alternating. Both sides see the same load;
+take turns: each round, one run of 5 episodes per side (FIFO + first-fit, what
+``replay_philly.py --skip-replay`` times; philly-v0's train windows unless ``--scenario`` and
+``--jobs`` say otherwise), the order alternating. Both sides see the same load;
 the minimum and the quartiles of the CPU time per step (this thread's, ``time.thread_time``)
 are printed for each, and their ratios.
 """
@@ -30,7 +32,9 @@ from replay_philly import run_timed
 from cluster_env.core import kernels
 kernels.warm_up()
 kw = {"all_effects_off": True} if os.environ.get("OFF") else {}
-env = cluster_env.parallel_env("philly-v0", split="train", **kw)
+if os.environ.get("AB_JOBS"):
+    kw["jobs_per_episode"] = int(os.environ["AB_JOBS"])
+env = cluster_env.parallel_env(os.environ.get("AB_SCENARIO", "philly-v0"), split="train", **kw)
 run_timed(env, 0)
 print("ready", flush=True)
 for line in sys.stdin:
@@ -43,8 +47,9 @@ for line in sys.stdin:
 """
 
 
-def start(root: Path, cache: Path) -> subprocess.Popen:
-    env = dict(os.environ, PYTHONPATH=str(root), OMP_NUM_THREADS="1", NUMBA_CACHE_DIR=str(cache))
+def start(root: Path, cache: Path, scenario: str, jobs: "int | None") -> subprocess.Popen:
+    env = dict(os.environ, PYTHONPATH=str(root), OMP_NUM_THREADS="1", NUMBA_CACHE_DIR=str(cache),
+               AB_SCENARIO=scenario, AB_JOBS="" if jobs is None else str(jobs))
     proc = subprocess.Popen([sys.executable, "-c", WORKER], cwd=root, env=env, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, text=True)
     if proc.stdout.readline().strip() != "ready":
@@ -59,9 +64,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--cache", type=Path, default=Path("/tmp/ab-steps-numba"),
                         help="numba cache folders go under it, one per side")
+    parser.add_argument("--scenario", default="philly-v0", help="the scenario whose train windows are played")
+    parser.add_argument("--jobs", type=int, default=None, help="jobs per episode (default: the scenario's)")
     args = parser.parse_args()
     sides = {"A": args.before.resolve(), "B": args.after.resolve()}
-    workers = {name: start(root, args.cache / name) for name, root in sides.items()}
+    workers = {name: start(root, args.cache / name, args.scenario, args.jobs) for name, root in sides.items()}
     times: dict[str, list[float]] = {name: [] for name in sides}
     for i in range(args.rounds):
         for name in (("A", "B") if i % 2 == 0 else ("B", "A")):
