@@ -317,8 +317,8 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
 
     from baselines.harness.episode import EpisodeResult, check_fits, env_label, fallback_columns, world_line
     from baselines.orderers import TIRESIAS_QUEUE_LIMITS
-    from cluster_env.core.engine.state import allocation_log
-    from cluster_env.core.metrics import METRIC_KEYS, episode_metrics
+    from cluster_env.core.engine.state import log_capacity, state_metrics
+    from cluster_env.core.metrics import METRIC_KEYS
     from cluster_env.core.objectives import OBJECTIVE_KEYS
     from cluster_env.core.simulator import ClusterSimulator
     from cluster_env.scenarios.load import offered_load
@@ -347,11 +347,8 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     # The API path's step bound (baselines.harness.episode.bound_steps) when none is set: the
     # same truncated records, and every episode ends (a tiny scheduling tick otherwise loops on).
     max_steps = env.sched.max_steps or default_max_steps(env)
-    # Tenant quotas: quota_violation reads the allocation log. A launch completes a placement step
-    # and a release ends a launch, so the log holds at most two entries per step (np.zeros only
-    # reserves the pages it touches).
-    log = 2 * max_steps + 2 if workload.tenant_quota is not None else 0
-    state = _build_state(env, sim, codes, getattr(composed.orderer, "min_quantum", 0.0), log)
+    state = _build_state(env, sim, codes, getattr(composed.orderer, "min_quantum", 0.0),
+                         log_capacity(workload, max_steps))      # tenant quotas: quota_violation's log
     state[13][L.MAX_STEPS] = max_steps
     if mig is None:
         mig = _migration_array(composed.orderer)
@@ -391,11 +388,7 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     if ic[L.ERROR]:
         raise RuntimeError(f"compiled engine: {_ERRORS.get(int(ic[L.ERROR]), 'error')} "
                            f"({policy}, {getattr(scenario, 'name', scenario)}, seed {seed})")
-    metrics = episode_metrics(
-        workload, sim.submit, jf[L.FIRST_START], jf[L.FINISH], sim.ideal_runtime,
-        total_gpus=sim.total_gpus, busy_gpu_seconds=float(sc[L.BUSY]), total_fee=float(sc[L.FEE]),
-        energy_joules=float(sc[L.ENERGY]), preemptions=int(ic[L.PREEMPTIONS]), end_time=float(sc[L.NOW]),
-        held=jf[L.HELD], allocations=allocation_log(state) if log else None)
+    metrics = state_metrics(state, sim)
     wall = time.perf_counter() - t0
     name = getattr(scenario, "name", scenario)
     if any((env_kwargs or {}).get(k) for k in ("workload_csv", "cluster_csv")):

@@ -105,7 +105,7 @@ class CompiledBackend(VectorBackend):
     def reset(self, index: int, seed: Optional[int], options: Optional[dict]) -> None:
         from gymnasium.utils import seeding
 
-        from cluster_env.core.engine.state import build_state
+        from cluster_env.core.engine.state import build_state, log_capacity
         from cluster_env.core.simulator import ClusterSimulator
         from cluster_env.scenarios.load import offered_load
 
@@ -124,13 +124,9 @@ class CompiledBackend(VectorBackend):
         builder = env.builder
         builder.bind(sim, max(workload.num_tenants, 1))
         env.sim = None         # the episode lives in the engine's arrays, not in a Python simulator
-        # Tenant quotas: the allocation log for quota_violation. A step launches at most one job
-        # and releases at most the jobs running before it plus that one, so with max_steps set
-        # two entries per step suffice; without, _grow_logs makes room before every step.
-        log = 0
-        if workload.tenant_quota is not None:
-            bound = env.sched.max_steps
-            log = 2 * bound + 2 if bound else self.log_entries_per_job * workload.num_jobs + 64
+        # Tenant quotas: the allocation log for quota_violation (without max_steps, _grow_logs
+        # makes room before every step).
+        log = log_capacity(workload, env.sched.max_steps, self.log_entries_per_job)
         state = build_state(env, sim, log)
         obs = self._episode_arrays(env, sim, state)
         self._states[index], self._obs[index], self._sims[index] = state, obs, sim
@@ -191,17 +187,10 @@ class CompiledBackend(VectorBackend):
                 c.store_state_row(self._state_images, i, state)
 
     def episode_info(self, index: int) -> dict[str, Any]:
-        from cluster_env.core.engine.state import LOG_ITEMS, allocation_log
-        from cluster_env.core.metrics import episode_metrics
+        from cluster_env.core.engine.state import state_metrics
 
-        c, sim, state = self._c, self._sims[index], self._states[index]
-        jf, sc, ic = state[0], state[10], state[11]
-        metrics = episode_metrics(
-            sim.workload, sim.submit, jf[c.FIRST_START], jf[c.FINISH], sim.ideal_runtime,
-            total_gpus=sim.total_gpus, busy_gpu_seconds=float(sc[c.BUSY]), total_fee=float(sc[c.FEE]),
-            energy_joules=float(sc[c.ENERGY]), preemptions=int(ic[c.PREEMPTIONS]), end_time=float(sc[c.NOW]),
-            held=jf[c.HELD], allocations=allocation_log(state) if len(state[LOG_ITEMS[0]]) else None)
-        return {"metrics": metrics, "offered_load": self.envs[index].offered_load}
+        return {"metrics": state_metrics(self._states[index], self._sims[index]),
+                "offered_load": self.envs[index].offered_load}
 
     def close(self) -> None:
         self._rngs = None

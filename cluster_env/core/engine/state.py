@@ -140,6 +140,31 @@ def build_state(env: Any, sim: Any, log_capacity: int = 0) -> tuple:
 LOG_ITEMS = (33, 34, 35)
 
 
+def log_capacity(workload: Any, max_steps: "int | None", per_job: int = 8) -> int:
+    """The allocation log an episode of ``workload`` keeps: none (0) without tenant quotas. With a
+    step bound, two entries per step, which always suffice: a launch completes a placement step
+    and a release ends a launch (``np.zeros`` only reserves the pages it touches). Without one,
+    ``per_job`` entries per job to start with; the caller grows the log before a step that could
+    fill it (:func:`grow_log`)."""
+    if workload.tenant_quota is None:
+        return 0
+    return 2 * max_steps + 2 if max_steps else per_job * workload.num_jobs + 64
+
+
+def state_metrics(state: tuple, sim: Any) -> dict:
+    """Every metric of the episode in ``state`` (:func:`cluster_env.core.metrics.episode_metrics`
+    on the engine's arrays, with its allocation log where the episode keeps one); ``sim`` is the
+    simulator the state was built from (the workload and its static figures)."""
+    from cluster_env.core.metrics import episode_metrics
+
+    jf, sc, ic = state[0], state[10], state[11]
+    return episode_metrics(
+        sim.workload, sim.submit, jf[L.FIRST_START], jf[L.FINISH], sim.ideal_runtime,
+        total_gpus=sim.total_gpus, busy_gpu_seconds=float(sc[L.BUSY]), total_fee=float(sc[L.FEE]),
+        energy_joules=float(sc[L.ENERGY]), preemptions=int(ic[L.PREEMPTIONS]), end_time=float(sc[L.NOW]),
+        held=jf[L.HELD], allocations=allocation_log(state) if len(state[LOG_ITEMS[0]]) else None)
+
+
 def allocation_log(state: tuple) -> list:
     """The log as the simulator keeps it, ``[(time, job, [(machine, gpus)] or None)]`` (only the
     GPU count matters to its readers; the machine is given as -1)."""
