@@ -16,6 +16,7 @@ process), never raced against a timer. Training runs are tiny (20- and 30-job wi
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import os
 import shutil
 import signal
@@ -98,19 +99,26 @@ def dual_run(tmp_path_factory) -> Path:
 
 
 # ------------------------------------------------------------------ a finished run is never replaced
-def test_train_priority_keeps_a_finished_run_unless_resumed_or_overwritten(priority_run, tmp_path, capsys):
+def _refused_then_overwritten(argv: list, finished: Path, tmp_path: Path, capsys) -> tuple[dict, dict]:
+    """A copy of the ``finished`` run: a new run of ``argv`` (seed 1) into it is refused in one line
+    that names the folder, ``--resume`` and ``--overwrite``, and leaves every file as it was; with
+    ``--overwrite`` it runs. The run's files before and after."""
     run = tmp_path / "run"
-    shutil.copytree(priority_run, run)
+    shutil.copytree(finished, run)
     before = _snapshot(run)
     capsys.readouterr()
-    assert cluster_bench([*PRIORITY, "--seed", "1", "--out", str(run)]) == 2
+    assert cluster_bench([*argv, "--seed", "1", "--out", str(run)]) == 2
     err = _err_lines(capsys)
     assert f"--out {run} holds a run already" in err[0] and "--resume" in err[0] and "--overwrite" in err[0]
     assert len(err) == 2 and "Traceback" not in "".join(err)
     assert _snapshot(run) == before                            # every file as it was
+    assert cluster_bench([*argv, "--seed", "1", "--out", str(run), "--overwrite"]) == 0
+    return before, _snapshot(run)
+
+
+def test_train_priority_keeps_a_finished_run_unless_resumed_or_overwritten(priority_run, tmp_path, capsys):
     # --overwrite replaces the run: a new log, and agents of the new seed.
-    assert cluster_bench([*PRIORITY, "--seed", "1", "--out", str(run), "--overwrite"]) == 0
-    after = _snapshot(run)
+    before, after = _refused_then_overwritten(PRIORITY, priority_run, tmp_path, capsys)
     assert set(PRIORITY_FILES) <= set(after)
     assert json.loads(after["last.priority.json"])["training"]["seed"] == 1
     assert json.loads(before["last.priority.json"])["training"]["seed"] == 0
@@ -128,17 +136,7 @@ def test_train_priority_resumed_into_another_runs_folder_is_refused(priority_run
 
 
 def test_train_keeps_a_finished_run_unless_overwritten(dual_run, tmp_path, capsys):
-    run = tmp_path / "run"
-    shutil.copytree(dual_run, run)
-    before = _snapshot(run)
-    capsys.readouterr()
-    assert cluster_bench([*DUAL, "--seed", "1", "--out", str(run)]) == 2
-    err = _err_lines(capsys)
-    assert f"--out {run} holds a run already" in err[0] and "--resume" in err[0] and "--overwrite" in err[0]
-    assert len(err) == 2
-    assert _snapshot(run) == before
-    assert cluster_bench([*DUAL, "--seed", "1", "--out", str(run), "--overwrite"]) == 0
-    after = _snapshot(run)
+    before, after = _refused_then_overwritten(DUAL, dual_run, tmp_path, capsys)
     assert set(DUAL_FILES) <= set(after)
     assert after["last.pt"] != before["last.pt"] and after["best.pt"] != before["best.pt"]
     assert json.loads(after["config.json"])["train"]["seed"] == 1
