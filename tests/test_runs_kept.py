@@ -16,7 +16,6 @@ process), never raced against a timer. Training runs are tiny (20- and 30-job wi
 from __future__ import annotations
 
 import json
-from pathlib import Path
 import os
 import shutil
 import signal
