@@ -196,7 +196,7 @@ def check_agent_settings(meta: dict, side: "str | Path") -> None:
 def _layout(scenario: str, env_overrides: dict, agent_ids: bool):
     """The flat layout (and its action count) of ``scenario`` under the agent's settings."""
     import cluster_env
-    from cluster_env.wrappers.layout import FlatLayout
+    from cluster_env.envs.flat_layout import FlatLayout
 
     env = cluster_env.parallel_env(scenario, split="test", **env_overrides)
     n = max(env.action_space(a).n for a in env.possible_agents)

@@ -117,7 +117,7 @@ def bench_pettingzoo_mlp(scenario: str, steps: int, **kw) -> tuple[float, float]
     """One parallel env, the acting agent's action from an MLP forward pass per step (masked argmax)."""
     import torch
 
-    from cluster_env.wrappers.layout import FlatLayout
+    from cluster_env.envs.flat_layout import FlatLayout
 
     env = cluster_env.parallel_env(scenario, "train", **kw)
     n_act = max(env.action_space(a).n for a in env.possible_agents)

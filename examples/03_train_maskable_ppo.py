@@ -96,7 +96,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def rows_policy_class():
     """MaskablePPO policy that scores every candidate job and every machine with shared weights.
 
-    The flat observation (``cluster_env/wrappers/layout.py``) is cut back into its job rows,
+    The flat observation (``cluster_env/envs/flat_layout.py``) is cut back into its job rows,
     machine rows and global / placing vectors. A context vector (global + placing features) is
     appended to every row; one small MLP scores each job row (ORDER actions ``0 .. K+R-1``), another
     each machine row (PLACE actions ``0 .. M-1``), a third ``advance`` (action ``K+R``) from the

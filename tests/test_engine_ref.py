@@ -32,7 +32,7 @@ def test_state_items_are_the_built_state_types():
     import numba
 
     from cluster_env.vector import ClusterVectorEnv
-    from cluster_env.vector import _compiled_step as step
+    from cluster_env.core.engine import step
 
     assert numba.typeof(_fresh_state()) == step.STATE_TYPE
     vec = ClusterVectorEnv(2, "philly-v0", backend="compiled", jobs_per_episode=20)

@@ -328,7 +328,7 @@ def test_compiled_backend_reseeding_after_steps_same_as_python():
 
 
 def _snapshot(vec: ClusterVectorEnv) -> dict:
-    from cluster_env.vector.buffers import BUFFER_FIELDS
+    from cluster_env.envs.buffers import BUFFER_FIELDS
 
     return {k: np.copy(getattr(vec.buffers, k)) for k in BUFFER_FIELDS if k not in ("n_order", "n_place")}
 

@@ -7,7 +7,7 @@ so the two are two policies of different sizes, and its observation is
 
 ``squash(jobs, machines, global, placing) ++ action_mask``
 
-in the order of :mod:`cluster_env.wrappers.layout`, with ``squash(x) = sign(x) * log1p(|x|)``
+in the order of :mod:`cluster_env.envs.flat_layout`, with ``squash(x) = sign(x) * log1p(|x|)``
 (features span several orders of magnitude; a default MLP learns nothing from raw seconds) and the
 int8 mask as 0/1 floats. The masking RLModule reads the last ``n`` entries as the mask and never
 gives a forbidden action any probability. Rewards, ends and infos are the parallel env's.
@@ -22,7 +22,7 @@ from pettingzoo import ParallelEnv
 
 import cluster_env
 from cluster_env.scenarios.registry import DEFAULT_SCENARIO
-from cluster_env.wrappers.layout import FlatLayout
+from cluster_env.envs.flat_layout import FlatLayout
 
 
 def squash(x: np.ndarray) -> np.ndarray:

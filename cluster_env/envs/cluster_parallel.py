@@ -107,19 +107,30 @@ scenario is unchanged); the ``train_range`` argument (default: the whole train s
 """
 from __future__ import annotations
 
+import array
 import functools
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any, Optional
 
 import numpy as np
 from gymnasium.utils import seeding
 from pettingzoo import ParallelEnv
 
+from cluster_env.core.engine.layout import EVENTS as _EVENTS
+from cluster_env.core.engine.layout import FINISHED as _FINISHED
+from cluster_env.core.engine.layout import JOB_SECONDS as _JOB_SECONDS
+from cluster_env.core.engine.layout import MAX_PREEMPTIONS_PER_INSTANT
+from cluster_env.core.engine.layout import NOW as _NOW
+from cluster_env.core.engine.layout import UNCHECKED
 from cluster_env.core.config import (TIME_SCALE_RANGE, SchedulingConfig, WorldConfig, check_bool, check_int,
                                      check_range, split_overrides)
 from cluster_env.core.metrics import episode_metrics
 from cluster_env.core.rewards import JCTReward, StepStats, make_reward
-from cluster_env.core.simulator import ClusterSimulator
+from cluster_env.core.engine import layout as _L
+from cluster_env.core.simulator import ClusterSimulator, JobState
+from cluster_env.envs.buffers import allocate
+from cluster_env.envs.compiled_episodes import CompiledEpisodes, unsupported_reason
+from cluster_env.envs.flat_layout import FlatLayout
 from cluster_env.envs.observation import ObservationBuilder
 from cluster_env.envs.observation_ext import ExtendedObservationBuilder, check_observation_mode
 from cluster_env.envs.observation_obj import ObjectiveObservationBuilder
@@ -137,9 +148,9 @@ _INVALID_HINT = (". Choose only actions the mask allows: each observation's 'act
                  "env.action_masks() in the single-agent views, what sb3-contrib's MaskablePPO reads), "
                  "or pass invalid_action='fallback' to play the lowest allowed action instead (the "
                  "single-agent views' default, what an agent trained on them expects)")
-#: How many times one job may be preempted in one instant of simulated time (see
-#: ``ClusterParallelEnv._guard_zero_time_restart``): the guard against zero-time livelocks.
-MAX_PREEMPTIONS_PER_INSTANT = 16
+#: Values of the ``backend`` argument: ``"auto"`` (the compiled step where it runs the episode
+#: exactly, the Python simulator otherwise), ``"compiled"`` (an error where it cannot), ``"python"``.
+BACKENDS = ("auto", "compiled", "python")
 #: The keys ``reset(options=...)`` reads. ``"options"`` is also accepted and ignored: PettingZoo's
 #: own API test passes ``{"options": 1}`` to check that reset takes the argument.
 RESET_OPTIONS = ("split",)
@@ -175,7 +186,7 @@ def _world_origin(scenario: Scenario, world_kw: dict) -> str:
 
 _ENV_KEYS = {"reward", "render_mode", "jobs_per_episode", "time_scale", "load", "load_measure", "all_effects_off",
              "workload_csv", "cluster_csv", "workload_columns", "cluster_columns", "observation",
-             "train_range"}
+             "train_range", "backend"}
 
 
 class ClusterParallelEnv(ParallelEnv):
@@ -270,8 +281,54 @@ class ClusterParallelEnv(ParallelEnv):
         self._n_actions = {agent: space.n for agent, space in self.action_spaces.items()}
         self._np_random: Optional[np.random.Generator] = None
         self.sim: Optional[ClusterSimulator] = None
+        self.backend = self._check_backend(other.get("backend", "auto"))
+        self._engine: Optional[CompiledEpisodes] = None     # made at the first compiled reset
         #: Offered load of the current episode's workload (cluster_env.scenarios.load), set by reset.
         self.offered_load: float = float("nan")
+
+    @property
+    def sim(self) -> Optional[ClusterSimulator]:
+        """The episode's Python simulator (None before the first reset and after ``close``).
+
+        Where the compiled engine runs the episode (``backend="auto"``, the default, wherever it
+        runs it exactly), reading this hands the episode to the Python simulator: it is played
+        again there with the same decisions (checked to end in the engine's state to the last bit)
+        and goes on in Python until the next reset. Read-only uses that should not pay that, such
+        as scoring at the end of an episode, read :meth:`job_state` and :meth:`metrics`."""
+        if self._live:
+            self._hand_off()
+        return self._sim
+
+    @sim.setter
+    def sim(self, value: Optional[ClusterSimulator]) -> None:
+        self._live = False
+        self._sim = value
+
+    @property
+    def engine(self) -> str:
+        """What runs the current episode: ``"compiled"`` or ``"python"``."""
+        return "compiled" if self._live else "python"
+
+    def job_state(self) -> JobState:
+        """Every job's state now (:class:`cluster_env.core.simulator.JobState`, copies), from
+        whichever engine runs the episode (no hand-off)."""
+        if self._sim is None:
+            raise RuntimeError("call reset() first")
+        if not self._live:
+            js = self._sim.jobs
+            return JobState(*(np.array(getattr(js, f.name)) for f in fields(JobState)))
+        jf, ji = self._engine.state(0)[0], self._engine.state(0)[1]
+        return JobState(status=ji[_L.STATUS].astype(np.int8), progress=jf[_L.PROGRESS].copy(),
+                        attained=jf[_L.ATTAINED].copy(), executed=jf[_L.EXECUTED].copy(), held=jf[_L.HELD].copy(),
+                        first_start=jf[_L.FIRST_START].copy(), finish=jf[_L.FINISH].copy(),
+                        restarts=ji[_L.RESTARTS].copy(), nominal=jf[_L.NOMINAL].copy())
+
+    @property
+    def workload(self):
+        """The current episode's workload (:class:`cluster_env.core.instance.Workload`)."""
+        if self._sim is None:
+            raise RuntimeError("call reset() first")
+        return self._sim.workload
 
     def world_summary(self) -> WorldSummary:
         """The world this environment plays in (:mod:`cluster_env.world.summary`): spread model,
@@ -289,39 +346,67 @@ class ClusterParallelEnv(ParallelEnv):
 
     # ------------------------------------------------------------------ episode
     def reset(self, seed: Optional[int] = None, options: Optional[dict] = None):
+        engine = self._engine_for_reset()
+        sim = self.start_episode(seed, options, engine=engine is not None)
+        self.agents = list(AGENTS)
+        self.phase = ORDER
+        self.num_steps = 0
+        self.fallbacks = 0          # decisions the fallback rule played instead of a forbidden action
+        if engine is not None:
+            self._sim, self._live, self._trace = sim, True, array.array("q")
+            engine.load(0, self, sim)
+            obs = self._engine_observe()
+            done = int(engine.state(0)[11][_FINISHED]) == sim.num_jobs
+        else:
+            self.sim = sim
+            self._begin_python()
+            obs = self._observe()
+            done = sim.done
+        infos = {a: self._info() for a in self.agents}
+        if done:
+            infos = self._final_infos(infos)
+        if self.render_mode == "human":
+            self.render()
+        return obs, infos
+
+    def start_episode(self, seed: Optional[int], options: Optional[dict], engine: bool = False) -> ClusterSimulator:
+        """The start of an episode, written once for every path (this env's ``reset`` and the
+        vector env's backends): the generator (reseeded when ``seed`` is given), the workload drawn
+        from it, the offered load, and the fresh simulator, with the observation builder bound to
+        it. ``engine``: the episode will run in the compiled engine (the generator's state before the
+        simulator is kept, so that :attr:`sim` can replay the episode in Python)."""
         split = reset_split(options, self.split)     # before anything changes
         if seed is not None or self._np_random is None:
             self._np_random, _ = seeding.np_random(seed)
         rng = self._np_random
         workload = self.scenario.sample(split, rng, self.jobs_per_episode)
         self.offered_load = offered_load(workload, self.cluster.total_gpus, self.scenario.load_measure)
-        self.sim = ClusterSimulator(self.cluster, workload, self.world, rng,
-                                    preemption=self.sched.preemption,
-                                    scheduling_tick=self.sched.scheduling_tick, time_limit=self.sched.max_time)
+        self._rng_at_start = rng.bit_generator.state if engine else None
+        return self._new_simulator(workload)
+
+    def _new_simulator(self, workload: Any) -> ClusterSimulator:
+        sim = ClusterSimulator(self.cluster, workload, self.world, self._np_random,
+                               preemption=self.sched.preemption,
+                               scheduling_tick=self.sched.scheduling_tick, time_limit=self.sched.max_time)
         if workload.tenant_quota is not None:
             # Quota violations need each tenant's GPUs over time: the allocation log keeps them
             # (the per-event path; the same episode as without it).
-            self.sim.allocation_log = []
-        self.builder.bind(self.sim, max(workload.num_tenants, 1))
-        self.agents = list(AGENTS)
+            sim.allocation_log = []
+        self.builder.bind(sim, max(workload.num_tenants, 1))
+        return sim
+
+    def _begin_python(self) -> None:
+        """The Python simulator's side of a reset (after ``start_episode``)."""
         self.phase = ORDER
         self.num_steps = 0
-        self.fallbacks = 0          # decisions the fallback rule played instead of a forbidden action
         self._preempted_now: tuple[float, dict] = (-1.0, {})   # (instant, {job: preemptions in it})
         self._last = (0.0, 0.0, 0.0, 0.0, 0)
         self._objectives_last = None
         # Per event: the compiled skip-idle loop (a cold start's largest compile) waits for step.
         self._skip_idle_epochs(fused=False)
-        obs = self._observe()
-        infos = {a: self._info() for a in self.agents}
-        if self.sim.done:
-            infos = self._final_infos(infos)
-        if self.render_mode == "human":
-            self.render()
-        return obs, infos
 
     def step(self, actions: dict):
-        if self.sim is None:
+        if self._sim is None:
             raise RuntimeError("step() called before reset(); call reset() first")
         if not self.agents:
             raise RuntimeError("step() called after the episode ended; call reset() first")
@@ -337,21 +422,39 @@ class ClusterParallelEnv(ParallelEnv):
         if type(a_place) is not int or not 0 <= a_place <= self._place_noop:
             a_place = self._as_action("placer", a_place)
         invalid = None          # agents whose forbidden action was ignored or replaced ("noop", "fallback")
-        sim = self.sim
         if self.phase == ORDER:
             if a_place != self._place_noop:
                 invalid = self._forbidden(invalid, "placer", a_place, "only the no-op is allowed in the ORDER phase")
-            if not self._order_mask[a_order]:
-                invalid = self._forbidden(invalid, "orderer", a_order, "the action mask forbids it")
-                a_order = self._fallback_action(self._order_mask)
-                self.fallbacks += a_order is not None
-            if a_order is None:
+            act = a_order
+            if not self._order_mask[act]:
+                invalid = self._forbidden(invalid, "orderer", act, "the action mask forbids it")
+                act = self._fallback_action(self._order_mask)
+                self.fallbacks += act is not None
+        else:
+            if a_order != self._order_noop:
+                invalid = self._forbidden(invalid, "orderer", a_order, "only the no-op is allowed in the PLACE phase")
+            act = a_place
+            if not self._place_mask[act]:
+                invalid = self._forbidden(invalid, "placer", act, "the action mask forbids it")
+                act = self._fallback_action(self._place_mask)
+                self.fallbacks += act is not None
+        if self._live:
+            return self._engine_step(act, invalid)
+        self._apply(act)
+        return self._finish_step(invalid)
+
+    def _apply(self, act: Optional[int]) -> None:
+        """The acting agent's decision ``act`` (None: nothing is played) in the Python simulator,
+        then the idle epochs skipped."""
+        sim = self._sim
+        if self.phase == ORDER:
+            if act is None:
                 pass
-            elif a_order < self.builder.K:
-                sim.start(int(self._cand_pending[a_order]))
+            elif act < self.builder.K:
+                sim.start(int(self._cand_pending[act]))
                 self.phase = PLACE
-            elif a_order < self._order_noop:
-                job = int(self._cand_running[a_order - self.builder.K])
+            elif act < self._order_noop:
+                job = int(self._cand_running[act - self.builder.K])
                 sim.preempt(job)
                 if self._preempted_now[0] != sim.now:
                     self._preempted_now = (sim.now, {})
@@ -359,18 +462,10 @@ class ClusterParallelEnv(ParallelEnv):
                 counts[job] = counts.get(job, 0) + 1
             else:
                 sim.advance()
-        else:
-            if a_order != self._order_noop:
-                invalid = self._forbidden(invalid, "orderer", a_order, "only the no-op is allowed in the PLACE phase")
-            if not self._place_mask[a_place]:
-                invalid = self._forbidden(invalid, "placer", a_place, "the action mask forbids it")
-                a_place = self._fallback_action(self._place_mask)
-                self.fallbacks += a_place is not None
-            if a_place is not None and sim.place(a_place):
-                self.phase = ORDER
+        elif act is not None and sim.place(act):
+            self.phase = ORDER
         if self.phase == ORDER:
             self._skip_idle_epochs()
-        return self._finish_step(invalid)
 
     def ignore_step(self, agent: str):
         """A step in which ``agent``'s action is ignored (``invalid_action="noop"``; under
@@ -379,7 +474,7 @@ class ClusterParallelEnv(ParallelEnv):
         The single-agent views call it for an index their padded action space has and the acting
         agent does not: like any forbidden action it changes nothing but counts towards ``max_steps``.
         """
-        if self.sim is None or not self.agents:
+        if self._sim is None or not self.agents:
             raise RuntimeError("step() called before reset() or after the episode ended; call reset() first")
         if self.sched.invalid_action == "raise":
             raise InvalidActionError(f"{agent}'s action is forbidden{_INVALID_HINT}")
@@ -390,10 +485,13 @@ class ClusterParallelEnv(ParallelEnv):
             obs, rewards, terms, truncs, infos = self.step(act)
             infos[agent]["invalid_action"] = True
             return obs, rewards, terms, truncs, infos
+        if self._live:
+            # The compiled step plays nothing and skips no epoch: this is one already.
+            return self._engine_step(None, [agent])
         return self._finish_step([agent])
 
     def _finish_step(self, invalid: "list[str] | None"):
-        sim = self.sim
+        sim = self._sim
         self.num_steps += 1
 
         reward = self._reward()
@@ -417,6 +515,117 @@ class ClusterParallelEnv(ParallelEnv):
         if self.render_mode == "human":       # PettingZoo and Gymnasium draw human frames by themselves
             self.render()
         return obs, rewards, terminations, truncations, infos
+
+    # ------------------------------------------------------------------ the compiled step
+    def _check_backend(self, backend: Any) -> str:
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {list(BACKENDS)}, got {backend!r}")
+        if backend == "compiled":
+            why = self._engine_unsupported()
+            if why is not None:
+                raise ValueError(f"backend='compiled' cannot run this environment exactly: {why} "
+                                 "(backend='auto' runs it in the Python simulator)")
+        return backend
+
+    def _engine_unsupported(self) -> Optional[str]:
+        if type(self) is not ClusterParallelEnv:
+            return f"{type(self).__name__} is not the library's ClusterParallelEnv"
+        return unsupported_reason(self)
+
+    def _engine_for_reset(self) -> Optional[CompiledEpisodes]:
+        """The compiled episode runner this reset uses (None: the Python simulator), made once."""
+        if self.backend == "python" or self._engine_unsupported() is not None:
+            return None
+        if self._engine is None:
+            space = self.observation_spaces["orderer"]
+            n_order, n_place = self._order_noop + 1, self._place_noop + 1
+            b = allocate(1, FlatLayout(space, max(n_order, n_place)), n_order, n_place)
+            # Both masks in one array (one copy per step): rows of one (2, A) block.
+            self._masks = np.zeros((2, b.order_pad.shape[1]), np.int8)
+            b.order_pad, b.place_pad = self._masks[0:1], self._masks[1:2]
+            self._buffers = b
+            self._engine = CompiledEpisodes([self], b)
+            self._act, self._ok = np.zeros(1, np.int64), np.zeros(1, np.bool_)
+            nj, nm, ng = b.jobs[0].size, b.machines[0].size, b.global_[0].size
+            self._flat_features = b.flat[0, :nj + nm + ng + b.placing[0].size]
+            # Where each feature array sits in the features' copy (each step cuts views of it).
+            self._cuts = (slice(0, nj), b.jobs.shape[1:], slice(nj, nj + nm), b.machines.shape[1:],
+                          slice(nj + nm, nj + nm + ng), slice(nj + nm + ng, None))
+        return self._engine
+
+    def _engine_step(self, act: Optional[int], invalid: "list[str] | None"):
+        """One step in the compiled engine (``act``: the acting agent's decision, None: nothing
+        played), with the dicts ``step`` returns."""
+        if act is None:
+            self._ok[0] = False
+            self._trace.append(-1)
+        else:
+            self._act[0] = act
+            self._ok[0] = True
+            self._trace.append(act)
+        self._engine.step(self._act, self._ok, UNCHECKED, 0.0)
+        self.num_steps += 1
+        b = self._buffers
+        self.phase = phase = b.phase.item()
+        reward = b.rewards.item()
+        done, truncated = b.terminated.item(), b.truncated.item()
+        obs = self._engine_observe()
+        placing = b.placing_job.item()
+        now = b.time.item()
+        info = {"phase": "place" if phase else "order", "time": now, "job_ids": self._job_ids,
+                "placing_job": placing, "tick": b.tick.item()}
+        if phase and self.sched.spread_floor:
+            self._spread_floor_info(info, placing)
+        infos = {"orderer": info, "placer": info.copy()}
+        if invalid:
+            for agent in invalid:
+                infos[agent]["invalid_action"] = True
+        if done or truncated:
+            infos = self._final_infos(infos)
+            self.agents = []
+        return (obs, {"orderer": reward, "placer": reward}, {"orderer": done, "placer": done},
+                {"orderer": truncated, "placer": truncated}, infos)
+
+    def _engine_observe(self) -> dict:
+        """The observation dicts from the compiled step's buffers (fresh arrays, as ``_observe``)."""
+        f = self._flat_features.copy()
+        cj, sj, cm, sm, cg, cp = self._cuts
+        jobs, machines, g, p = f[cj].reshape(sj), f[cm].reshape(sm), f[cg], f[cp]
+        masks = self._masks.copy()
+        self._order_mask = order = masks[0, :self._order_noop + 1]
+        self._place_mask = place = masks[1, :self._place_noop + 1]
+        if self.phase == ORDER:
+            self._job_ids = self._buffers.job_ids[0].copy()
+        return {"orderer": {"jobs": jobs, "machines": machines, "global": g, "placing": p, "action_mask": order},
+                "placer": {"jobs": jobs, "machines": machines, "global": g, "placing": p, "action_mask": place}}
+
+    def _hand_off(self) -> None:
+        """Continue the episode in the Python simulator (what reading :attr:`sim` asks while the
+        compiled engine holds it): the episode is played again in Python from its start, with the
+        decisions the engine played, and checked to be the engine's to the last bit."""
+        engine = self._engine
+        state = engine.state(0)
+        rng = self._np_random
+        rng_now = rng.bit_generator.state
+        trace, fallbacks, agents, steps = self._trace, self.fallbacks, self.agents, self.num_steps
+        rng.bit_generator.state = self._rng_at_start
+        self.sim = self._new_simulator(self._sim.workload)
+        self._begin_python()
+        self._observe()
+        for act in trace.tolist():
+            self._apply(None if act < 0 else act)
+            self.num_steps += 1
+            self._reward()
+            self._observe()
+        sim, sc, ic = self._sim, state[10], state[11]
+        same = (rng.bit_generator.state == rng_now and self.num_steps == steps and sim.now == sc[_NOW]
+                and sim.job_seconds == sc[_JOB_SECONDS] and sim.events == ic[_EVENTS]
+                and sim.finished_count == ic[_FINISHED] and self.phase == int(self._buffers.phase[0]))
+        if not same:
+            raise RuntimeError(f"the Python simulator's replay of this episode left the compiled engine's "
+                               f"after {steps} steps (t={sim.now} vs {sc[_NOW]}); please report it, with "
+                               "the scenario and seed (backend='python' runs the episode in Python throughout)")
+        self.fallbacks, self.agents = fallbacks, agents
 
     # ------------------------------------------------------------------ helpers
     def _as_action(self, agent: str, action: Any) -> int:
@@ -472,7 +681,7 @@ class ClusterParallelEnv(ParallelEnv):
     def _skip_idle_epochs(self, fused: bool = True) -> None:
         """Advance through decision epochs where ``advance`` is the only legal action
         (``fused``: see ``ClusterSimulator.advance_while_idle``)."""
-        self.sim.advance_while_idle(self.builder.K, self.builder.R > 0, fused)
+        self._sim.advance_while_idle(self.builder.K, self.builder.R > 0, fused)
 
     def _observe(self) -> dict:
         placing = self.phase == PLACE
@@ -489,7 +698,7 @@ class ClusterParallelEnv(ParallelEnv):
         else:
             feats, self._order_mask, self._place_mask = builder.build(placing, pending, running)
             jobs, machines, g, p = feats["jobs"], feats["machines"], feats["global"], feats["placing"]
-        if not placing and self._preempted_now[1] and self._preempted_now[0] == self.sim.now:
+        if not placing and self._preempted_now[1] and self._preempted_now[0] == self._sim.now:
             self._guard_zero_time_restart(running)
         if not placing:
             self._job_ids = builder.candidate_ids(pending, running)
@@ -499,7 +708,7 @@ class ClusterParallelEnv(ParallelEnv):
         }
 
     def _reward(self) -> float:
-        sim = self.sim
+        sim = self._sim
         if self._jct_unit is not None:
             # The default reward, inline (the same arithmetic as JCTReward, without StepStats); it
             # reads only the job-seconds, so only they are kept (the reward is fixed per env).
@@ -524,14 +733,24 @@ class ClusterParallelEnv(ParallelEnv):
         return float(self.reward_fn(stats))
 
     def _info(self) -> dict:
-        sim = self.sim
-        info = {"phase": "place" if self.phase == PLACE else "order", "time": sim.now,
-                "job_ids": self._job_ids, "placing_job": sim.placing, "tick": sim.last_tick == sim.now}
+        sim = self._sim
+        if self._live:
+            b = self._buffers
+            now, placing = float(b.time[0]), int(b.placing_job[0])
+            info = {"phase": "place" if self.phase == PLACE else "order", "time": now,
+                    "job_ids": self._job_ids, "placing_job": placing, "tick": bool(b.tick[0])}
+        else:
+            placing = sim.placing
+            info = {"phase": "place" if self.phase == PLACE else "order", "time": sim.now,
+                    "job_ids": self._job_ids, "placing_job": placing, "tick": sim.last_tick == sim.now}
         if self.phase == PLACE and self.sched.spread_floor:
-            floor = float(sim.spread_floor[sim.placing])
-            if floor == floor:   # the all-reduce model's floor for the spread guard (NaN: Gavel's)
-                info["spread_floor"] = floor
+            self._spread_floor_info(info, placing)
         return info
+
+    def _spread_floor_info(self, info: dict, job: int) -> None:
+        floor = float(self._sim.spread_floor[job])
+        if floor == floor:   # the all-reduce model's floor for the spread guard (NaN: Gavel's)
+            info["spread_floor"] = floor
 
     def _final_infos(self, infos: dict) -> dict:
         metrics = self.metrics()
@@ -549,9 +768,11 @@ class ClusterParallelEnv(ParallelEnv):
 
     def metrics(self) -> dict[str, float]:
         """Metrics of the current episode so far (all of them once it has ended)."""
-        if self.sim is None:
+        if self._sim is None:
             raise RuntimeError("call reset() first")
-        sim = self.sim
+        if self._live:
+            return self._engine.metrics(0)
+        sim = self._sim
         return episode_metrics(
             sim.workload, sim.submit, sim.jobs.first_start, sim.jobs.finish, sim.ideal_runtime,
             total_gpus=sim.total_gpus, busy_gpu_seconds=sim.busy_gpu_seconds, total_fee=sim.fee,
@@ -559,7 +780,7 @@ class ClusterParallelEnv(ParallelEnv):
             held=sim.jobs.held, allocations=sim.allocation_log)
 
     def render(self):
-        if self.sim is None:
+        if self._sim is None:
             raise RuntimeError("call reset() first")
         from cluster_env.envs import render as renderer
 
@@ -582,8 +803,10 @@ class ClusterParallelEnv(ParallelEnv):
 
     def state(self) -> np.ndarray:
         """Global state for centralised critics: the flattened shared features."""
-        if self.sim is None:
+        if self._sim is None:
             raise RuntimeError("call reset() first")
+        if self._live:
+            return self._flat_features.copy()
         feats, _, _ = self.builder.build(self.phase == PLACE, self._cand_pending, self._cand_running)
         return np.concatenate([feats[k].ravel() for k in ("jobs", "machines", "global", "placing")])
 

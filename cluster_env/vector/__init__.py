@@ -3,7 +3,7 @@
 =====================================  ==========================================================
 ``ClusterVectorEnv``, ``vector_env``   the Gymnasium-style vector env (card: :mod:`cluster_env.vector.env`)
 ``VectorBackend``, ``PythonBackend``   what steps the episodes (:mod:`cluster_env.vector.backend`)
-``Buffers``                            the stacked arrays they share (:mod:`cluster_env.vector.buffers`)
+``Buffers``                            the stacked arrays they share (:mod:`cluster_env.envs.buffers`)
 ``ClusterSB3VecEnv``, ``sb3_vec_env``  Stable-Baselines3 ``VecEnv`` adapter, ``action_masks()`` for
                                        sb3-contrib's MaskablePPO (:mod:`cluster_env.vector.sb3`;
                                        imports ``stable_baselines3`` on first use)
@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from cluster_env.vector.backend import PythonBackend, VectorBackend
-from cluster_env.vector.buffers import Buffers
+from cluster_env.envs.buffers import Buffers
 from cluster_env.vector.env import INVALID_ACTIONS, ClusterVectorEnv, vector_env
 
 

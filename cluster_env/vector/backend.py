@@ -2,7 +2,7 @@
 
 The vector env (:class:`cluster_env.vector.ClusterVectorEnv`) checks its arguments, resets ended
 episodes and builds infos; a *backend* owns the N episodes and writes their state into the shared
-:class:`~cluster_env.vector.buffers.Buffers`. The actions' checks against the masks and the
+:class:`~cluster_env.envs.buffers.Buffers`. The actions' checks against the masks and the
 invalid-action mode run in the backend's ``step_checked`` (in numpy by default here, inside the
 compiled step for the compiled backend), before any env steps.
 It is the seam where a compiled episode engine can later replace the per-env Python stepping
@@ -22,7 +22,7 @@ from typing import Any, Optional
 import numpy as np
 
 from cluster_env.envs.cluster_parallel import ORDER, PLACE, ClusterParallelEnv
-from cluster_env.vector.buffers import Buffers
+from cluster_env.envs.buffers import Buffers
 
 
 class VectorBackend(abc.ABC):

@@ -80,8 +80,8 @@ from cluster_env.errors import InvalidActionError
 from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 from cluster_env.vector.backend import VectorBackend
 from cluster_env.vector.compiled import make_backend
-from cluster_env.vector.buffers import Buffers, allocate
-from cluster_env.wrappers.layout import FlatLayout
+from cluster_env.envs.buffers import Buffers, allocate
+from cluster_env.envs.flat_layout import FlatLayout
 
 INVALID_ACTIONS = ("raise", "noop", "fallback")
 _AUTORESET = {"same_step": AutoresetMode.SAME_STEP, "disabled": AutoresetMode.DISABLED}

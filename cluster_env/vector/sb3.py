@@ -9,7 +9,7 @@ rewards and defaults, but stepping the N envs through the vector env's stacked b
 
 ======================  =====================================================================
 Observation space       the flat view's ``Box(-1, inf, (F,), float32)`` (layout:
-                        :mod:`cluster_env.wrappers.layout`), one row per env
+                        :mod:`cluster_env.envs.flat_layout`), one row per env
 Action space            ``Discrete(A)``, ``A = max(K + R + 1, M + 1)``: the acting agent's action
 Action masks            ``action_masks()`` -> bool ``(N, A)``; ``env_method("action_masks")`` and
                         ``has_attr("action_masks")`` as sb3-contrib's ``MaskablePPO`` asks

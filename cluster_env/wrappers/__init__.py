@@ -21,7 +21,7 @@ Numpy and gymnasium only: ``torch`` and ``stable_baselines3`` are never imported
                                          (:mod:`cluster_env.wrappers.flat_parallel`)
 ``supersuit_vec_env``, ``MaskedVecEnv``  SuperSuit's SB3 vector env of it, with ``seed()`` and
                                          ``action_masks`` for MaskablePPO (:mod:`cluster_env.wrappers.ss_vec`)
-``FlatLayout``                           the flat observation layout (:mod:`cluster_env.wrappers.layout`)
+``FlatLayout``                           the flat observation layout (:mod:`cluster_env.envs.flat_layout`)
 ``FlatViewPolicy``                       a flat-view predictor (a trained SB3 model, a torch module) as
                                          a policy of the parallel env, for ``baselines.evaluate``;
                                          ``baselines.save_agent`` / ``score_agent`` save and score one
@@ -52,7 +52,7 @@ from typing import Any
 from cluster_env.wrappers.flat import HeteroClusterFlatEnv
 from cluster_env.wrappers.flat_parallel import FlatParallelEnv, flat_parallel_env
 from cluster_env.wrappers.flat_policy import FlatViewPolicy
-from cluster_env.wrappers.layout import FEATURE_KEYS, FlatLayout
+from cluster_env.envs.flat_layout import FEATURE_KEYS, FlatLayout
 from cluster_env.wrappers.orderer import HeteroClusterOrdererEnv
 from cluster_env.wrappers.parallel import AgentSlots
 from cluster_env.wrappers.placer import HeteroClusterPlacerEnv

@@ -11,7 +11,7 @@ from gymnasium import spaces
 from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 from cluster_env.envs.cluster_parallel import AGENTS, PLACE, ClusterParallelEnv
 from cluster_env.errors import InvalidActionError
-from cluster_env.wrappers.layout import FlatLayout
+from cluster_env.envs.flat_layout import FlatLayout
 from cluster_env.wrappers.policies import resolve_policy
 
 

@@ -6,7 +6,7 @@ Registered id           ``cluster_env/HeteroClusterFlat-v1``
                         (``gymnasium.make(id, scenario=DEFAULT_SCENARIO, split="train", **overrides)``;
                         the default scenario is the benchmark's, ``philly-v1``)
 Observation space       ``Box(-1, inf, (F,), float32)``, ``F = (K+R)*14 + M*11 + 10 + 9 + A``
-                        (layout: :mod:`cluster_env.wrappers.layout`; ``env.layout.slice(name)``)
+                        (layout: :mod:`cluster_env.envs.flat_layout`; ``env.layout.slice(name)``)
 Action space            ``Discrete(A)``, ``A = max(K + R + 1, M + 1)``
 Action mask             ``env.action_masks()`` -> bool ``(A,)`` (what sb3-contrib's MaskablePPO reads);
                         also inside the observation (segment ``action_mask``)
@@ -58,7 +58,7 @@ from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 from cluster_env.envs.cluster_parallel import AGENTS, ClusterParallelEnv
 from cluster_env.errors import InvalidActionError
 from cluster_env.wrappers._base import DEFAULT_INVALID_PENALTY, ClusterView, as_action
-from cluster_env.wrappers.layout import FlatLayout
+from cluster_env.envs.flat_layout import FlatLayout
 
 
 class HeteroClusterFlatEnv(ClusterView):

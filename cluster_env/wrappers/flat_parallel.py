@@ -9,7 +9,7 @@ observation and action space. :class:`FlatParallelEnv` is the
 Import                  ``cluster_env.wrappers.flat_parallel_env(scenario, split, **overrides)``
 Agents                  ``["orderer", "placer"]``, as the parallel env
 Observation spaces      one ``Box(-1, inf, (F,), float32)`` object for both agents: the flat layout
-                        of :mod:`cluster_env.wrappers.layout` with the agent's own mask padded to
+                        of :mod:`cluster_env.envs.flat_layout` with the agent's own mask padded to
                         ``A`` and a one-hot ``agent`` segment (so one shared policy knows who acts)
 Action spaces           one ``Discrete(A)``, ``A = max(K + R + 1, M + 1)``, for both agents
 Action masks            the ``action_mask`` segment of each observation; ``action_masks()`` gives
@@ -46,7 +46,7 @@ from cluster_env.envs.cluster_parallel import PLACE, ClusterParallelEnv
 from cluster_env.errors import InvalidActionError
 from cluster_env.wrappers._base import (DEFAULT_INVALID_PENALTY, VIEW_INVALID_ACTIONS, as_action,
                                         check_invalid_penalty, default_max_steps)
-from cluster_env.wrappers.layout import FlatLayout
+from cluster_env.envs.flat_layout import FlatLayout
 
 
 class FlatParallelEnv(ParallelEnv):

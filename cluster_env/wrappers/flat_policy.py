@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from cluster_env.wrappers.layout import FlatLayout
+from cluster_env.envs.flat_layout import FlatLayout
 
 Predict = Callable[[np.ndarray, np.ndarray], int]
 

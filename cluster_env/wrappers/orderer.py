@@ -5,7 +5,7 @@ Import                  ``cluster_env.wrappers.HeteroClusterOrdererEnv(scenario,
                         fixed_policy="first-fit", **overrides)``
 Registered id           ``cluster_env/HeteroClusterOrderer-v1``
 Observation space       ``Box(-1, inf, (F,), float32)``, ``F = (K+R)*14 + M*11 + 10 + 9 + (K+R+1)``
-                        (layout: :mod:`cluster_env.wrappers.layout`, mask segment = the orderer's mask)
+                        (layout: :mod:`cluster_env.envs.flat_layout`, mask segment = the orderer's mask)
 Action space            ``Discrete(K + R + 1)``, the orderer's: ``i < K`` start the i-th pending
                         candidate, ``K <= i < K + R`` preempt, ``K + R`` advance
 Action mask             ``env.action_masks()`` -> bool ``(K + R + 1,)``

@@ -5,7 +5,7 @@ agent of every env copy is one entry ("slot") of a vector env and one policy act
 :class:`AgentSlots` turns one :class:`~cluster_env.envs.cluster_parallel.ClusterParallelEnv` into
 ``len(possible_agents)`` such slots:
 
-* observation of slot ``k``: the flat layout of :mod:`cluster_env.wrappers.layout` with agent
+* observation of slot ``k``: the flat layout of :mod:`cluster_env.envs.flat_layout` with agent
   ``k``'s own mask (padded to ``A = max(K + R + 1, M + 1)``) and the one-hot ``agent`` segment;
 * action: ``Discrete(A)``; each step the acting agent's action is sent, and the other agent's
   no-op is sent whatever its slot asked (its mask allows only the no-op anyway);
@@ -26,7 +26,7 @@ from gymnasium import spaces
 
 from cluster_env.envs.cluster_parallel import PLACE, ClusterParallelEnv
 from cluster_env.errors import InvalidActionError
-from cluster_env.wrappers.layout import FlatLayout
+from cluster_env.envs.flat_layout import FlatLayout
 
 
 def _copy_info(info: dict) -> dict:

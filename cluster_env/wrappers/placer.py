@@ -5,7 +5,7 @@ Import                  ``cluster_env.wrappers.HeteroClusterPlacerEnv(scenario, 
                         fixed_policy="fifo", **overrides)``
 Registered id           ``cluster_env/HeteroClusterPlacer-v1``
 Observation space       ``Box(-1, inf, (F,), float32)``, ``F = (K+R)*14 + M*11 + 10 + 9 + (M+1)``
-                        (layout: :mod:`cluster_env.wrappers.layout`, mask segment = the placer's mask;
+                        (layout: :mod:`cluster_env.envs.flat_layout`, mask segment = the placer's mask;
                         ``placing`` and the machines' ``usable`` / ``job_speed`` describe the job)
 Action space            ``Discrete(M + 1)``, the placer's: machine ``m < M``; ``M`` is the placer's
                         no-op, never allowed while placing (kept so indices match the env's)

@@ -21,7 +21,7 @@ import numpy as np
 from stable_baselines3.common.vec_env import VecEnvWrapper
 
 from cluster_env.scenarios.registry import DEFAULT_SCENARIO
-from cluster_env.wrappers.layout import FlatLayout
+from cluster_env.envs.flat_layout import FlatLayout
 
 
 class MaskedVecEnv(VecEnvWrapper):

@@ -7,6 +7,14 @@ and small scalar arrays. Each name below is the row (or entry) index of one quan
 """
 from __future__ import annotations
 
+#: How many times one job may be preempted in one instant of simulated time: the guard against
+#: zero-time livelocks (``ClusterParallelEnv._guard_zero_time_restart``, the compiled step's mask).
+MAX_PREEMPTIONS_PER_INSTANT = 16
+#: The compiled step's ``mode`` (``cluster_env.core.engine.step.step_all``): the actions are not
+#: checked (the caller did), or checked against ``action_mask`` before any env steps with the
+#: vector env's invalid-action mode.
+UNCHECKED, RAISE, NOOP, FALLBACK = -1, 0, 1, 2
+
 # ---- per-job float64 rows, array jf (rows, N) (Q_EXEC0: executed seconds at the job's last start, as
 # the priority orderers read them, kept with a minimum quantum only; SPREAD_FLOOR: the simulator's
 # spread_floor, NaN under Gavel's spread model)

@@ -13,7 +13,9 @@ unchanged (``ji, ic = S[1], S[11]``).
   (valid until it returns);
 * :func:`image_access` ``(tuple type)``: intrinsics that store the same copy into the bytes of a
   uint8 array (kept between calls) and make a Ref of it, for a loop over many episodes (the
-  vector step).
+  vector step);
+* :func:`container_image_access` ``(typed list type)``: the same for a numba typed list (the
+  episodes' generators), so that a step takes it without unboxing it from Python at each call.
 
 This module imports numba: import it only when numba is available.
 """
@@ -26,6 +28,7 @@ from numba.core.datamodel import models, register_default
 from numba.core.imputils import impl_ret_new_ref, lower_builtin
 from numba.core.typing.templates import AbstractTemplate, infer, signature
 from numba.extending import intrinsic
+from numba.typed import listobject  # noqa: F401 - registers the typed list's data model
 
 
 class Ref(types.Type):
@@ -162,3 +165,50 @@ def image_access(state_ty: types.BaseTuple):
         return Ref(state_ty)(image), codegen
 
     return store, load
+
+
+@functools.lru_cache(maxsize=None)
+def container_image_access(list_ty: types.ListType):
+    """``store(image, lst)`` writes an uncounted copy of the typed list ``lst`` (its ``meminfo``
+    null, its ``data`` pointer kept) into the bytes of the uint8 array ``image``; ``load(image)``
+    returns it (a typed list of type ``list_ty``). Python keeps the list alive while the image is
+    used; items may be set and appended (the C list ``data`` points to stays where it is)."""
+
+    @intrinsic
+    def store(typingctx, image, lst):
+        if not isinstance(image, types.Array) or lst != list_ty:
+            return None
+
+        def codegen(context, builder, sig, args):
+            proxy = cgutils.create_struct_proxy(list_ty)(context, builder, value=args[1])
+            proxy.meminfo = cgutils.get_null_value(proxy.meminfo.type)
+            data = context.data_model_manager[list_ty].as_data(builder, proxy._getvalue())
+            ary = context.make_array(image)(context, builder, value=args[0])
+            builder.store(data, builder.bitcast(ary.data, data.type.as_pointer()))
+            return context.get_dummy_value()
+
+        return types.none(image, lst), codegen
+
+    @intrinsic
+    def load(typingctx, image):
+        if not isinstance(image, types.Array):
+            return None
+
+        def codegen(context, builder, sig, args):
+            ary = context.make_array(image)(context, builder, value=args[0])
+            ptr = builder.bitcast(ary.data, context.get_data_type(list_ty).as_pointer())
+            value = context.data_model_manager[list_ty].load_from_data_pointer(builder, ptr)
+            # Null meminfo: numba's increments and decrements of this value are no-ops.
+            return impl_ret_new_ref(context, builder, list_ty, value)
+
+        return list_ty(image), codegen
+
+    return store, load
+
+
+def container_image_size(list_ty: types.ListType) -> int:
+    """Bytes of the image of a typed list of type ``list_ty``."""
+    from numba.core.registry import cpu_target
+
+    context = cpu_target.target_context
+    return context.get_abi_sizeof(context.get_data_type(list_ty))

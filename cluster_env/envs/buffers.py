@@ -1,7 +1,7 @@
 """The preallocated stacked arrays a vector env and its backend share.
 
 Every array has a leading axis of ``num_envs``. The four feature arrays are views into one flat
-``(N, F)`` float32 block laid out as :class:`cluster_env.wrappers.layout.FlatLayout` (``jobs``,
+``(N, F)`` float32 block laid out as :class:`cluster_env.envs.flat_layout.FlatLayout` (``jobs``,
 ``machines``, ``global``, ``placing``, ``action_mask`` as 0/1 floats): a backend that writes the
 feature arrays fills the flat observations of the single-agent views at the same time, so the
 SB3 adapter needs no flattening pass.
@@ -12,7 +12,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from cluster_env.wrappers.layout import FEATURE_KEYS, FlatLayout
+from cluster_env.envs.flat_layout import FEATURE_KEYS, FlatLayout
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The compiled step of the vector env: N episodes, one numba call per vector step.
+"""The compiled step: N episodes (the vector env's, or the parallel env's one), one numba call per step.
 
 For every env it applies the acting agent's action (start / place / preempt / advance, as
 ``ClusterParallelEnv.step``), skips the idle epochs, counts the step, computes the default reward
@@ -39,8 +39,6 @@ def jit_inline(fn):
     return dispatcher
 
 ORDER, PLACE = 0, 1
-#: ``ClusterParallelEnv``'s MAX_PREEMPTIONS_PER_INSTANT (checked equal by the backend).
-MAX_PREEMPTIONS_PER_INSTANT = 16
 
 # O: (ep_int, ep_float, job_static, allowed, job_speed, rows, job_state, machine_int, machine_float, cand, E,
 #     EF, pc_n, pc_at); ep_int, ep_float and rows: the observation kernel's arenas and machine block (see
@@ -71,24 +69,28 @@ OBS_BYTES = _ref.image_size(OBS_TYPE)
 store_state, load_state = _ref.image_access(STATE_TYPE)
 store_obs, load_obs = _ref.image_access(OBS_TYPE)
 
-# B: the stacked buffers the step reads and writes (cluster_env.vector.buffers) and the per-env
+# B: the stacked buffers the step reads and writes (cluster_env.envs.buffers) and the per-env
 # images, as one more byte image: one argument instead of twenty arrays to unbox per call. The
 # feature arrays are views into the flat block (layout "A"; a C-contiguous one, N = 1, is stored
 # as "A" too: one specialisation of the step).
 (B_JOBS, B_MACHINES, B_GLOBAL, B_PLACING, B_ORDER_PAD, B_PLACE_PAD, B_JOB_IDS, B_REWARDS, B_TERMINATED,
  B_TRUNCATED, B_NUM_STEPS, B_PHASE, B_TIME, B_PLACING_JOB, B_TICK, B_ENDED, B_ACTION_MASK, B_INVALID, B_PLAYED,
- B_STATE_IMAGES, B_OBS_IMAGES) = range(21)
+ B_STATE_IMAGES, B_OBS_IMAGES, B_RNGS) = range(22)
 BUF_ITEMS = (("f4", 3, "A"), ("f4", 3, "A"), ("f4", 2, "A"), ("f4", 2, "A"), ("i1", 2), ("i1", 2), ("i8", 2),
              ("f8", 1), ("b1", 1), ("b1", 1), ("i8", 1), ("i1", 1), ("f8", 1), ("i8", 1), ("b1", 1), ("i8", 1),
-             ("i1", 2), ("b1", 1), ("i8", 1), ("u1", 2), ("u1", 2))
+             ("i1", 2), ("b1", 1), ("i8", 1), ("u1", 2), ("u1", 2), ("u1", 1))
 BUF_TYPE = _ref.tuple_type(BUF_ITEMS)
 BUF_BYTES = _ref.image_size(BUF_TYPE)
 store_bufs, load_bufs = _ref.image_access(BUF_TYPE)
+# B_RNGS: the image of the episodes' generators, a numba typed list (one per env, see rng_list),
+# read by the step without unboxing the list from Python at each call.
+RNGS_TYPE = numba.types.ListType(numba.typeof(np.random.default_rng(0)))
+RNGS_BYTES = _ref.container_image_size(RNGS_TYPE)
+store_rngs, load_rngs = _ref.container_image_access(RNGS_TYPE)
 
-#: ``step_all``'s ``mode``: the actions are not checked (``flags`` says which are allowed, the
-#: backend contract's ``valid``), or checked against ``action_mask`` before any env steps with the
-#: vector env's invalid-action mode (``flags``: the dict form's other agent did not send its no-op).
-UNCHECKED, RAISE, NOOP, FALLBACK = -1, 0, 1, 2
+# step_all's ``mode`` (layout: UNCHECKED, RAISE, NOOP, FALLBACK): UNCHECKED, ``flags`` says which
+# actions are allowed (the backend contract's ``valid``); the others check against ``action_mask``
+# before any env steps (``flags``: the dict form's other agent did not send its no-op).
 #: ``step_all``'s result when the checks refuse the actions (nothing was stepped): an action
 #: outside ``Discrete(A)``, or a forbidden one in mode RAISE.
 REFUSED = -(1 << 62)
@@ -212,13 +214,19 @@ def store_state_row(state_images, i, S):
 
 
 @jit
+def store_rng_image(image, rngs):
+    """Write the image of the typed list ``rngs`` (the caller keeps it alive)."""
+    store_rngs(image, rngs)
+
+
+@jit
 def store_buffers(image, B):
     """Write the image of the buffers tuple ``B`` (the caller keeps its arrays alive)."""
     store_bufs(image, B)
 
 
 @jit
-def step_all(buf_image, rngs, actions, flags, mode, penalty):
+def step_all(buf_image, actions, flags, mode, penalty):
     """One decision in every env (``PythonBackend.step``'s calls, compiled), the buffers those of
     the image ``buf_image`` (``B_*``). With a checking ``mode`` (RAISE, NOOP, FALLBACK) first the
     vector env's action checks (``ClusterVectorEnv.step``): every action in ``Discrete(A)`` and, in
@@ -232,6 +240,7 @@ def step_all(buf_image, rngs, actions, flags, mode, penalty):
     rewards, terminated, truncated, num_steps, phase, times = B[7], B[8], B[9], B[10], B[11], B[12]
     placing_job, tick, ended, action_mask, invalid, played = B[13], B[14], B[15], B[16], B[17], B[18]
     state_images, obs_images = B[19], B[20]
+    rngs = load_rngs(B[21])
     n = len(rngs)
     n_act = action_mask.shape[1]
     if mode != UNCHECKED:

@@ -1,0 +1,211 @@
+"""Episodes of the parallel env held in the compiled engine's arrays: what the parallel env (one
+episode) and the vector env's compiled backend (N of them) step.
+
+:class:`CompiledEpisodes` keeps each episode's simulator state in the engine's arrays
+(:mod:`cluster_env.core.engine`) and steps all of them with one call of
+:func:`cluster_env.core.engine.step.step_all`: the action, the event loop to the next decision
+epoch, the default reward, the end flags and the observation and ``action_mask`` written straight
+into stacked buffers (:class:`cluster_env.envs.buffers.Buffers`, passed as one byte image). An
+episode starts from the fresh simulator its env built
+(:meth:`~cluster_env.envs.cluster_parallel.ClusterParallelEnv.start_episode`, the one reset every
+path runs); the engine's arrays are built from it.
+
+:func:`unsupported_reason` says what the compiled step cannot run exactly: anything but the numba
+kernel backend, the default observation layout and the default reward, or a render mode.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Optional
+
+import numpy as np
+
+from cluster_env.core.engine.state import LOG_ITEMS, build_state, grow_log, log_capacity, state_metrics
+from cluster_env.envs.observation import ObservationBuilder
+
+
+def unsupported_reason(env: Any) -> Optional[str]:
+    """Why the compiled step cannot run ``env``'s episodes exactly (None when it can)."""
+    from cluster_env.core import kernels
+
+    if kernels.active().name != "numba":
+        return "the compiled step needs numba and the numba kernel backend (CLUSTER_ENV_KERNELS)"
+    mode = getattr(env, "observation_mode", "default")
+    if mode != "default":
+        return f"observation={mode!r}: the compiled step builds the default observation layout only"
+    if type(env.builder) is not ObservationBuilder:
+        return f"{type(env.builder).__name__} is not the default layout's ObservationBuilder"
+    if env._jct_unit is None:
+        return "a non-default reward"
+    if env.render_mode is not None:
+        return "render modes draw the Python simulator"
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def step_module():
+    """The compiled step (imports numba; compiles or loads the cached machine code)."""
+    from cluster_env.core.engine import step
+
+    return step
+
+
+class CompiledEpisodes:
+    """N episodes in the compiled engine's arrays, stepped by one numba call (the buffers' rows
+    are the episodes' observations)."""
+
+    #: The allocation log's first size per job of an episode without max_steps (it grows as needed).
+    log_entries_per_job = 8
+
+    def __init__(self, envs: list, buffers: Any) -> None:
+        self._c = step_module()
+        self._step_all = self._c.step_all
+        self.envs = envs
+        self.num_envs = len(envs)
+        self.buffers = buffers
+        n = self.num_envs
+        self._states: list = [None] * n
+        self._obs: list = [None] * n
+        self._sims: list = [None] * n
+        self._rngs = None                      # numba typed list of the generators, made at the first step
+        self._logged: set[int] = set()         # envs whose episode keeps the allocation log (tenant quotas)
+        # Each env's state and observation tuples as byte images the compiled step reads (see
+        # core.engine.step); the tuples' arrays stay alive in _states and _obs.
+        self._state_images = np.zeros((n, self._c.STATE_BYTES), dtype=np.uint8)
+        self._obs_images = np.zeros((n, self._c.OBS_BYTES), dtype=np.uint8)
+        self._ended = np.zeros(n, dtype=np.int64)
+        self._rng_image = np.zeros(self._c.RNGS_BYTES, dtype=np.uint8)
+        b = buffers
+        # The buffers (and the images above) as one byte image: step_all's one argument for all of
+        # them (these arrays live as long as this object).
+        self._bufs = (b.jobs, b.machines, b.global_, b.placing, b.order_pad, b.place_pad, b.job_ids, b.rewards,
+                      b.terminated, b.truncated, b.num_steps, b.phase, b.time, b.placing_job, b.tick, self._ended,
+                      b.action_mask, b.invalid, b.played, self._state_images, self._obs_images, self._rng_image)
+        self._buf_image = np.zeros(self._c.BUF_BYTES, dtype=np.uint8)
+        self._c.store_buffers(self._buf_image, self._bufs)
+
+    def load(self, index: int, env: Any, sim: Any) -> None:
+        """Start env ``index``'s episode from ``sim``, the fresh simulator ``env.start_episode``
+        built: the engine's arrays, the idle epochs skipped, the first observation in row ``index``."""
+        # Tenant quotas: the allocation log for quota_violation (without max_steps, grow_logs
+        # makes room before every step).
+        log = log_capacity(sim.workload, env.sched.max_steps, self.log_entries_per_job)
+        state = build_state(env, sim, log)
+        obs = self._episode_arrays(env, sim, state)
+        self._states[index], self._obs[index], self._sims[index] = state, obs, sim
+        (self._logged.add if log else self._logged.discard)(index)
+        rng = env._np_random
+        if self._rngs is not None:
+            self._c.rng_set(self._rngs, index, rng)
+        b = self.buffers
+        err = self._c.reset_row(state, obs, self._state_images, self._obs_images, rng, index, b.jobs, b.machines,
+                                b.global_, b.placing, b.order_pad, b.place_pad, b.job_ids)
+        if err:
+            raise RuntimeError(f"compiled step: simulator error {int(err)} in env {index}'s reset")
+        c = self._c
+        sc, ic = state[10], state[11]
+        b.phase[index] = 0
+        b.time[index] = sc[c.NOW]
+        b.placing_job[index] = ic[c.PLACING]
+        b.tick[index] = sc[c.LAST_TICK] == sc[c.NOW]
+        b.num_steps[index] = 0
+        b.action_mask[index] = b.order_pad[index]      # a new episode starts in ORDER
+
+    def step(self, actions: np.ndarray, flags: np.ndarray, mode: int, penalty: float) -> int:
+        """One decision in every episode (:func:`cluster_env.core.engine.step.step_all`): the
+        count of episodes that ended (their rows in :attr:`ended`), or REFUSED."""
+        if self._rngs is None:
+            self._rngs = self._make_typed()
+        if self._logged:
+            self.grow_logs()
+        count = self._step_all(self._buf_image, actions, flags, mode, penalty)
+        if count < 0 and count != self._c.REFUSED:
+            raise RuntimeError(f"compiled step: simulator error {int(self._states[-1 - count][11][self._c.ERROR])} "
+                               f"in env {-1 - count}")
+        return count
+
+    @property
+    def ended(self) -> np.ndarray:
+        """The rows of the episodes that ended in the last step (its first ``count`` entries)."""
+        return self._ended
+
+    def grow_logs(self) -> None:
+        """Room in every kept allocation log for the coming step (at most the running jobs plus
+        two entries, see load): a full log is doubled and its env's state image stored again."""
+        c = self._c
+        for i in self._logged:
+            state = self._states[i]
+            size = len(state[LOG_ITEMS[0]])
+            if size - state[11][c.LOG_N] < state[11][c.N_RUN] + 2:
+                state = grow_log(state, 2 * size + state[11][c.N_RUN] + 2)
+                self._states[i] = state
+                c.store_state_row(self._state_images, i, state)
+
+    def state(self, index: int) -> tuple:
+        """Env ``index``'s engine state (:mod:`cluster_env.core.engine.layout`)."""
+        return self._states[index]
+
+    def candidates(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        """The pending and running jobs env ``index``'s observation shows (copies)."""
+        c, O = self._c, self._obs[index]
+        E, cand = O[c.O_E], O[c.O_CAND]
+        K = E[c.E_K]
+        return cand[:E[c.E_NP]].copy(), cand[K:K + E[c.E_NR]].copy()
+
+    def metrics(self, index: int) -> dict:
+        """Every metric of env ``index``'s episode so far."""
+        return state_metrics(self._states[index], self._sims[index])
+
+    def close(self) -> None:
+        self._rngs = None
+        self._logged = set()
+        self._states = [None] * self.num_envs
+        self._obs = [None] * self.num_envs
+        self._sims = [None] * self.num_envs
+
+    def _episode_arrays(self, env: Any, sim: Any, state: tuple) -> tuple:
+        """The observation tuple ``O`` of :mod:`cluster_env.core.engine.step` for a new episode
+        (with views of the engine ``state``'s rows the observation kernel reads)."""
+        c, builder = self._c, env.builder
+        (ep_int, ep_float, job_static, allowed, job_speed, *_rest) = builder._episode_args
+        K, R = builder.K, builder.R
+        preemption, clairvoyant, total_gpus = builder.preemption, builder.clairvoyant, sim.total_gpus
+        # The kernel's arenas and machine block as ObservationBuilder.bind makes them: fresh copies
+        # (the rows no free/jobs values shown yet, the block the static columns).
+        m = sim.num_machines
+        ep_int = np.array(ep_int, dtype=np.int64)
+        ep_int[len(ep_int) - 2 * m:] = -1
+        ep_float = np.array(ep_float, dtype=np.float64)
+        rows = np.array(builder._machine_static, dtype=np.float32)
+        E = np.zeros(c.E_SIZE, dtype=np.int64)
+        E[c.E_K], E[c.E_R] = K, R
+        E[c.E_PREEMPTION], E[c.E_CLAIRVOYANT], E[c.E_TOTAL_GPUS] = int(preemption), int(clairvoyant), total_gpus
+        E[c.E_NORDER], E[c.E_NPLACE] = self.buffers.n_order, self.buffers.n_place
+        E[c.E_MAX_STEPS] = -1 if env.sched.max_steps is None else env.sched.max_steps
+        E[c.E_AGE_VER] = -1
+        EF = np.zeros(c.EF_SIZE)
+        EF[c.EF_AGE_NOW] = np.nan
+        EF[c.EF_PREEMPT_AT] = np.nan
+        EF[c.EF_DENOM] = max(sim.num_jobs, 1) * env._jct_unit
+        EF[c.EF_MAX_TIME] = np.inf if env.sched.max_time is None else float(env.sched.max_time)
+        n = sim.num_jobs
+        i64, f64 = np.int64, np.float64
+        # Contiguous views of consecutive rows, made here: numba types a slice taken inside the
+        # step as a non-contiguous array, another specialisation of the observation kernel.
+        jf, mf, mi = state[0], state[2], state[3]
+        return (ep_int, ep_float, job_static, np.ascontiguousarray(allowed, np.bool_),
+                np.ascontiguousarray(job_speed, f64), rows, jf[c.PROGRESS:c.EXECUTED + 1],
+                mi[c.FREE:c.MJOBS + 1], mf[c.MEASURED:c.MEASURED_AT + 1],
+                np.zeros(K + R, dtype=i64), E, EF, np.zeros(n, dtype=i64), np.full(n, np.nan))
+
+    def _make_typed(self):
+        if any(s is None for s in self._states):
+            raise RuntimeError("step() before every env was reset")
+        rngs = self._c.rng_list(self.envs[0]._np_random)
+        for env in self.envs[1:]:
+            self._c.rng_append(rngs, env._np_random)
+        self._c.store_rng_image(self._rng_image, rngs)     # the step reads the list from its image
+        return rngs
+
+
+__all__ = ["CompiledEpisodes", "step_module", "unsupported_reason"]
