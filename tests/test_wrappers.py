@@ -84,7 +84,7 @@ def test_flat_layout_dimensions_and_segments():
     assert env.action_space == gymnasium.spaces.Discrete(n_act)
     assert env.observation_space.shape == ((b.K + b.R) * 14 + b.M * 11 + 10 + 9 + n_act,)
     obs, _ = env.reset(seed=3)
-    raw = env.env._observe()["orderer"]
+    raw = cluster_env.parallel_env("philly-v0", "test").reset(seed=3)[0]["orderer"]
     parts = env.layout.unflatten(obs)
     for key in ("jobs", "machines", "global", "placing"):
         np.testing.assert_array_equal(parts[key], raw[key])

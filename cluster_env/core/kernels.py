@@ -1357,28 +1357,30 @@ def warm_up(recorded: bool = False) -> float:
     a few seconds to compile).
 
     ``recorded``: only what recorded episodes use (the harness's timelines and series: the
-    simulator's logs on, so the per-event path, without the compiled skip-idle loop and
-    placement, the largest compile)."""
+    Python simulator with its logs on, so the per-event path, without the compiled step, the
+    skip-idle loop and placement, the largest compiles)."""
     import time
 
     import cluster_env
 
     t0 = time.perf_counter()
-    # 300 jobs of philly-v0 (every effect on): all but the restart paths run. The first allowed
-    # action mostly (the compiled skip-idle loop's path), now and then "advance" where allowed
-    # (the per-event Python path and its kernels).
-    env = cluster_env.parallel_env("philly-v0", jobs_per_episode=300)
-    obs, _ = env.reset(seed=0)
-    if recorded:                     # as baselines.harness.episode.run_episode(record=True)
-        env.sim.allocation_log, env.sim.event_log = [], []
-    steps = 0
-    while env.agents:
-        actions = {agent: int(o["action_mask"].argmax()) for agent, o in obs.items()}
-        mask = obs["orderer"]["action_mask"]
-        if steps % 7 == 3 and mask[-1]:
-            actions["orderer"] = len(mask) - 1
-        obs, *_ = env.step(actions)
-        steps += 1
+    # 300 jobs of philly-v0 (every effect on): all but the restart paths run, in the compiled step
+    # (the parallel env's default) and in the Python simulator (other layouts and rewards,
+    # recordings). The first allowed action mostly (the compiled skip-idle loop's path), now and
+    # then "advance" where allowed (the per-event Python path and its kernels).
+    for backend in ("python",) if recorded else ("auto", "python"):
+        env = cluster_env.parallel_env("philly-v0", jobs_per_episode=300, backend=backend)
+        obs, _ = env.reset(seed=0)
+        if recorded:                     # as baselines.harness.episode.run_episode(record=True)
+            env.sim.allocation_log, env.sim.event_log = [], []
+        steps = 0
+        while env.agents:
+            actions = {agent: int(o["action_mask"].argmax()) for agent, o in obs.items()}
+            mask = obs["orderer"]["action_mask"]
+            if steps % 7 == 3 and mask[-1]:
+                actions["orderer"] = len(mask) - 1
+            obs, *_ = env.step(actions)
+            steps += 1
     return time.perf_counter() - t0
 
 

@@ -305,6 +305,11 @@ class ClusterParallelEnv(ParallelEnv):
         self._sim = value
 
     @property
+    def in_episode(self) -> bool:
+        """Whether an episode is under way (reset, not ended, not closed)."""
+        return self._sim is not None and bool(self.agents)
+
+    @property
     def engine(self) -> str:
         """What runs the current episode: ``"compiled"`` or ``"python"``."""
         return "compiled" if self._live else "python"

@@ -24,7 +24,6 @@ from cluster_env.envs import compiled_episodes
 from cluster_env.envs.buffers import Buffers
 from cluster_env.envs.cluster_parallel import ClusterParallelEnv
 from cluster_env.envs.compiled_episodes import CompiledEpisodes
-from cluster_env.envs.observation import ObservationBuilder
 from cluster_env.vector.backend import PythonBackend, VectorBackend
 
 #: Backend names ``ClusterVectorEnv(backend=...)`` accepts besides a factory.
@@ -34,12 +33,11 @@ BACKEND_NAMES = ("auto", "compiled", "python")
 def unsupported_reason(envs: list[ClusterParallelEnv]) -> Optional[str]:
     """Why the compiled backend cannot run these envs exactly (None when it can)."""
     for env in envs:
-        if type(env) is not ClusterParallelEnv or type(env.builder) is not ObservationBuilder:
-            return (f"env {type(env).__name__} with {type(env.builder).__name__} is not the library's "
-                    "ClusterParallelEnv with the default observation layout")
         why = compiled_episodes.unsupported_reason(env)
         if why is not None:
             return f"{why}: Python backend (backend='python' or 'auto')"
+        if type(env) is not ClusterParallelEnv:
+            return f"env {type(env).__name__} is not the library's ClusterParallelEnv"
     return None
 
 

@@ -116,7 +116,7 @@ class ClusterView(gymnasium.Env):
         return action, False
 
     def _check_running(self) -> None:
-        if self.env.sim is None or not self.env.agents:
+        if not self.env.in_episode:
             raise RuntimeError("step() called before reset() or after the episode ended; call reset() first")
 
     # ------------------------------------------------------------------ public extras

@@ -92,7 +92,7 @@ class FlatParallelEnv(ParallelEnv):
 
     def step(self, actions: dict):
         env = self.env
-        if env.sim is None or not env.agents:
+        if not env.in_episode:
             return env.step(actions)            # the parallel env's own error
         if not isinstance(actions, dict):
             raise TypeError(f"actions must be a dict of agent -> action, got {type(actions).__name__}")

@@ -1,0 +1,175 @@
+"""The parallel env's compiled step (backend="auto", the default) against its Python simulator
+(backend="python"): the same seeds and actions give every step's observations, rewards, flags and
+infos bit for bit; reading ``env.sim`` mid-episode hands the episode to Python unchanged."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cluster_env
+from cluster_env.core import kernels
+from cluster_env.errors import InvalidActionError
+
+pytestmark = pytest.mark.skipif(kernels.active().name != "numba", reason="the compiled step needs numba")
+
+
+def _pair(scenario, **kw):
+    fast = cluster_env.parallel_env(scenario, **kw)
+    slow = cluster_env.parallel_env(scenario, backend="python", **kw)
+    return fast, slow
+
+
+def _same(a, b, where):
+    """Deep equality of step outputs: arrays with dtype and bits, dicts key by key."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), (where, sorted(a), sorted(b))
+        for k in a:
+            _same(a[k], b[k], f"{where}/{k}")
+    elif isinstance(a, (tuple, list)):
+        assert type(a) is type(b) and len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b)):
+            _same(x, y, f"{where}[{i}]")
+    elif isinstance(a, np.ndarray):
+        assert isinstance(b, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape, where
+        assert np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), where
+    elif isinstance(a, float) and a != a:
+        assert b != b, where
+    else:
+        assert type(a) is type(b) and a == b, (where, a, b)
+
+
+def _actions(obs, rng, wild):
+    """A masked random decision of the acting agent; with probability ``wild`` any action of
+    either agent (forbidden ones included)."""
+    out = {}
+    for agent, o in obs.items():
+        mask = o["action_mask"]
+        if rng.random() < wild:
+            out[agent] = int(rng.integers(len(mask)))
+        else:
+            allowed = np.flatnonzero(mask)
+            out[agent] = int(rng.choice(allowed))
+    return out
+
+
+def _play_both(fast, slow, seed, wild=0.0, hand_off_at=None, limit=3000):
+    obs_f, info_f = fast.reset(seed=seed)
+    obs_s, info_s = slow.reset(seed=seed)
+    _same((obs_f, info_f), (obs_s, info_s), "reset")
+    rng = np.random.default_rng(seed)
+    steps = 0
+    while fast.agents and steps < limit:
+        if steps == hand_off_at:
+            assert fast.engine == "compiled"
+            assert fast.sim is not None          # the hand-off: the episode goes on in Python
+            assert fast.engine == "python"
+        act = _actions(obs_f, rng, wild)
+        out_f = fast.step(dict(act))
+        out_s = slow.step(dict(act))
+        _same(out_f, out_s, f"step {steps}")
+        obs_f = out_f[0]
+        steps += 1
+    assert not slow.agents or steps == limit
+    return steps
+
+
+@pytest.mark.parametrize("scenario, kw", [
+    ("philly-v1", {"jobs_per_episode": 40}),
+    ("philly-hetero-v2", {"jobs_per_episode": 40}),
+    ("toy-v0", {"preemption": True, "max_steps": 400}),
+    ("philly-tenants-v1", {"jobs_per_episode": 40}),
+    ("philly-slo-v1", {"jobs_per_episode": 40, "preemption": True}),
+])
+def test_compiled_and_python_backends_step_the_same(scenario, kw):
+    fast, slow = _pair(scenario, **kw)
+    _play_both(fast, slow, seed=3)
+    assert fast.engine == "compiled"
+    _same(fast.metrics(), slow.metrics(), "metrics")
+    _same(fast.job_state().__dict__, slow.job_state().__dict__, "job_state")
+    assert fast.engine == "compiled"          # neither read needed the Python simulator
+
+
+@pytest.mark.parametrize("mode", ["noop", "fallback"])
+def test_forbidden_actions_are_ignored_or_replaced_alike(mode):
+    fast, slow = _pair("philly-hetero-v2", jobs_per_episode=30, invalid_action=mode, preemption=True)
+    _play_both(fast, slow, seed=5, wild=0.3)
+    assert fast.fallbacks == slow.fallbacks
+    if mode == "fallback":
+        assert fast.fallbacks > 0
+
+
+def test_a_forbidden_action_raises_the_same_error_and_changes_nothing():
+    fast, slow = _pair("philly-v1", jobs_per_episode=20)
+    for env in (fast, slow):
+        obs, _ = env.reset(seed=1)
+        bad = int(np.flatnonzero(obs["orderer"]["action_mask"] == 0)[0])
+        with pytest.raises(InvalidActionError, match="forbidden in the ORDER phase"):
+            env.step({"orderer": bad, "placer": len(obs["placer"]["action_mask"]) - 1})
+    assert fast.num_steps == slow.num_steps == 0
+    _play_both(fast, slow, seed=1)
+
+
+@pytest.mark.parametrize("at", [0, 7, 60])
+def test_reading_sim_hands_the_episode_to_python_bit_for_bit(at):
+    fast, slow = _pair("philly-hetero-v2", jobs_per_episode=30, preemption=True)
+    _play_both(fast, slow, seed=2, hand_off_at=at, wild=0.0)
+    assert fast.engine == "python"
+    _same(fast.metrics(), slow.metrics(), "metrics")
+    # The next episode runs compiled again.
+    fast.reset(seed=4)
+    assert fast.engine == "compiled"
+
+
+def test_hand_off_after_the_episode_ended_gives_the_final_simulator():
+    fast, slow = _pair("philly-tenants-v1", jobs_per_episode=30)
+    _play_both(fast, slow, seed=6)
+    sim_f, sim_s = fast.sim, slow.sim
+    assert np.array_equal(sim_f.jobs.finish, sim_s.jobs.finish, equal_nan=True)
+    assert sim_f.now == sim_s.now and sim_f.events == sim_s.events
+    assert sim_f.allocation_log == sim_s.allocation_log
+
+
+def test_truncation_and_state_are_the_same():
+    fast, slow = _pair("philly-v1", jobs_per_episode=60, max_steps=50)
+    steps = _play_both(fast, slow, seed=0)
+    assert steps == 50
+    fast.reset(seed=9)
+    slow.reset(seed=9)
+    _same(fast.state(), slow.state(), "state")
+
+
+def test_the_default_env_runs_compiled_and_backend_is_checked():
+    env = cluster_env.parallel_env()
+    env.reset(seed=0)
+    assert env.backend == "auto" and env.engine == "compiled"
+    assert cluster_env.parallel_env(observation="extended").backend == "auto"
+    extended = cluster_env.parallel_env(observation="extended")
+    extended.reset(seed=0)
+    assert extended.engine == "python"
+    with pytest.raises(ValueError, match="backend='compiled' cannot run .*observation='extended'"):
+        cluster_env.parallel_env(observation="extended", backend="compiled")
+    with pytest.raises(ValueError, match="backend must be one of"):
+        cluster_env.parallel_env(backend="numba")
+
+
+def test_single_agent_view_steps_alike_on_both_backends():
+    """The views' padded indices reach ``ignore_step`` (the compiled step plays nothing then)."""
+    from cluster_env.wrappers import HeteroClusterFlatEnv
+
+    outs = []
+    for backend in ("auto", "python"):
+        view = HeteroClusterFlatEnv("philly-hetero-v2", jobs_per_episode=25, invalid_action="noop", backend=backend)
+        obs, _ = view.reset(seed=8)
+        rng = np.random.default_rng(8)
+        trail = [obs]
+        done = False
+        while not done:
+            obs, reward, term, trunc, info = view.step(int(rng.integers(view.action_space.n)))
+            trail.append((obs, reward, term, trunc))
+            done = term or trunc
+        outs.append((trail, view.unwrapped.metrics()))
+        assert view.env.engine == ("compiled" if backend == "auto" else "python")
+    _same(outs[0][1], outs[1][1], "metrics")
+    assert len(outs[0][0]) == len(outs[1][0])
+    for i, (a, b) in enumerate(zip(*(o[0] for o in outs))):
+        _same(a, b, f"view step {i}")
