@@ -173,3 +173,39 @@ def test_single_agent_view_steps_alike_on_both_backends():
     assert len(outs[0][0]) == len(outs[1][0])
     for i, (a, b) in enumerate(zip(*(o[0] for o in outs))):
         _same(a, b, f"view step {i}")
+
+
+def test_observations_stay_what_they_were_whatever_the_caller_keeps():
+    """The compiled step hands out arrays without copying them only when nothing else holds them:
+    kept observations, kept dicts and kept views of them never change afterwards."""
+    env = cluster_env.parallel_env("philly-hetero-v2", jobs_per_episode=30)
+    obs, infos = env.reset(seed=0)
+    kept, views = [], []
+    step = 0
+    while env.agents:
+        if step % 3 == 0:           # the whole dict (its arrays with it)
+            kept.append((obs, {a: {k: v.copy() for k, v in o.items()} for a, o in obs.items()}))
+        if step % 5 == 1:           # only a view of one array
+            view = obs["placer"]["machines"][:, 3]
+            views.append((view, view.copy()))
+        if step % 7 == 2:           # the job ids of the infos
+            views.append((infos["orderer"]["job_ids"], infos["orderer"]["job_ids"].copy()))
+        previous = obs
+        obs, _, _, _, infos = env.step({a: int(o["action_mask"].argmax()) for a, o in obs.items()})
+        assert obs["orderer"]["jobs"] is not previous["orderer"]["jobs"]
+        step += 1
+    assert step > 30 and env.engine == "compiled"
+    for held, copy in kept:
+        _same(held, copy, "kept observation")
+    for held, copy in views:
+        assert np.array_equal(held, copy)
+
+
+def test_a_replay_that_leaves_the_engine_is_an_error_not_another_episode(monkeypatch):
+    env = cluster_env.parallel_env("philly-v1", jobs_per_episode=20)
+    obs, _ = env.reset(seed=0)
+    for _ in range(6):
+        obs, *_ = env.step({a: int(o["action_mask"].argmax()) for a, o in obs.items()})
+    env._engine.trace.pop()          # the replay now misses the last decision
+    with pytest.raises(RuntimeError, match="replay of this episode left the compiled engine"):
+        env.sim

@@ -107,7 +107,6 @@ scenario is unchanged); the ``train_range`` argument (default: the whole train s
 """
 from __future__ import annotations
 
-import array
 import functools
 from dataclasses import fields, replace
 from typing import Any, Optional
@@ -128,9 +127,7 @@ from cluster_env.core.metrics import episode_metrics
 from cluster_env.core.rewards import JCTReward, StepStats, make_reward
 from cluster_env.core.engine import layout as _L
 from cluster_env.core.simulator import ClusterSimulator, JobState
-from cluster_env.envs.buffers import allocate
-from cluster_env.envs.compiled_episodes import CompiledEpisodes, unsupported_reason
-from cluster_env.envs.flat_layout import FlatLayout
+from cluster_env.envs.compiled_episodes import OneEpisode, unsupported_reason
 from cluster_env.envs.observation import ObservationBuilder
 from cluster_env.envs.observation_ext import ExtendedObservationBuilder, check_observation_mode
 from cluster_env.envs.observation_obj import ObjectiveObservationBuilder
@@ -282,7 +279,7 @@ class ClusterParallelEnv(ParallelEnv):
         self._np_random: Optional[np.random.Generator] = None
         self.sim: Optional[ClusterSimulator] = None
         self.backend = self._check_backend(other.get("backend", "auto"))
-        self._engine: Optional[CompiledEpisodes] = None     # made at the first compiled reset
+        self._engine: Optional[OneEpisode] = None     # made at the first compiled reset
         #: Offered load of the current episode's workload (cluster_env.scenarios.load), set by reset.
         self.offered_load: float = float("nan")
 
@@ -358,8 +355,8 @@ class ClusterParallelEnv(ParallelEnv):
         self.num_steps = 0
         self.fallbacks = 0          # decisions the fallback rule played instead of a forbidden action
         if engine is not None:
-            self._sim, self._live, self._trace = sim, True, array.array("q")
-            engine.load(0, self, sim)
+            self._sim, self._live = sim, True
+            engine.start(self, sim)
             obs = self._engine_observe()
             done = int(engine.state(0)[11][_FINISHED]) == sim.num_jobs
         else:
@@ -537,48 +534,23 @@ class ClusterParallelEnv(ParallelEnv):
             return f"{type(self).__name__} is not the library's ClusterParallelEnv"
         return unsupported_reason(self)
 
-    def _engine_for_reset(self) -> Optional[CompiledEpisodes]:
+    def _engine_for_reset(self) -> Optional[OneEpisode]:
         """The compiled episode runner this reset uses (None: the Python simulator), made once."""
         if self.backend == "python" or self._engine_unsupported() is not None:
             return None
         if self._engine is None:
-            space = self.observation_spaces["orderer"]
-            n_order, n_place = self._order_noop + 1, self._place_noop + 1
-            b = allocate(1, FlatLayout(space, max(n_order, n_place)), n_order, n_place)
-            # Both masks in one array (one copy per step): rows of one (2, A) block.
-            self._masks = np.zeros((2, b.order_pad.shape[1]), np.int8)
-            b.order_pad, b.place_pad = self._masks[0:1], self._masks[1:2]
-            self._buffers = b
-            self._engine = CompiledEpisodes([self], b)
-            self._act, self._ok = np.zeros(1, np.int64), np.zeros(1, np.bool_)
-            nj, nm, ng = b.jobs[0].size, b.machines[0].size, b.global_[0].size
-            self._flat_features = b.flat[0, :nj + nm + ng + b.placing[0].size]
-            # Where each feature array sits in the features' copy (each step cuts views of it).
-            self._cuts = (slice(0, nj), b.jobs.shape[1:], slice(nj, nj + nm), b.machines.shape[1:],
-                          slice(nj + nm, nj + nm + ng), slice(nj + nm + ng, None))
+            self._engine = OneEpisode(self)
         return self._engine
 
     def _engine_step(self, act: Optional[int], invalid: "list[str] | None"):
         """One step in the compiled engine (``act``: the acting agent's decision, None: nothing
         played), with the dicts ``step`` returns."""
-        if act is None:
-            self._ok[0] = False
-            self._trace.append(-1)
-        else:
-            self._act[0] = act
-            self._ok[0] = True
-            self._trace.append(act)
-        self._engine.step(self._act, self._ok, UNCHECKED, 0.0)
+        reward, now, placing, phase, done, truncated, tick = self._engine.play(act)
         self.num_steps += 1
-        b = self._buffers
-        self.phase = phase = b.phase.item()
-        reward = b.rewards.item()
-        done, truncated = b.terminated.item(), b.truncated.item()
+        self.phase = phase
         obs = self._engine_observe()
-        placing = b.placing_job.item()
-        now = b.time.item()
         info = {"phase": "place" if phase else "order", "time": now, "job_ids": self._job_ids,
-                "placing_job": placing, "tick": b.tick.item()}
+                "placing_job": placing, "tick": tick}
         if phase and self.sched.spread_floor:
             self._spread_floor_info(info, placing)
         infos = {"orderer": info, "placer": info.copy()}
@@ -593,14 +565,10 @@ class ClusterParallelEnv(ParallelEnv):
 
     def _engine_observe(self) -> dict:
         """The observation dicts from the compiled step's buffers (fresh arrays, as ``_observe``)."""
-        f = self._flat_features.copy()
-        cj, sj, cm, sm, cg, cp = self._cuts
-        jobs, machines, g, p = f[cj].reshape(sj), f[cm].reshape(sm), f[cg], f[cp]
-        masks = self._masks.copy()
-        self._order_mask = order = masks[0, :self._order_noop + 1]
-        self._place_mask = place = masks[1, :self._place_noop + 1]
-        if self.phase == ORDER:
-            self._job_ids = self._buffers.job_ids[0].copy()
+        jobs, machines, g, p, order, place, ids = self._engine.observe(self.phase == ORDER)
+        self._order_mask, self._place_mask = order, place
+        if ids is not None:
+            self._job_ids = ids
         return {"orderer": {"jobs": jobs, "machines": machines, "global": g, "placing": p, "action_mask": order},
                 "placer": {"jobs": jobs, "machines": machines, "global": g, "placing": p, "action_mask": place}}
 
@@ -612,7 +580,7 @@ class ClusterParallelEnv(ParallelEnv):
         state = engine.state(0)
         rng = self._np_random
         rng_now = rng.bit_generator.state
-        trace, fallbacks, agents, steps = self._trace, self.fallbacks, self.agents, self.num_steps
+        trace, fallbacks, agents, steps = engine.trace, self.fallbacks, self.agents, self.num_steps
         rng.bit_generator.state = self._rng_at_start
         self.sim = self._new_simulator(self._sim.workload)
         self._begin_python()
@@ -625,7 +593,7 @@ class ClusterParallelEnv(ParallelEnv):
         sim, sc, ic = self._sim, state[10], state[11]
         same = (rng.bit_generator.state == rng_now and self.num_steps == steps and sim.now == sc[_NOW]
                 and sim.job_seconds == sc[_JOB_SECONDS] and sim.events == ic[_EVENTS]
-                and sim.finished_count == ic[_FINISHED] and self.phase == int(self._buffers.phase[0]))
+                and sim.finished_count == ic[_FINISHED] and self.phase == engine.scalars()[3])
         if not same:
             raise RuntimeError(f"the Python simulator's replay of this episode left the compiled engine's "
                                f"after {steps} steps (t={sim.now} vs {sc[_NOW]}); please report it, with "
@@ -740,10 +708,9 @@ class ClusterParallelEnv(ParallelEnv):
     def _info(self) -> dict:
         sim = self._sim
         if self._live:
-            b = self._buffers
-            now, placing = float(b.time[0]), int(b.placing_job[0])
+            _, now, placing, _, _, _, tick = self._engine.scalars()
             info = {"phase": "place" if self.phase == PLACE else "order", "time": now,
-                    "job_ids": self._job_ids, "placing_job": placing, "tick": bool(b.tick[0])}
+                    "job_ids": self._job_ids, "placing_job": placing, "tick": tick}
         else:
             placing = sim.placing
             info = {"phase": "place" if self.phase == PLACE else "order", "time": sim.now,
@@ -811,7 +778,7 @@ class ClusterParallelEnv(ParallelEnv):
         if self._sim is None:
             raise RuntimeError("call reset() first")
         if self._live:
-            return self._flat_features.copy()
+            return self._engine.features()
         feats, _, _ = self.builder.build(self.phase == PLACE, self._cand_pending, self._cand_running)
         return np.concatenate([feats[k].ravel() for k in ("jobs", "machines", "global", "placing")])
 

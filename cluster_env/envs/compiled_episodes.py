@@ -15,12 +15,19 @@ kernel backend, the default observation layout and the default reward, or a rend
 """
 from __future__ import annotations
 
+import array
 import functools
+import struct
+import sys
+from dataclasses import replace
 from typing import Any, Optional
 
 import numpy as np
 
+from cluster_env.core.engine.layout import UNCHECKED
 from cluster_env.core.engine.state import LOG_ITEMS, build_state, grow_log, log_capacity, state_metrics
+from cluster_env.envs.buffers import allocate
+from cluster_env.envs.flat_layout import FlatLayout
 from cluster_env.envs.observation import ObservationBuilder
 
 
@@ -75,14 +82,17 @@ class CompiledEpisodes:
         self._obs_images = np.zeros((n, self._c.OBS_BYTES), dtype=np.uint8)
         self._ended = np.zeros(n, dtype=np.int64)
         self._rng_image = np.zeros(self._c.RNGS_BYTES, dtype=np.uint8)
-        b = buffers
-        # The buffers (and the images above) as one byte image: step_all's one argument for all of
-        # them (these arrays live as long as this object).
-        self._bufs = (b.jobs, b.machines, b.global_, b.placing, b.order_pad, b.place_pad, b.job_ids, b.rewards,
-                      b.terminated, b.truncated, b.num_steps, b.phase, b.time, b.placing_job, b.tick, self._ended,
-                      b.action_mask, b.invalid, b.played, self._state_images, self._obs_images, self._rng_image)
-        self._buf_image = np.zeros(self._c.BUF_BYTES, dtype=np.uint8)
-        self._c.store_buffers(self._buf_image, self._bufs)
+        self._bufs, self._buf_image = self._image_of(buffers)
+
+    def _image_of(self, b: Any) -> tuple[tuple, np.ndarray]:
+        """The buffers ``b`` (and this object's images) as one byte image: step_all's one argument
+        for all of them; the tuple keeps the arrays alive as long as the image is used."""
+        bufs = (b.jobs, b.machines, b.global_, b.placing, b.order_pad, b.place_pad, b.job_ids, b.rewards,
+                b.terminated, b.truncated, b.num_steps, b.phase, b.time, b.placing_job, b.tick, self._ended,
+                b.action_mask, b.invalid, b.played, self._state_images, self._obs_images, self._rng_image)
+        image = np.zeros(self._c.BUF_BYTES, dtype=np.uint8)
+        self._c.store_buffers(image, bufs)
+        return bufs, image
 
     def load(self, index: int, env: Any, sim: Any) -> None:
         """Start env ``index``'s episode from ``sim``, the fresh simulator ``env.start_episode``
@@ -208,4 +218,114 @@ class CompiledEpisodes:
         return rngs
 
 
-__all__ = ["CompiledEpisodes", "step_module", "unsupported_reason"]
+class OneEpisode(CompiledEpisodes):
+    """The parallel env's one episode in the compiled engine, returning fresh observation arrays
+    without copying them: the step writes into one of a few sets of output arrays that nothing
+    outside holds any more (counted by reference counts: a set the caller still holds, or any view
+    of it, is never written again), and returns that set's arrays; when every set is held it
+    writes into a private set and returns copies. The scalars are one struct (one read per step);
+    :attr:`trace` keeps the decisions played (what a hand-off to the Python simulator replays)."""
+
+    #: reward, time, placing job, phase, terminated, truncated, tick (the buffers' scalar fields)
+    _SCALARS = struct.Struct("<ddqb???")
+    #: Sets of output arrays handed out in turn (a caller that keeps the last two observations
+    #: still gets fresh ones without copies).
+    POOL = 3
+
+    def __init__(self, env: Any) -> None:
+        space = env.observation_space("orderer")
+        self._n_order, self._n_place = env.action_space("orderer").n, env.action_space("placer").n
+        b = allocate(1, FlatLayout(space, max(self._n_order, self._n_place)), self._n_order, self._n_place)
+        raw = self._raw = np.zeros(self._SCALARS.size, np.uint8)
+        b.rewards, b.time, b.placing_job = raw[0:8].view(np.float64), raw[8:16].view(np.float64), raw[16:24].view(np.int64)
+        b.phase, b.terminated, b.truncated, b.tick = (raw[24:25].view(np.int8), raw[25:26].view(np.bool_),
+                                                      raw[26:27].view(np.bool_), raw[27:28].view(np.bool_))
+        super().__init__([env], b)
+        self._unpack = self._SCALARS.unpack_from
+        self._act, self._ok = np.zeros(1, np.int64), np.zeros(1, np.bool_)
+        self._act_view, self._ok_view = memoryview(self._act), memoryview(self._ok)
+        self._shapes = (b.jobs.shape[1:], b.machines.shape[1:], b.global_.shape[1:], b.placing.shape[1:],
+                        b.order_pad.shape[1:])
+        self._private = self._new_set()       # written when every handed-out set is still held
+        self._sets: list = []
+        self._current = self._private
+        self.trace = array.array("q")
+
+    def _new_set(self) -> list:
+        """[buffers, their image, the arrays handed out, the arrays whose counts tell whether
+        anything outside holds them, those counts when nothing does]."""
+        sj, sm, sg, sp, sa = self._shapes
+        jobs, machines = np.zeros(sj, np.float32), np.zeros(sm, np.float32)
+        glob, plc = np.zeros(sg, np.float32), np.zeros(sp, np.float32)
+        order, place = np.zeros(sa, np.int8), np.zeros(sa, np.int8)
+        b = replace(self.buffers, jobs=jobs[None], machines=machines[None], global_=glob[None], placing=plc[None],
+                    order_pad=order[None], place_pad=place[None])
+        out = (jobs, machines, glob, plc, order[:self._n_order], place[:self._n_place])
+        watched = (jobs, machines, glob, plc, order, place) + out[4:]
+        entry = [b, self._image_of(b), out, watched, None]
+        return entry
+
+    def _target(self) -> list:
+        """The set the next step writes into: one that nothing outside holds, else the private one."""
+        getrefcount = sys.getrefcount
+        for entry in self._sets:
+            if entry is not self._current and entry[4] == tuple([getrefcount(a) for a in entry[3]]):
+                return entry
+        if len(self._sets) < self.POOL:
+            entry = self._new_set()
+            self._sets.append(entry)
+            entry[4] = tuple([getrefcount(a) for a in entry[3]])
+            return entry
+        return self._private
+
+    def _use(self, entry: list) -> None:
+        self._current = entry
+        self.buffers = entry[0]
+        self._bufs, self._buf_image = entry[1]
+
+    def start(self, env: Any, sim: Any) -> None:
+        """Begin the episode of ``sim`` (see :meth:`CompiledEpisodes.load`)."""
+        self._use(self._target())
+        self.load(0, env, sim)
+        if self._rngs is None:
+            self._rngs = self._make_typed()
+        self.trace = array.array("q")
+
+    def play(self, act: Optional[int]) -> tuple:
+        """One decision (``act``; None: nothing played), then the step's scalars: reward, time,
+        placing job, phase, terminated, truncated, tick."""
+        if act is None:
+            self._ok_view[0] = False
+            self.trace.append(-1)
+        else:
+            self._act_view[0] = act
+            self._ok_view[0] = True
+            self.trace.append(act)
+        if self._logged:
+            self.grow_logs()
+        self._use(self._target())
+        count = self._step_all(self._buf_image, self._act, self._ok, UNCHECKED, 0.0)
+        if count < 0:
+            raise RuntimeError(f"compiled step: simulator error {int(self._states[0][11][self._c.ERROR])}")
+        return self._unpack(self._raw)
+
+    def scalars(self) -> tuple:
+        """The last step's (or the start's) scalars, as :meth:`play` returns them."""
+        return self._unpack(self._raw)
+
+    def observe(self, ids: bool) -> tuple:
+        """The observation: jobs, machines, global, placing, the orderer's and the placer's masks
+        (arrays nothing else holds), and (``ids``) a copy of the candidates' job ids (else None)."""
+        current = self._current
+        out = current[2]
+        if current is self._private:
+            out = tuple([a.copy() for a in out])
+        return out + (current[0].job_ids[0].copy() if ids else None,)
+
+    def features(self) -> np.ndarray:
+        """The flat features (jobs, machines, global, placing) of the last observation, copied:
+        the env's ``state()``."""
+        return np.concatenate([a.ravel() for a in self._current[2][:4]])
+
+
+__all__ = ["CompiledEpisodes", "OneEpisode", "step_module", "unsupported_reason"]
