@@ -186,7 +186,7 @@ def section_floor(skip_api: bool, quick: bool = False) -> None:
             t0 = time.process_time()
             api = run_episode(make_policy("fifo"), scenario, "test", 0, {"all_effects_off": True}, env=env).record
             api_cpu = time.process_time() - t0
-            events = env.sim.events
+            events = env.episode_view().events
         ev = events or floor_events
         api_jct = f"{api['avg_jct']:>15,.3f}" if api else f"{'-':>15}"
         api_us = f"{api_cpu / ev * 1e6:>9.2f}" if api else f"{'-':>9}"

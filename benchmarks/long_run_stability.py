@@ -92,7 +92,7 @@ def stability(scenario: str, episodes: int, every: int, jobs: int | None, fresh_
             env.close()
             env = make()
         steps, metrics = run_episode(env, seed + ep, rng)
-        assert metrics["jobs_finished"] == env.sim.num_jobs
+        assert metrics["jobs_finished"] == env.episode_view().num_jobs
         total_steps += steps
         if ep % every == 0 or ep == episodes:
             gc.collect()

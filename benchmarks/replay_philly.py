@@ -73,9 +73,9 @@ def replay(jobs: int | None) -> dict:
     env = cluster_env.parallel_env(scenario, split="test")
     build = time.perf_counter() - t0
     steps, wall, metrics = run(env, seed=0)
-    return {"jobs": env.sim.num_jobs, "trace_jobs": trace.num_jobs, "machines": env.cluster.num_machines,
+    return {"jobs": env.episode_view().num_jobs, "trace_jobs": trace.num_jobs, "machines": env.cluster.num_machines,
             "gpus": env.cluster.total_gpus, "build_s": build, "wall_s": wall, "steps": steps,
-            "events": env.sim.events, "metrics": metrics, "peak_rss_mib": peak_rss_mib(),
+            "events": env.episode_view().events, "metrics": metrics, "peak_rss_mib": peak_rss_mib(),
             "kernel_load_s": kernel_load, "kernels": kernels.backend()}
 
 

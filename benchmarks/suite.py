@@ -157,8 +157,8 @@ def cluster_replay(gpus: int, jobs: int) -> dict:
                        jobs_per_episode=None, time_scale=SYNTHETIC_LOAD_STRETCH * 2490 / gpus)
     env = cluster_env.parallel_env(scenario, split="test")
     steps, wall, _ = replay_philly.run(env, seed=0)
-    return {"jobs": env.sim.num_jobs, "machines": cluster.num_machines, "gpus": cluster.total_gpus,
-            "wall_s": wall, "steps": steps, "events": env.sim.events}
+    return {"jobs": env.episode_view().num_jobs, "machines": cluster.num_machines, "gpus": cluster.total_gpus,
+            "wall_s": wall, "steps": steps, "events": env.episode_view().events}
 
 
 def scaling_cluster(quick: bool) -> list[dict]:

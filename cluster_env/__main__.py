@@ -96,7 +96,7 @@ def _run(args: argparse.Namespace) -> dict:
     wall = time.perf_counter() - t0
     metrics = infos["orderer"]["metrics"]
     print(f"{env.scenario.name} / {args.split} / seed {args.seed} / policy {args.policy}: "
-          f"{env.sim.num_jobs} jobs on {env.cluster.num_machines} machines ({env.cluster.total_gpus} GPUs), "
+          f"{env.episode_view().num_jobs} jobs on {env.cluster.num_machines} machines ({env.cluster.total_gpus} GPUs), "
           f"{steps} steps in {wall:.2f} s")
     print(env.world_summary().line())
     print(format_metrics(metrics))

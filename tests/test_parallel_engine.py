@@ -85,7 +85,11 @@ def test_compiled_and_python_backends_step_the_same(scenario, kw):
     _play_both(fast, slow, seed=3)
     assert fast.engine == "compiled"
     _same(fast.metrics(), slow.metrics(), "metrics")
-    _same(fast.job_state().__dict__, slow.job_state().__dict__, "job_state")
+    view_f, view_s = fast.episode_view(), slow.episode_view()
+    _same(view_f.jobs.__dict__, view_s.jobs.__dict__, "jobs")
+    assert (view_f.now, view_f.events, view_f.num_jobs) == (view_s.now, view_s.events, view_s.num_jobs)
+    for name in ("submit", "duration", "gpus", "best_speed"):
+        _same(getattr(view_f, name), getattr(view_s, name), name)
     assert fast.engine == "compiled"          # neither read needed the Python simulator
 
 

@@ -72,8 +72,9 @@ class JobOutcomes:
 
 
 def job_outcomes(sim: Any, moves: Optional[int] = None) -> JobOutcomes:
-    """The :class:`JobOutcomes` of a :class:`~cluster_env.core.simulator.ClusterSimulator` at the end
-    of its episode (copies: the simulator may be reused)."""
+    """The :class:`JobOutcomes` of a :class:`~cluster_env.core.simulator.ClusterSimulator` (or an
+    :class:`~cluster_env.core.simulator.EpisodeView`) at the end of its episode (copies: the
+    simulator may be reused)."""
     js = sim.jobs
     return JobOutcomes.of_episode(sim, js.first_start, js.finish, js.held, js.executed, js.restarts, js.nominal, moves)
 
@@ -235,10 +236,11 @@ def run_episode(policy: Any, scenario: "str | Scenario", split: str, seed: int, 
     t0 = time.perf_counter()
     policy.reset(seed)
     obs, infos = env.reset(seed=seed)
-    sim = base.sim
     if record:
+        # The logs live in the Python simulator (reading sim hands a compiled episode to it).
         # Before this point nothing has run (reset only advances to the first decision), so the
         # event log misses no busy GPU-second.
+        sim = base.sim
         sim.allocation_log = []
         sim.event_log = []
     total, steps, truncated = 0.0, 0, False
@@ -249,24 +251,25 @@ def run_episode(policy: Any, scenario: "str | Scenario", split: str, seed: int, 
         truncated = bool(truncations["orderer"])
     wall = time.perf_counter() - t0
     metrics = infos["orderer"]["metrics"]
+    view = base.episode_view()           # from whichever engine ran the episode (no hand-off)
     # A user's CSV files name the scenario: "philly-v0+my_jobs.csv" on a philly-v0 base.
     name = getattr(scenario, "name", scenario)
     if any((env_kwargs or {}).get(k) for k in ("workload_csv", "cluster_csv")):
         name = getattr(getattr(base, "scenario", None), "name", None) or name
     row: dict[str, Any] = {"policy": policy_name(policy), "scenario": name,
                            "split": split, "seed": int(seed), "env": env_label(env_kwargs),
-                           "window": sim.workload.digest()}
+                           "window": view.workload.digest()}
     row.update({k: metrics[k] for k in METRIC_KEYS})
     row.update({k: metrics[k] for k in OBJECTIVE_KEYS if k in metrics})   # a workload with objectives
-    row.update({"truncated": truncated, "jobs_unfinished": int(sim.num_jobs) - int(metrics["jobs_finished"]),
+    row.update({"truncated": truncated, "jobs_unfinished": int(view.num_jobs) - int(metrics["jobs_finished"]),
                 "offered_load": float(getattr(base, "offered_load", float("nan"))),
                 "pending_window": _pending_window(base), "world": world_line(base),
                 "return": total, "steps": steps, "wall_s": wall})
     row.update(fallback_columns(int(infos["orderer"].get("fallbacks", 0)), steps))
     result = EpisodeResult(record=row)
-    done = ~np.isnan(sim.jobs.finish)
-    result.jct = (sim.jobs.finish - sim.submit)[done]        # every episode: the JCT CDF pools all seeds
-    result.jobs = job_outcomes(sim, _moves(policy))
+    done = ~np.isnan(view.jobs.finish)
+    result.jct = (view.jobs.finish - view.submit)[done]      # every episode: the JCT CDF pools all seeds
+    result.jobs = job_outcomes(view, _moves(policy))
     if record:
         result.series = _series(sim)
         result.allocations = sim.allocation_log

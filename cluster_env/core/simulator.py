@@ -30,7 +30,7 @@ import bisect
 import itertools
 import math
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -77,6 +77,35 @@ class JobState:
     finish: np.ndarray          # (N,) float64 finish time, nan before
     restarts: np.ndarray        # (N,) int64  number of preemptions suffered
     nominal: np.ndarray         # (N,) float64 nominal speed under the current placement
+
+
+@dataclass(frozen=True)
+class EpisodeView:
+    """What an episode shows now, copied (a parallel env's ``episode_view()``, from whichever
+    engine runs it): the workload's per-job facts, every job's state, the clock and the events."""
+
+    workload: Workload
+    submit: np.ndarray          # (N,) float64 arrival times
+    duration: np.ndarray        # (N,) float64 true work, seconds on the reference GPU
+    gpus: np.ndarray            # (N,) int64 GPUs each job asks for
+    best_speed: np.ndarray      # (N,) float64 nominal speed of the fastest GPU type a job may use
+    jobs: JobState              # every job's state now
+    now: float                  # simulated seconds
+    events: int                 # simulator events processed so far
+
+    @property
+    def num_jobs(self) -> int:
+        return len(self.submit)
+
+    @classmethod
+    def of_simulator(cls, sim: "ClusterSimulator", jobs: "JobState | None" = None, now: "float | None" = None,
+                     events: "int | None" = None) -> "EpisodeView":
+        """The view of ``sim`` (its own job state, clock and events unless given)."""
+        if jobs is None:
+            jobs = JobState(*(np.array(getattr(sim.jobs, f.name)) for f in fields(JobState)))
+        return cls(workload=sim.workload, submit=np.array(sim.submit), duration=np.array(sim.duration),
+                   gpus=np.array(sim.gpus), best_speed=np.array(sim.best_speed), jobs=jobs,
+                   now=float(sim.now if now is None else now), events=int(sim.events if events is None else events))
 
 
 @dataclass

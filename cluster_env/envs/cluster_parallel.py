@@ -108,7 +108,7 @@ scenario is unchanged); the ``train_range`` argument (default: the whole train s
 from __future__ import annotations
 
 import functools
-from dataclasses import fields, replace
+from dataclasses import replace
 from typing import Any, Optional
 
 import numpy as np
@@ -125,8 +125,7 @@ from cluster_env.core.config import (TIME_SCALE_RANGE, SchedulingConfig, WorldCo
                                      check_range, split_overrides)
 from cluster_env.core.metrics import episode_metrics
 from cluster_env.core.rewards import JCTReward, StepStats, make_reward
-from cluster_env.core.engine import layout as _L
-from cluster_env.core.simulator import ClusterSimulator, JobState
+from cluster_env.core.simulator import ClusterSimulator, EpisodeView
 from cluster_env.envs.compiled_episodes import OneEpisode, unsupported_reason
 from cluster_env.envs.observation import ObservationBuilder
 from cluster_env.envs.observation_ext import ExtendedObservationBuilder, check_observation_mode
@@ -311,26 +310,15 @@ class ClusterParallelEnv(ParallelEnv):
         """What runs the current episode: ``"compiled"`` or ``"python"``."""
         return "compiled" if self._live else "python"
 
-    def job_state(self) -> JobState:
-        """Every job's state now (:class:`cluster_env.core.simulator.JobState`, copies), from
-        whichever engine runs the episode (no hand-off)."""
+    def episode_view(self) -> EpisodeView:
+        """What the episode shows now (:class:`cluster_env.core.simulator.EpisodeView`, copies:
+        the jobs' facts and states, the clock, the events), from whichever engine runs it, with
+        no hand-off: what scoring reads at the end of an episode."""
         if self._sim is None:
             raise RuntimeError("call reset() first")
-        if not self._live:
-            js = self._sim.jobs
-            return JobState(*(np.array(getattr(js, f.name)) for f in fields(JobState)))
-        jf, ji = self._engine.state(0)[0], self._engine.state(0)[1]
-        return JobState(status=ji[_L.STATUS].astype(np.int8), progress=jf[_L.PROGRESS].copy(),
-                        attained=jf[_L.ATTAINED].copy(), executed=jf[_L.EXECUTED].copy(), held=jf[_L.HELD].copy(),
-                        first_start=jf[_L.FIRST_START].copy(), finish=jf[_L.FINISH].copy(),
-                        restarts=ji[_L.RESTARTS].copy(), nominal=jf[_L.NOMINAL].copy())
-
-    @property
-    def workload(self):
-        """The current episode's workload (:class:`cluster_env.core.instance.Workload`)."""
-        if self._sim is None:
-            raise RuntimeError("call reset() first")
-        return self._sim.workload
+        if self._live:
+            return self._engine.view(self._sim)
+        return EpisodeView.of_simulator(self._sim)
 
     def world_summary(self) -> WorldSummary:
         """The world this environment plays in (:mod:`cluster_env.world.summary`): spread model,

@@ -25,6 +25,7 @@ from typing import Any, Optional
 import numpy as np
 
 from cluster_env.core.engine.layout import UNCHECKED
+from cluster_env.core.simulator import EpisodeView, JobState
 from cluster_env.core.engine.state import LOG_ITEMS, build_state, grow_log, log_capacity, state_metrics
 from cluster_env.envs.buffers import allocate
 from cluster_env.envs.flat_layout import FlatLayout
@@ -321,6 +322,17 @@ class OneEpisode(CompiledEpisodes):
         if current is self._private:
             out = tuple([a.copy() for a in out])
         return out + (current[0].job_ids[0].copy() if ids else None,)
+
+    def view(self, sim: Any) -> EpisodeView:
+        """The episode's :class:`EpisodeView` from the engine's arrays (``sim``: the simulator the
+        episode started from, for the workload's facts)."""
+        c, state = self._c, self._states[0]
+        jf, ji = state[0], state[1]
+        jobs = JobState(status=ji[c.STATUS].astype(np.int8), progress=jf[c.PROGRESS].copy(),
+                        attained=jf[c.ATTAINED].copy(), executed=jf[c.EXECUTED].copy(), held=jf[c.HELD].copy(),
+                        first_start=jf[c.FIRST_START].copy(), finish=jf[c.FINISH].copy(),
+                        restarts=ji[c.RESTARTS].copy(), nominal=jf[c.NOMINAL].copy())
+        return EpisodeView.of_simulator(sim, jobs, float(state[10][c.NOW]), int(state[11][c.EVENTS]))
 
     def features(self) -> np.ndarray:
         """The flat features (jobs, machines, global, placing) of the last observation, copied:
