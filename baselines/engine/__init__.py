@@ -313,15 +313,11 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     """:func:`run_compiled_episode` with the codes given (the environment is ``policy``'s);
     ``placer_weights``: the residual placer's, None for the placer alone; ``mig``: the migration
     array (:func:`_migration_array`), None for ``policy``'s orderer's."""
-    from gymnasium.utils import seeding
-
     from baselines.harness.episode import EpisodeResult, check_fits, env_label, fallback_columns, world_line
     from baselines.orderers import TIRESIAS_QUEUE_LIMITS
     from cluster_env.core.engine.state import log_capacity, state_metrics
     from cluster_env.core.metrics import METRIC_KEYS
     from cluster_env.core.objectives import OBJECTIVE_KEYS
-    from cluster_env.core.simulator import ClusterSimulator
-    from cluster_env.scenarios.load import offered_load
     from cluster_env.world.throughputs import comm_intensity
     from cluster_env.wrappers._base import default_max_steps
 
@@ -332,12 +328,8 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     composed = _make(policy, scenario)
     check_fits(composed, env)          # the API path's refusals (gittins on a user's workload)
     t0 = time.perf_counter()
-    # env.reset(seed): the same generator, drawn from in the same order.
-    rng, _ = seeding.np_random(seed)
-    workload = env.scenario.sample(env.split, rng, env.jobs_per_episode)
-    load = offered_load(workload, env.cluster.total_gpus, env.scenario.load_measure)
-    sim = ClusterSimulator(env.cluster, workload, env.world, rng, preemption=env.sched.preemption,
-                           scheduling_tick=env.sched.scheduling_tick, time_limit=env.sched.max_time)
+    sim = env.start_episode(seed, None, observed=False)      # what env.reset(seed) starts from
+    rng, workload, load = sim.rng, sim.workload, env.offered_load
     _exact_features(sim)
     if codes[0] == C.O_RANDOM and env.builder.R:
         raise Unsupported("the random orderer with preemption runs through the API")

@@ -40,8 +40,8 @@ from baselines.learned_key import PLACER_BONUS  # noqa: F401 - a compile-time co
 from cluster_env.envs.observation_ext import RECENT_WEIGHT
 
 # The dynamics, as module globals (numba caches calls to compiled functions through globals).
-from cluster_env.core.engine.sim import (advance, stash, place, preempt, skip_idle, start,  # noqa: F401
-                                         sync_running, top_running, usable_free)
+from cluster_env.core.engine.sim import (advance, finish_step, stash, place, preempt, skip_idle,  # noqa: F401
+                                         start, sync_running, top_running, usable_free)
 
 START, PREEMPT_JOB, ADVANCE = 0, 1, 2
 # The migration rule's array (run_episode's ``mig``): threshold, float32 since-start threshold,
@@ -935,15 +935,12 @@ def place_residual(S, pick, pw):
 def end_step(S):
     """``ClusterParallelEnv._finish_step``: count the step, add its default reward to the return;
     True when the episode ends (terminated or truncated)."""
-    sc, ic, pf, pi = S[10], S[11], S[12], S[13]
-    ic[STEPS] += 1
-    js = sc[JOB_SECONDS]
-    reward = -(js - sc[JS_LAST]) / pf[DENOM]
-    sc[JS_LAST] = js
+    sc, ic = S[10], S[11]
+    reward, done, truncated = finish_step(S)
     sc[RETURN] += reward
-    if ic[FINISHED] == pi[NJ]:
+    if done:
         return True
-    if (pi[MAX_STEPS] > 0 and ic[STEPS] >= pi[MAX_STEPS]) or sc[NOW] >= pf[MAX_TIME]:
+    if truncated:
         ic[TRUNCATED] = 1
         return True
     return ic[ERROR] != 0

@@ -120,7 +120,6 @@ from cluster_env.core.engine.layout import FINISHED as _FINISHED
 from cluster_env.core.engine.layout import JOB_SECONDS as _JOB_SECONDS
 from cluster_env.core.engine.layout import MAX_PREEMPTIONS_PER_INSTANT
 from cluster_env.core.engine.layout import NOW as _NOW
-from cluster_env.core.engine.layout import UNCHECKED
 from cluster_env.core.config import (TIME_SCALE_RANGE, SchedulingConfig, WorldConfig, check_bool, check_int,
                                      check_range, split_overrides)
 from cluster_env.core.metrics import episode_metrics
@@ -359,12 +358,14 @@ class ClusterParallelEnv(ParallelEnv):
             self.render()
         return obs, infos
 
-    def start_episode(self, seed: Optional[int], options: Optional[dict], engine: bool = False) -> ClusterSimulator:
-        """The start of an episode, written once for every path (this env's ``reset`` and the
-        vector env's backends): the generator (reseeded when ``seed`` is given), the workload drawn
-        from it, the offered load, and the fresh simulator, with the observation builder bound to
-        it. ``engine``: the episode will run in the compiled engine (the generator's state before the
-        simulator is kept, so that :attr:`sim` can replay the episode in Python)."""
+    def start_episode(self, seed: Optional[int], options: Optional[dict], engine: bool = False,
+                      observed: bool = True) -> ClusterSimulator:
+        """The start of an episode, written once for every path (this env's ``reset``, the vector
+        env's backends, the compiled harness): the generator (reseeded when ``seed`` is given), the
+        workload drawn from it, the offered load, and the fresh simulator, with the observation
+        builder bound to it (``observed``; a harness that never observes skips it). ``engine``: the
+        episode will run in the compiled engine (the generator's state before the simulator is
+        kept, so that :attr:`sim` can replay the episode in Python)."""
         split = reset_split(options, self.split)     # before anything changes
         if seed is not None or self._np_random is None:
             self._np_random, _ = seeding.np_random(seed)
@@ -372,9 +373,9 @@ class ClusterParallelEnv(ParallelEnv):
         workload = self.scenario.sample(split, rng, self.jobs_per_episode)
         self.offered_load = offered_load(workload, self.cluster.total_gpus, self.scenario.load_measure)
         self._rng_at_start = rng.bit_generator.state if engine else None
-        return self._new_simulator(workload)
+        return self._new_simulator(workload, observed)
 
-    def _new_simulator(self, workload: Any) -> ClusterSimulator:
+    def _new_simulator(self, workload: Any, observed: bool = True) -> ClusterSimulator:
         sim = ClusterSimulator(self.cluster, workload, self.world, self._np_random,
                                preemption=self.sched.preemption,
                                scheduling_tick=self.sched.scheduling_tick, time_limit=self.sched.max_time)
@@ -382,7 +383,8 @@ class ClusterParallelEnv(ParallelEnv):
             # Quota violations need each tenant's GPUs over time: the allocation log keeps them
             # (the per-event path; the same episode as without it).
             sim.allocation_log = []
-        self.builder.bind(sim, max(workload.num_tenants, 1))
+        if observed:
+            self.builder.bind(sim, max(workload.num_tenants, 1))
         return sim
 
     def _begin_python(self) -> None:
@@ -480,16 +482,22 @@ class ClusterParallelEnv(ParallelEnv):
             return self._engine_step(None, [agent])
         return self._finish_step([agent])
 
-    def _finish_step(self, invalid: "list[str] | None"):
+    def _end_step(self) -> tuple[float, bool, bool]:
+        """The end of a decision in the Python simulator (the compiled paths': the engine's
+        ``finish_step``): count it, its reward, and whether the episode ended (reward, terminated,
+        truncated), truncated at ``max_steps`` decisions or ``max_time`` seconds."""
         sim = self._sim
         self.num_steps += 1
-
         reward = self._reward()
         done = sim.finished_count == sim.num_jobs
         sched = self.sched
         truncated = not done and (
             (sched.max_steps is not None and self.num_steps >= sched.max_steps)
             or (sched.max_time is not None and sim.now >= sched.max_time))
+        return reward, done, truncated
+
+    def _finish_step(self, invalid: "list[str] | None"):
+        reward, done, truncated = self._end_step()
         obs = self._observe()
         rewards = {"orderer": reward, "placer": reward}
         terminations = {"orderer": done, "placer": done}

@@ -192,13 +192,10 @@ class CompiledEpisodes:
         E[c.E_K], E[c.E_R] = K, R
         E[c.E_PREEMPTION], E[c.E_CLAIRVOYANT], E[c.E_TOTAL_GPUS] = int(preemption), int(clairvoyant), total_gpus
         E[c.E_NORDER], E[c.E_NPLACE] = self.buffers.n_order, self.buffers.n_place
-        E[c.E_MAX_STEPS] = -1 if env.sched.max_steps is None else env.sched.max_steps
         E[c.E_AGE_VER] = -1
         EF = np.zeros(c.EF_SIZE)
         EF[c.EF_AGE_NOW] = np.nan
         EF[c.EF_PREEMPT_AT] = np.nan
-        EF[c.EF_DENOM] = max(sim.num_jobs, 1) * env._jct_unit
-        EF[c.EF_MAX_TIME] = np.inf if env.sched.max_time is None else float(env.sched.max_time)
         n = sim.num_jobs
         i64, f64 = np.int64, np.float64
         # Contiguous views of consecutive rows, made here: numba types a slice taken inside the

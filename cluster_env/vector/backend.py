@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from cluster_env.envs.cluster_parallel import ORDER, PLACE, ClusterParallelEnv
+from cluster_env.envs.cluster_parallel import PLACE, ClusterParallelEnv
 from cluster_env.envs.buffers import Buffers
 
 
@@ -113,8 +113,8 @@ class PythonBackend(VectorBackend):
         self.num_envs = len(envs)
         self.buffers = buffers
         first = envs[0]
-        self.K = first.builder.K
-        self._order_noop = first._order_noop
+        for env in envs:
+            env.backend = "python"      # stepped through its Python simulator's internals
         self._n_order, self._n_place = first._order_noop + 1, first._place_noop + 1
         self._rows = range(self.num_envs)
         b = buffers
@@ -143,33 +143,13 @@ class PythonBackend(VectorBackend):
         ended = []
         # Per-env scalars go to lists, then into the arrays in one call each.
         rewards, terminated, truncated, num_steps, phase, times, placing, tick = [], [], [], [], [], [], [], []
-        K, noop = self.K, self._order_noop
         direct = self.direct
         for i, env, a, ok in zip(self._rows, self.envs, actions.tolist(), valid.tolist()):
             sim = env.sim
-            # The decision: ClusterParallelEnv.step without its dict plumbing (same calls, same order).
-            if env.phase == ORDER:
-                if not ok:
-                    pass
-                elif a < K:
-                    sim.start(int(env._cand_pending[a]))
-                    env.phase = PLACE
-                elif a < noop:
-                    self._preempt(env, int(env._cand_running[a - K]))
-                else:
-                    sim.advance()
-            elif ok and sim.place(a):
-                env.phase = ORDER
-            if env.phase == ORDER:
-                env._skip_idle_epochs()
-            # ClusterParallelEnv._finish_step without its dicts.
-            env.num_steps += 1
-            rewards.append(env._reward())
-            done = sim.done
-            sched = env.sched
-            trunc = not done and (
-                (sched.max_steps is not None and env.num_steps >= sched.max_steps)
-                or (sched.max_time is not None and sim.now >= sched.max_time))
+            # ClusterParallelEnv.step without its dict plumbing: the decision, the step's end.
+            env._apply(a if ok else None)
+            reward, done, trunc = env._end_step()
+            rewards.append(reward)
             terminated.append(done)
             truncated.append(trunc)
             num_steps.append(env.num_steps)
@@ -204,16 +184,6 @@ class PythonBackend(VectorBackend):
             env.close()
 
     # ------------------------------------------------------------------ internals
-    @staticmethod
-    def _preempt(env: ClusterParallelEnv, job: int) -> None:
-        """Preempt ``job``, counting it for the env's zero-time restart guard (as its ``step`` does)."""
-        sim = env.sim
-        sim.preempt(job)
-        if env._preempted_now[0] != sim.now:
-            env._preempted_now = (sim.now, {})
-        counts = env._preempted_now[1]
-        counts[job] = counts.get(job, 0) + 1
-
     def _observe_direct(self, i: int, env: ClusterParallelEnv) -> None:
         """``env._observe()`` with the compiled observation kernel writing straight into row ``i``
         (``ObservationBuilder.build_into``: no fresh arrays, no copies)."""

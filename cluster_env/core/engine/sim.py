@@ -776,6 +776,22 @@ def preempt(S, job):
     ic[P_GPUS] += ji[GPUS, job]
 
 
+@_jit
+def finish_step(S):
+    """The end of a decision, every compiled path's (``ClusterParallelEnv._finish_step``): count
+    it, its default reward (the job-seconds since the last step, over the episode's jobs times the
+    reward's time unit) and whether the episode ended: (reward, terminated, truncated), truncated
+    at ``max_steps`` decisions (``pi[MAX_STEPS]``, 0: no bound) or ``max_time`` seconds."""
+    sc, ic, pf, pi = S[10], S[11], S[12], S[13]
+    ic[STEPS] += 1
+    js = sc[JOB_SECONDS]
+    reward = -(js - sc[JS_LAST]) / pf[DENOM]
+    sc[JS_LAST] = js
+    done = ic[FINISHED] == pi[NJ]
+    truncated = not done and ((pi[MAX_STEPS] > 0 and ic[STEPS] >= pi[MAX_STEPS]) or sc[NOW] >= pf[MAX_TIME])
+    return reward, done, truncated
+
+
 
 
 @_jit

@@ -22,8 +22,8 @@ from cluster_env.core import kernels as _kernels
 from cluster_env.core.engine import ref as _ref
 from cluster_env.core.engine import sim as _sim
 from cluster_env.core.engine.layout import *  # noqa: F401,F403 - compile-time constants
-from cluster_env.core.engine.sim import (advance, observe_kernel, place, preempt, skip_idle,  # noqa: F401
-                                         stash, start, sync_running, top_running)
+from cluster_env.core.engine.sim import (advance, finish_step, observe_kernel, place, preempt,  # noqa: F401
+                                         skip_idle, stash, start, sync_running, top_running)
 from cluster_env.core.engine.state import STATE_ITEMS
 
 _sim.prune_stale_cache(__file__, _kernels.__file__, _sim.__file__, _sim._ref.__file__,
@@ -46,15 +46,15 @@ ORDER, PLACE = 0, 1
 #     (measured, measured at): views of the engine state's rows
 (O_EP_INT, O_EP_FLOAT, O_JOB_STATIC, O_ALLOWED, O_JOB_SPEED, O_ROWS, O_JOB_STATE, O_MACHINE_INT,
  O_MACHINE_FLOAT, O_CAND, O_E, O_EF, O_PC_N, O_PC_AT) = range(14)
-# E (int64): phase, candidates shown (pending, running), steps, measure version the machine block shows,
-# K, R, preemption, clairvoyant, total GPUs, n_order, n_place, max_steps (-1: none)
-(E_PHASE, E_NP, E_NR, E_STEPS, E_AGE_VER, E_K, E_R, E_PREEMPTION, E_CLAIRVOYANT, E_TOTAL_GPUS, E_NORDER,
- E_NPLACE, E_MAX_STEPS) = range(13)
-E_SIZE = 13
-# EF (float64): the clock the machine block's age column shows, the instant of the last preemption, the jct denominator,
-# max_time (inf: none)
-(EF_AGE_NOW, EF_PREEMPT_AT, EF_DENOM, EF_MAX_TIME) = range(4)
-EF_SIZE = 4
+# E (int64): phase, candidates shown (pending, running), measure version the machine block shows,
+# K, R, preemption, clairvoyant, total GPUs, n_order, n_place (the steps, the step bound and the
+# reward's denominator are the engine state's: finish_step)
+(E_PHASE, E_NP, E_NR, E_AGE_VER, E_K, E_R, E_PREEMPTION, E_CLAIRVOYANT, E_TOTAL_GPUS, E_NORDER,
+ E_NPLACE) = range(11)
+E_SIZE = 11
+# EF (float64): the clock the machine block's age column shows, the instant of the last preemption
+(EF_AGE_NOW, EF_PREEMPT_AT) = range(2)
+EF_SIZE = 2
 #: O's items, dtype and number of dimensions each (``CompiledBackend._episode_arrays`` builds it).
 OBS_ITEMS = (("i8", 1), ("f8", 1), ("f4", 2), ("b1", 2), ("f8", 2), ("f4", 2), ("f8", 2), ("i8", 2), ("f8", 2),
              ("i8", 1), ("i8", 1), ("f8", 1), ("i8", 1), ("f8", 1))
@@ -272,7 +272,7 @@ def step_all(buf_image, actions, flags, mode, penalty):
         S = load_state(state_images[i])
         O = load_obs(obs_images[i])
         rng = rngs[i]
-        sc, ic, pi = S[10], S[11], S[13]
+        sc, ic = S[10], S[11]
         E, EF = O[O_E], O[O_EF]
         if mode == UNCHECKED:
             a = actions[i]
@@ -305,19 +305,14 @@ def step_all(buf_image, actions, flags, mode, penalty):
             skip_idle(S, rng)
         if ic[ERROR] != 0:
             return -1 - i
-        E[E_STEPS] += 1
-        js = sc[JOB_SECONDS]
-        reward = -(js - sc[JS_LAST]) / EF[EF_DENOM]
+        reward, done, trunc = finish_step(S)
         if mode != UNCHECKED and penalty != 0.0 and invalid[i]:
             reward -= penalty
         rewards[i] = reward
-        sc[JS_LAST] = js
         now = sc[NOW]
-        done = ic[FINISHED] == pi[NJ]
-        trunc = not done and ((E[E_MAX_STEPS] >= 0 and E[E_STEPS] >= E[E_MAX_STEPS]) or now >= EF[EF_MAX_TIME])
         terminated[i] = done
         truncated[i] = trunc
-        num_steps[i] = E[E_STEPS]
+        num_steps[i] = ic[STEPS]
         observe_row(S, O, i, jobs, machines, glob, plc, order_pad, place_pad, job_ids, False)
         p = E[E_PHASE]
         phase[i] = p
