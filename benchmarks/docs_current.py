@@ -307,6 +307,38 @@ def load_sweep_table(figures: dict) -> str:
     return "\n".join(rows)
 
 
+#: Where the dynamics, the steps and the observations are written, by room: (what, files now, lines at
+#: 768b726, the commit before the compiled step ran the parallel env; counted there with
+#: ``git show 768b726:FILE | wc -l``, the compiled step then in ``cluster_env/vector/_compiled_step.py``).
+DYNAMICS_ROOMS = (
+    ("the Python simulator", ("cluster_env/core/simulator.py",), 1100),
+    ("its per-event kernels (numba, numpy twins)", ("cluster_env/core/kernels.py",), 1395),
+    ("the compiled engine: state, dynamics, the step", ("cluster_env/core/engine/*.py",), 1375 + 318),
+    ("the compiled step's faces: the parallel env's episodes, the vector backends",
+     ("cluster_env/envs/compiled_episodes.py", "cluster_env/vector/compiled.py", "cluster_env/vector/backend.py"),
+     244 + 265),
+    ("the compiled harness: its loop and decision rules", ("baselines/engine/_loop.py", "baselines/engine/__init__.py"),
+     1007 + 422),
+    ("observation kernels of the extended layouts",
+     ("cluster_env/envs/observation_place.py", "cluster_env/envs/observation_fused.py"), 250 + 139),
+    ("the PettingZoo env's step, reset and hand-off", ("cluster_env/envs/cluster_parallel.py",), 595),
+)
+
+
+def dynamics_lines() -> str:
+    """The table of docs/architecture.md: lines per room at 768b726 and now."""
+    rows = ["| room | files | lines at 768b726 | lines now |", "|---|---|---:|---:|"]
+    before_total = now_total = 0
+    for what, patterns, before in DYNAMICS_ROOMS:
+        files = sorted({p for pat in patterns for p in ROOT.glob(pat)})
+        now = sum(len(p.read_text().splitlines()) for p in files)
+        names = ", ".join(f"`{pat}`" for pat in patterns)
+        rows.append(f"| {what} | {names} | {before:,} | {now:,} |")
+        before_total, now_total = before_total + before, now_total + now
+    rows.append(f"| **all** | | **{before_total:,}** | **{now_total:,}** |")
+    return "\n".join(rows)
+
+
 def load_figures() -> dict:
     return json.loads(FIGURES.read_text())
 
@@ -324,6 +356,7 @@ SECTIONS: dict[str, tuple[str, Callable[[], str]]] = {
     "tutorial-yardstick": ("docs/tutorial.md", default_yardstick_on),
     "reference-yardstick": ("docs/reference.md", default_yardstick),
     "pending-window": ("docs/reference.md", pending_windows),
+    "dynamics-lines": ("docs/architecture.md", dynamics_lines),
 }
 
 

@@ -71,6 +71,21 @@ cluster given by the user (``cluster_csv``, or ``custom_scenario(base, cluster=.
 spread model and straggler preset of its GPU generation whatever the base
 (:mod:`cluster_env.scenarios.hardware`); world arguments given here win.
 
+**Engines.** An episode runs in one of two engines that play the same dynamics bit for bit
+(tests/test_parallel_engine.py): the compiled step over the engine's state arrays
+(:mod:`cluster_env.core.engine`, the one the vector env and the compiled harness run) or the
+Python simulator (:class:`cluster_env.core.simulator.ClusterSimulator`). ``backend="auto"`` (the
+default) uses the compiled step wherever it runs the episode exactly: numba's kernels, the default
+observation layout and reward, no render mode; otherwise the Python simulator, as
+``backend="python"`` always does (``backend="compiled"`` is an error where it cannot run).
+``env.engine`` says which one runs the current episode. Observations are fresh arrays either way:
+the compiled step hands out arrays nothing else still holds and copies otherwise. Reading
+``env.sim`` while the compiled step runs the episode hands it to the Python simulator: the episode
+is played again there with the same decisions (checked to end in the engine's state to the last
+bit, else an error) and goes on in Python until the next reset; ``env.episode_view()``
+(:class:`cluster_env.core.simulator.EpisodeView`: every job's state, the clock, the events) and
+``env.metrics()`` read either engine without that.
+
 **Arguments** (``overrides``): world model switches and parameters of
 :class:`cluster_env.core.config.WorldConfig` (``static_factors``, ``fluctuation``,
 ``contention``, ``spread_penalty``, ``restart_overhead``, ...), ``all_effects_off=True``;
@@ -92,7 +107,8 @@ phase and the finished run times; see :mod:`cluster_env.envs.observation_ext`; o
 ``"extended-v2"``: ``"extended"`` plus eight ``jobs`` columns with each running candidate's
 placement, machines, GPU types, its speed against the best one free machine offers now, spread,
 time since its start; see :mod:`cluster_env.envs.observation_place`; or ``"objectives-v1"``: the default
-layout plus each candidate's class, deadline and tenant quota, :mod:`cluster_env.envs.observation_obj`). Every argument is checked when the environment is
+layout plus each candidate's class, deadline and tenant quota, :mod:`cluster_env.envs.observation_obj`);
+``backend`` (``"auto"``, ``"compiled"``, ``"python"``: see **Engines**). Every argument is checked when the environment is
 built: a wrong type or value is a ``TypeError`` or ``ValueError`` that names it.
 
 **Version history.** v1: the default scenario of ``parallel_env()``, ``env()``,
@@ -103,7 +119,10 @@ dynamics, spaces and every scenario are unchanged, and ``cluster_env.hetero_clus
 spread penalty relative to the fewest machines, pending window 256); the ``load`` argument; the
 ``avg_pending_time`` metric; ``offered_load`` in the final infos. Unreleased: the opt-in
 ``observation="extended"`` layout and ``"extended-v2"`` (placement columns) (the default layout of every
-scenario is unchanged); the ``train_range`` argument (default: the whole train split, as before).
+scenario is unchanged); the ``train_range`` argument (default: the whole train split, as before);
+the compiled step runs the episodes it supports (``backend``, ``env.engine``, ``episode_view()``;
+every episode is unchanged, bit for bit), and reading ``env.sim`` then hands the episode to the
+Python simulator.
 """
 from __future__ import annotations
 
