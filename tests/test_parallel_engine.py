@@ -213,3 +213,38 @@ def test_a_replay_that_leaves_the_engine_is_an_error_not_another_episode(monkeyp
     env._engine.trace.pop()          # the replay now misses the last decision
     with pytest.raises(RuntimeError, match="replay of this episode left the compiled engine"):
         env.sim
+
+
+def _every_total(stats):
+    """A reward reading every field of the step's statistics."""
+    return -(stats.dt + 3.0 * stats.job_seconds + 7.0 * stats.fee + 11.0 * stats.energy_kwh) + stats.jobs_finished
+
+
+@pytest.mark.parametrize("scenario, reward", [("philly-hetero-v2", _every_total), ("philly-slo-v1", "objectives"),
+                                              ("philly-v1", "cost")])
+def test_other_rewards_run_compiled_with_the_same_bits(scenario, reward):
+    fast, slow = _pair(scenario, jobs_per_episode=30, reward=reward)
+    _play_both(fast, slow, seed=7)
+    assert fast.engine == "compiled"
+
+
+@pytest.mark.parametrize("scenario, reward", [("philly-slo-v1", "objectives"), ("philly-hetero-v2", _every_total)])
+def test_the_compiled_vector_backend_gives_other_rewards_too(scenario, reward):
+    from cluster_env.vector import ClusterVectorEnv
+    from cluster_env.vector.compiled import CompiledBackend
+
+    runs = []
+    for backend in ("compiled", "python"):
+        vec = ClusterVectorEnv(3, scenario, jobs_per_episode=20, reward=reward, backend=backend,
+                               invalid_action="noop", invalid_penalty=0.25)
+        assert isinstance(vec.backend, CompiledBackend) == (backend == "compiled")
+        obs, _ = vec.reset(seed=11)
+        rng = np.random.default_rng(11)
+        rewards = []
+        for _ in range(300):
+            acts = rng.integers(vec.n_actions, size=3)
+            obs, r, _, _, _ = vec.step(acts)
+            rewards.append(r.copy())
+        runs.append(np.array(rewards))
+    assert np.array_equal(runs[0], runs[1])
+    assert (runs[0] != 0).any()

@@ -76,7 +76,8 @@ spread model and straggler preset of its GPU generation whatever the base
 (:mod:`cluster_env.core.engine`, the one the vector env and the compiled harness run) or the
 Python simulator (:class:`cluster_env.core.simulator.ClusterSimulator`). ``backend="auto"`` (the
 default) uses the compiled step wherever it runs the episode exactly: numba's kernels, the default
-observation layout and reward, no render mode; otherwise the Python simulator, as
+observation layout, no render mode (a reward other than the default one is computed from the
+engine's totals after each step); otherwise the Python simulator, as
 ``backend="python"`` always does (``backend="compiled"`` is an error where it cannot run).
 ``env.engine`` says which one runs the current episode. Observations are fresh arrays either way:
 the compiled step hands out arrays nothing else still holds and copies otherwise. Reading
@@ -392,6 +393,7 @@ class ClusterParallelEnv(ParallelEnv):
         workload = self.scenario.sample(split, rng, self.jobs_per_episode)
         self.offered_load = offered_load(workload, self.cluster.total_gpus, self.scenario.load_measure)
         self._rng_at_start = rng.bit_generator.state if engine else None
+        self._reset_reward()
         return self._new_simulator(workload, observed)
 
     def _new_simulator(self, workload: Any, observed: bool = True) -> ClusterSimulator:
@@ -406,13 +408,17 @@ class ClusterParallelEnv(ParallelEnv):
             self.builder.bind(sim, max(workload.num_tenants, 1))
         return sim
 
+    def _reset_reward(self) -> None:
+        """What the reward reads at the episode's first step: nothing happened before it."""
+        self._last = (0.0, 0.0, 0.0, 0.0, 0)
+        self._objectives_last = None
+
     def _begin_python(self) -> None:
         """The Python simulator's side of a reset (after ``start_episode``)."""
         self.phase = ORDER
         self.num_steps = 0
         self._preempted_now: tuple[float, dict] = (-1.0, {})   # (instant, {job: preemptions in it})
-        self._last = (0.0, 0.0, 0.0, 0.0, 0)
-        self._objectives_last = None
+        self._reset_reward()
         # Per event: the compiled skip-idle loop (a cold start's largest compile) waits for step.
         self._skip_idle_epochs(fused=False)
 
@@ -561,6 +567,8 @@ class ClusterParallelEnv(ParallelEnv):
         """One step in the compiled engine (``act``: the acting agent's decision, None: nothing
         played), with the dicts ``step`` returns."""
         reward, now, placing, phase, done, truncated, tick = self._engine.play(act)
+        if self._jct_unit is None:
+            reward = self._reward()
         self.num_steps += 1
         self.phase = phase
         obs = self._engine_observe()
@@ -696,28 +704,40 @@ class ClusterParallelEnv(ParallelEnv):
         }
 
     def _reward(self) -> float:
+        """The step's reward (the compiled step computes the default one itself): the reward
+        function on what changed since the last step, read from whichever engine runs the episode."""
         sim = self._sim
-        if self._jct_unit is not None:
+        if self._jct_unit is not None and not self._live:
             # The default reward, inline (the same arithmetic as JCTReward, without StepStats); it
             # reads only the job-seconds, so only they are kept (the reward is fixed per env).
             js0, js = self._last[1], sim.job_seconds
             self._last = (0.0, js, 0.0, 0.0, 0)
             return -float(js - js0) / (max(sim.num_jobs, 1) * self._jct_unit)
+        if self._live:
+            return self._reward_from(self._engine.totals(0), sim)
+        return self._reward_from((sim.now, sim.job_seconds, sim.fee, sim.energy_joules, sim.finished_count,
+                                 sim.jobs.finish), sim)
+
+    def _reward_from(self, totals: tuple, sim: ClusterSimulator) -> float:
+        """The reward function on the change of the episode's ``totals`` (now, job-seconds, fee,
+        energy in joules, jobs finished, finish times) since the last step; ``sim``: the episode's
+        simulator, for the workload. The compiled paths call it with the engine's totals."""
+        now, job_seconds, fee, energy, finished, finish = totals
         t0, js0, fee0, en0, fin0 = self._last
         # dt, job_seconds, fee, energy_kwh, jobs_finished, num_jobs
         objectives = None
         if getattr(self.reward_fn, "needs_objectives", False):
             from cluster_env.core.objectives import objective_totals
 
-            now = objective_totals(sim.workload, sim.jobs.finish, sim.now)
-            before = self._objectives_last or now._replace(hp_seconds=0.0, be_seconds=0.0, deadline_misses=0)
-            objectives = now._replace(hp_seconds=now.hp_seconds - before.hp_seconds,
-                                      be_seconds=now.be_seconds - before.be_seconds,
-                                      deadline_misses=now.deadline_misses - before.deadline_misses)
-            self._objectives_last = now
-        stats = StepStats(sim.now - t0, sim.job_seconds - js0, sim.fee - fee0, (sim.energy_joules - en0) / 3.6e6,
-                          sim.finished_count - fin0, sim.num_jobs, objectives)
-        self._last = (sim.now, sim.job_seconds, sim.fee, sim.energy_joules, sim.finished_count)
+            totals = objective_totals(sim.workload, finish, now)
+            before = self._objectives_last or totals._replace(hp_seconds=0.0, be_seconds=0.0, deadline_misses=0)
+            objectives = totals._replace(hp_seconds=totals.hp_seconds - before.hp_seconds,
+                                         be_seconds=totals.be_seconds - before.be_seconds,
+                                         deadline_misses=totals.deadline_misses - before.deadline_misses)
+            self._objectives_last = totals
+        stats = StepStats(now - t0, job_seconds - js0, fee - fee0, (energy - en0) / 3.6e6,
+                          finished - fin0, sim.num_jobs, objectives)
+        self._last = (now, job_seconds, fee, energy, finished)
         return float(self.reward_fn(stats))
 
     def _info(self) -> dict:

@@ -11,7 +11,8 @@ episode starts from the fresh simulator its env built
 path runs); the engine's arrays are built from it.
 
 :func:`unsupported_reason` says what the compiled step cannot run exactly: anything but the numba
-kernel backend, the default observation layout and the default reward, or a render mode.
+kernel backend and the default observation layout, or a render mode (a reward other than the
+default one is computed from the engine's totals after each step).
 """
 from __future__ import annotations
 
@@ -43,8 +44,6 @@ def unsupported_reason(env: Any) -> Optional[str]:
         return f"observation={mode!r}: the compiled step builds the default observation layout only"
     if type(env.builder) is not ObservationBuilder:
         return f"{type(env.builder).__name__} is not the default layout's ObservationBuilder"
-    if env._jct_unit is None:
-        return "a non-default reward"
     if env.render_mode is not None:
         return "render modes draw the Python simulator"
     return None
@@ -151,6 +150,14 @@ class CompiledEpisodes:
                 state = grow_log(state, 2 * size + state[11][c.N_RUN] + 2)
                 self._states[i] = state
                 c.store_state_row(self._state_images, i, state)
+
+    def totals(self, index: int) -> tuple:
+        """What a reward reads of env ``index``'s episode: now, job-seconds, fee, energy (joules),
+        jobs finished, and every job's finish time (a view)."""
+        c, state = self._c, self._states[index]
+        sc = state[10]
+        return (float(sc[c.NOW]), float(sc[c.JOB_SECONDS]), float(sc[c.FEE]), float(sc[c.ENERGY]),
+                int(state[11][c.FINISHED]), state[0][c.FINISH])
 
     def state(self, index: int) -> tuple:
         """Env ``index``'s engine state (:mod:`cluster_env.core.engine.layout`)."""

@@ -10,7 +10,7 @@ arrays are built from the fresh simulator.
 
 The episodes are bit for bit those of :class:`~cluster_env.vector.backend.PythonBackend` and of
 separate parallel envs (tests/test_vector.py). It supports what :func:`unsupported_reason`
-accepts: the numba kernel backend, the default reward, no render mode, and envs of the library's
+accepts: the numba kernel backend, the default observation layout, no render mode, and envs of the library's
 own classes; :func:`make_backend` (the vector env's default) picks it when it can and the Python
 backend otherwise.
 """
@@ -54,6 +54,8 @@ class CompiledBackend(CompiledEpisodes, VectorBackend):
         super().__init__(envs, buffers)
         self._no_flags = np.zeros(self.num_envs, dtype=np.bool_)
         self._modes = {"raise": self._c.RAISE, "noop": self._c.NOOP, "fallback": self._c.FALLBACK}
+        #: Envs whose reward is not the default one: computed from the engine's totals after each step.
+        self._own_rewards = [i for i, env in enumerate(envs) if env._jct_unit is None]
 
     # ------------------------------------------------------------------ contract
     def reset(self, index: int, seed: Optional[int], options: Optional[dict]) -> None:
@@ -77,6 +79,12 @@ class CompiledBackend(CompiledEpisodes, VectorBackend):
         count = CompiledEpisodes.step(self, actions, flags, mode, penalty)
         if count == self._c.REFUSED:
             return None
+        b = self.buffers
+        for i in self._own_rewards:
+            reward = self.envs[i]._reward_from(self.totals(i), self._sims[i])
+            if mode != self._c.UNCHECKED and penalty and b.invalid[i]:
+                reward -= penalty
+            b.rewards[i] = reward
         return self._ended[:count].tolist() if count else []
 
     def episode_info(self, index: int) -> dict[str, Any]:

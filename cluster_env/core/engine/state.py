@@ -102,7 +102,8 @@ def build_state(env: Any, sim: Any, log_capacity: int = 0) -> tuple:
     pf[L.SIGMA], pf[L.THETA], pf[L.STRAG_RATE] = float(params.sigma), float(params.theta), float(params.straggler_rate)
     if fl is not None:
         pf[L.ON_MEAN], pf[L.OFF_MEAN], pf[L.SHIFT], pf[L.LOG_SLOW] = fl._on_mean, fl._off_mean, fl._shift, fl._log_slow
-    pf[L.DENOM] = max(sim.num_jobs, 1) * env._jct_unit
+    # The default reward's denominator (another reward is computed outside the engine).
+    pf[L.DENOM] = max(sim.num_jobs, 1) * (env._jct_unit or 1.0)
     max_time = env.sched.max_time
     pf[L.MAX_TIME] = math.inf if max_time is None else float(max_time)
     pi = np.zeros(L.PI_SIZE, dtype=np.int64)
