@@ -79,6 +79,8 @@ def _play_both(fast, slow, seed, wild=0.0, hand_off_at=None, limit=3000):
     ("toy-v0", {"preemption": True, "max_steps": 400}),
     ("philly-tenants-v1", {"jobs_per_episode": 40}),
     ("philly-slo-v1", {"jobs_per_episode": 40, "preemption": True}),
+    ("philly-hetero-v2", {"jobs_per_episode": 40, "observation": "extended"}),
+    ("toy-v0", {"preemption": True, "max_steps": 400, "observation": "extended"}),
 ])
 def test_compiled_and_python_backends_step_the_same(scenario, kw):
     fast, slow = _pair(scenario, **kw)
@@ -146,12 +148,12 @@ def test_the_default_env_runs_compiled_and_backend_is_checked():
     env = cluster_env.parallel_env()
     env.reset(seed=0)
     assert env.backend == "auto" and env.engine == "compiled"
-    assert cluster_env.parallel_env(observation="extended").backend == "auto"
-    extended = cluster_env.parallel_env(observation="extended")
-    extended.reset(seed=0)
-    assert extended.engine == "python"
-    with pytest.raises(ValueError, match="backend='compiled' cannot run .*observation='extended'"):
-        cluster_env.parallel_env(observation="extended", backend="compiled")
+    assert cluster_env.parallel_env(observation="extended-v2").backend == "auto"
+    placement = cluster_env.parallel_env(observation="extended-v2")
+    placement.reset(seed=0)
+    assert placement.engine == "python"
+    with pytest.raises(ValueError, match="backend='compiled' cannot run .*observation='extended-v2'"):
+        cluster_env.parallel_env(observation="extended-v2", backend="compiled")
     with pytest.raises(ValueError, match="backend must be one of"):
         cluster_env.parallel_env(backend="numba")
 
@@ -248,3 +250,22 @@ def test_the_compiled_vector_backend_gives_other_rewards_too(scenario, reward):
         runs.append(np.array(rewards))
     assert np.array_equal(runs[0], runs[1])
     assert (runs[0] != 0).any()
+
+
+def test_the_compiled_vector_backend_writes_the_extended_layout_too():
+    from cluster_env.vector import ClusterVectorEnv
+    from cluster_env.vector.compiled import CompiledBackend
+
+    runs = []
+    for backend in ("compiled", "python"):
+        vec = ClusterVectorEnv(3, "philly-hetero-v2", jobs_per_episode=20, observation="extended", backend=backend,
+                               preemption=True, invalid_action="noop")
+        assert isinstance(vec.backend, CompiledBackend) == (backend == "compiled")
+        obs, _ = vec.reset(seed=5)
+        rng = np.random.default_rng(5)
+        trail = [vec.flat_observations().copy()]
+        for _ in range(300):          # episodes end and restart inside (same-step autoreset)
+            vec.step(rng.integers(vec.n_actions, size=3))
+            trail.append(vec.flat_observations().copy())
+        runs.append(np.array(trail))
+    assert runs[0].shape[-1] > 0 and np.array_equal(runs[0], runs[1])

@@ -271,9 +271,10 @@ def test_backend_choice_and_fallback():
     # Another reward runs compiled too (computed from the engine's totals) ...
     assert isinstance(ClusterVectorEnv(2, "toy-v0", reward="cost").backend, CompiledBackend)
     # ... what the compiled backend does not run falls back to the Python backend under "auto" ...
-    slow = ClusterVectorEnv(2, "toy-v0", observation="extended")
+    assert isinstance(ClusterVectorEnv(2, "toy-v0", observation="extended").backend, CompiledBackend)
+    slow = ClusterVectorEnv(2, "toy-v0", observation="extended-v2")
     assert type(slow.backend) is PythonBackend
-    assert "observation='extended'" in unsupported_reason(slow.envs)
+    assert "observation='extended-v2'" in unsupported_reason(slow.envs)
     assert type(ClusterVectorEnv(2, "toy-v0", render_mode="ansi").backend) is PythonBackend
     # ... and is an error when asked for by name.
     with pytest.raises(ValueError, match="backend='compiled': render modes"):

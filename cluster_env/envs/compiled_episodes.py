@@ -30,7 +30,13 @@ from cluster_env.core.simulator import EpisodeView, JobState
 from cluster_env.core.engine.state import LOG_ITEMS, build_state, grow_log, log_capacity, state_metrics
 from cluster_env.envs.buffers import allocate
 from cluster_env.envs.flat_layout import FlatLayout
+from cluster_env.core.engine import layout as L
 from cluster_env.envs.observation import ObservationBuilder
+from cluster_env.envs.observation_ext import ExtendedObservationBuilder
+
+#: The observation builders whose layout the compiled step writes: the default one, and the
+#: ``extended`` one (its columns appended after each step by the builder's compiled call).
+COMPILED_LAYOUTS = {"default": ObservationBuilder, "extended": ExtendedObservationBuilder}
 
 
 def unsupported_reason(env: Any) -> Optional[str]:
@@ -40,10 +46,13 @@ def unsupported_reason(env: Any) -> Optional[str]:
     if kernels.active().name != "numba":
         return "the compiled step needs numba and the numba kernel backend (CLUSTER_ENV_KERNELS)"
     mode = getattr(env, "observation_mode", "default")
-    if mode != "default":
-        return f"observation={mode!r}: the compiled step builds the default observation layout only"
-    if type(env.builder) is not ObservationBuilder:
-        return f"{type(env.builder).__name__} is not the default layout's ObservationBuilder"
+    if mode not in COMPILED_LAYOUTS:
+        return (f"observation={mode!r}: the compiled step builds the {' and '.join(map(repr, COMPILED_LAYOUTS))} "
+                "observation layouts only")
+    if type(env.builder) is not COMPILED_LAYOUTS[mode]:
+        return f"{type(env.builder).__name__} is not the {mode!r} layout's {COMPILED_LAYOUTS[mode].__name__}"
+    if mode == "extended" and not env.builder.fused_columns:
+        return "the extended layout's numpy reference (fused_columns=False)"
     if env.render_mode is not None:
         return "render modes draw the Python simulator"
     return None
@@ -55,6 +64,35 @@ def step_module():
     from cluster_env.core.engine import step
 
     return step
+
+
+class LiveView:
+    """One episode's progress in the engine's arrays, read as a simulator's (live: views and
+    properties, no copies): what an observation builder's own statistics read
+    (:meth:`ExtendedObservationBuilder.attach`)."""
+
+    def __init__(self, state: tuple) -> None:
+        jf = state[0]
+        self._sc, self._ic = state[10], state[11]
+        self.jobs = JobState(status=state[1][L.STATUS], progress=jf[L.PROGRESS], attained=jf[L.ATTAINED],
+                             executed=jf[L.EXECUTED], held=jf[L.HELD], first_start=jf[L.FIRST_START],
+                             finish=jf[L.FINISH], restarts=state[1][L.RESTARTS], nominal=jf[L.NOMINAL])
+
+    @property
+    def now(self) -> float:
+        return float(self._sc[L.NOW])
+
+    @property
+    def last_tick(self) -> float:
+        return float(self._sc[L.LAST_TICK])
+
+    @property
+    def next_arrival(self) -> int:
+        return int(self._ic[L.NEXT_ARRIVAL])
+
+    @property
+    def finished_count(self) -> int:
+        return int(self._ic[L.FINISHED])
 
 
 class CompiledEpisodes:
@@ -76,6 +114,8 @@ class CompiledEpisodes:
         self._sims: list = [None] * n
         self._rngs = None                      # numba typed list of the generators, made at the first step
         self._logged: set[int] = set()         # envs whose episode keeps the allocation log (tenant quotas)
+        #: Envs whose layout appends columns after the step's (the builder's compiled call).
+        self._extended = [i for i, env in enumerate(envs) if type(env.builder) is ExtendedObservationBuilder]
         # Each env's state and observation tuples as byte images the compiled step reads (see
         # core.engine.step); the tuples' arrays stay alive in _states and _obs.
         self._state_images = np.zeros((n, self._c.STATE_BYTES), dtype=np.uint8)
@@ -112,6 +152,9 @@ class CompiledEpisodes:
                                 b.global_, b.placing, b.order_pad, b.place_pad, b.job_ids)
         if err:
             raise RuntimeError(f"compiled step: simulator error {int(err)} in env {index}'s reset")
+        if index in self._extended:
+            env.builder.attach(LiveView(state))
+            self._extend(index)
         c = self._c
         sc, ic = state[10], state[11]
         b.phase[index] = 0
@@ -132,7 +175,18 @@ class CompiledEpisodes:
         if count < 0 and count != self._c.REFUSED:
             raise RuntimeError(f"compiled step: simulator error {int(self._states[-1 - count][11][self._c.ERROR])} "
                                f"in env {-1 - count}")
+        if count != self._c.REFUSED:
+            for i in self._extended:
+                self._extend(i)
         return count
+
+    def _extend(self, index: int) -> None:
+        """The appended columns of env ``index``'s observation, in its rows of the buffers."""
+        c, b, O = self._c, self.buffers, self._obs[index]
+        E = O[c.O_E]
+        K = E[c.E_K]
+        running = O[c.O_CAND][K:K + E[c.E_NR]]
+        self.envs[index].builder.extra_columns(b.jobs[index], b.global_[index], b.job_ids[index], running)
 
     @property
     def ended(self) -> np.ndarray:
@@ -312,6 +366,8 @@ class OneEpisode(CompiledEpisodes):
         count = self._step_all(self._buf_image, self._act, self._ok, UNCHECKED, 0.0)
         if count < 0:
             raise RuntimeError(f"compiled step: simulator error {int(self._states[0][11][self._c.ERROR])}")
+        if self._extended:
+            self._extend(0)
         return self._unpack(self._raw)
 
     def scalars(self) -> tuple:

@@ -128,11 +128,18 @@ class ExtendedObservationBuilder(ObservationBuilder):
         # the next finish), the attained service it reads.
         self._columns = observation_fused.compiled() if self._kernel is not None else None
         self._tenant_log, self._tenant_log_at = None, -1
-        self._attained = sim.jobs.attained
+        self.attach(sim)
+
+    def attach(self, source) -> None:
+        """Read the episode's progress from ``source``: the bound simulator (``bind``), or the
+        compiled engine's live view of the same episode (``next_arrival``, ``finished_count``,
+        ``now``, ``last_tick``, and ``jobs.finish`` / ``executed`` / ``attained``)."""
+        self._source = source
+        self._attained = source.jobs.attained
 
     def _update_stats(self) -> None:
         """Fold the jobs that finished since the last observation into the running statistics."""
-        sim = self.sim
+        sim = self._source
         if sim.next_arrival > self._arrived_seen:
             self._unfinished = np.concatenate([self._unfinished, np.arange(self._arrived_seen, sim.next_arrival)])
             self._arrived_seen = sim.next_arrival
@@ -164,6 +171,13 @@ class ExtendedObservationBuilder(ObservationBuilder):
         place_mask = np.zeros(self.n_placer_actions, np.int8)
         ids = np.empty(self.K + self.R, np.int64)
         self.build_into(jobs, machines, glob, placing, order_mask, place_mask, ids, placing_phase, pending, running)
+        self.extra_columns(jobs, glob, ids, running)
+        return {"jobs": jobs, "machines": machines, "global": glob, "placing": placing}, order_mask, place_mask
+
+    def extra_columns(self, jobs: np.ndarray, glob: np.ndarray, ids: np.ndarray, running: np.ndarray) -> None:
+        """Write this layout's columns (one compiled call) into ``jobs`` and ``glob``, whose default
+        columns are written (``ids``: each row's job, -1 for none; ``running``: the running
+        candidates): the compiled kernels' build, and the compiled step's observation."""
         self._update_stats()
         stats = self._stats
         if self._tenant_log_at != self._seen_finished:
@@ -175,7 +189,6 @@ class ExtendedObservationBuilder(ObservationBuilder):
         self._columns(jobs, glob, ids, self._tenant_log, attained_log, running, self.K, len(JOB_FEATURES),
                       phase, mean_all, recent, self._slot, self._tenant, stats.mean(), stats.recent,
                       *self._placement_arguments(running))
-        return {"jobs": jobs, "machines": machines, "global": glob, "placing": placing}, order_mask, place_mask
 
     def _placement_arguments(self, running: np.ndarray) -> tuple:
         """The fused kernel's placement arguments (this layout: none, typed as a subclass's)."""
@@ -218,7 +231,7 @@ class ExtendedObservationBuilder(ObservationBuilder):
 
     def _global_columns(self) -> tuple[float, float, float]:
         """The :data:`EXTRA_GLOBAL_FEATURES` values (float64, before the observation's float32)."""
-        sim, stats = self.sim, self._stats
+        sim, stats = self._source, self._stats
         if self.preemption:
             last = sim.last_tick if math.isfinite(sim.last_tick) else 0.0
             phase = min(max((sim.now - last) / self.scheduling_tick, 0.0), 1.0)
