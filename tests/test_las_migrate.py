@@ -234,17 +234,11 @@ def test_placement_columns_match_the_simulator():
     assert checked > 100
 
 
-def test_the_compiled_vector_env_refuses_extended_v2():
+def test_the_vector_env_shows_the_placement_columns():
+    """(Both backends write them the same: tests/test_parallel_engine.py.)"""
     from cluster_env.vector import ClusterVectorEnv
 
-    from cluster_env.core import kernels
-
-    # Under CLUSTER_ENV_KERNELS=numpy the compiled backend is refused earlier, for the kernels.
-    why = ("observation='extended-v2'.*Python backend" if kernels.active().name == "numba"
-           else "the compiled step needs numba")
-    with pytest.raises(Exception, match=why):
-        ClusterVectorEnv(1, "toy-v0", "train", observation="extended-v2", backend="compiled")
-    vec = ClusterVectorEnv(1, "toy-v0", "train", observation="extended-v2", backend="auto")   # falls back
+    vec = ClusterVectorEnv(1, "toy-v0", "train", observation="extended-v2")
     assert vec.single_observation_space["jobs"].shape[1] == N_EXT + len(PLACEMENT_JOB_FEATURES)
 
 

@@ -81,6 +81,8 @@ def _play_both(fast, slow, seed, wild=0.0, hand_off_at=None, limit=3000):
     ("philly-slo-v1", {"jobs_per_episode": 40, "preemption": True}),
     ("philly-hetero-v2", {"jobs_per_episode": 40, "observation": "extended"}),
     ("toy-v0", {"preemption": True, "max_steps": 400, "observation": "extended"}),
+    ("philly-hetero-v2", {"jobs_per_episode": 40, "observation": "extended-v2", "preemption": True}),
+    ("philly-tenants-v1", {"jobs_per_episode": 40, "observation": "objectives-v1", "preemption": True}),
 ])
 def test_compiled_and_python_backends_step_the_same(scenario, kw):
     fast, slow = _pair(scenario, **kw)
@@ -148,12 +150,15 @@ def test_the_default_env_runs_compiled_and_backend_is_checked():
     env = cluster_env.parallel_env()
     env.reset(seed=0)
     assert env.backend == "auto" and env.engine == "compiled"
-    assert cluster_env.parallel_env(observation="extended-v2").backend == "auto"
-    placement = cluster_env.parallel_env(observation="extended-v2")
-    placement.reset(seed=0)
-    assert placement.engine == "python"
-    with pytest.raises(ValueError, match="backend='compiled' cannot run .*observation='extended-v2'"):
-        cluster_env.parallel_env(observation="extended-v2", backend="compiled")
+    for layout in ("extended", "extended-v2", "objectives-v1"):
+        env = cluster_env.parallel_env(observation=layout)
+        env.reset(seed=0)
+        assert env.engine == "compiled", layout
+    drawn = cluster_env.parallel_env(render_mode="ansi")
+    drawn.reset(seed=0)
+    assert drawn.engine == "python"
+    with pytest.raises(ValueError, match="backend='compiled' cannot run .*render modes"):
+        cluster_env.parallel_env(render_mode="ansi", backend="compiled")
     with pytest.raises(ValueError, match="backend must be one of"):
         cluster_env.parallel_env(backend="numba")
 
@@ -252,13 +257,15 @@ def test_the_compiled_vector_backend_gives_other_rewards_too(scenario, reward):
     assert (runs[0] != 0).any()
 
 
-def test_the_compiled_vector_backend_writes_the_extended_layout_too():
+@pytest.mark.parametrize("scenario, layout", [("philly-hetero-v2", "extended"), ("philly-hetero-v2", "extended-v2"),
+                                              ("philly-slo-v1", "objectives-v1")])
+def test_the_compiled_vector_backend_writes_every_layout_too(scenario, layout):
     from cluster_env.vector import ClusterVectorEnv
     from cluster_env.vector.compiled import CompiledBackend
 
     runs = []
     for backend in ("compiled", "python"):
-        vec = ClusterVectorEnv(3, "philly-hetero-v2", jobs_per_episode=20, observation="extended", backend=backend,
+        vec = ClusterVectorEnv(3, scenario, jobs_per_episode=20, observation=layout, backend=backend,
                                preemption=True, invalid_action="noop")
         assert isinstance(vec.backend, CompiledBackend) == (backend == "compiled")
         obs, _ = vec.reset(seed=5)

@@ -75,10 +75,10 @@ spread model and straggler preset of its GPU generation whatever the base
 (tests/test_parallel_engine.py): the compiled step over the engine's state arrays
 (:mod:`cluster_env.core.engine`, the one the vector env and the compiled harness run) or the
 Python simulator (:class:`cluster_env.core.simulator.ClusterSimulator`). ``backend="auto"`` (the
-default) uses the compiled step wherever it runs the episode exactly: numba's kernels, the default
-or the ``extended`` observation layout (its columns appended by the builder's compiled call), no
-render mode (a reward other than the default one is computed from the engine's totals after each
-step); otherwise the Python simulator, as
+default) uses the compiled step wherever it runs the episode exactly: numba's kernels and no render
+mode, with every observation layout (the step writes the default columns, the layout's builder
+appends its own from the engine's live state) and every reward (one other than the default is
+computed from the engine's totals after each step); otherwise the Python simulator, as
 ``backend="python"`` always does (``backend="compiled"`` is an error where it cannot run).
 ``env.engine`` says which one runs the current episode. Observations are fresh arrays either way:
 the compiled step hands out arrays nothing else still holds and copies otherwise. Reading

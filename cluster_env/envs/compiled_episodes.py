@@ -11,8 +11,9 @@ episode starts from the fresh simulator its env built
 path runs); the engine's arrays are built from it.
 
 :func:`unsupported_reason` says what the compiled step cannot run exactly: anything but the numba
-kernel backend and the default observation layout, or a render mode (a reward other than the
-default one is computed from the engine's totals after each step).
+kernel backend, a render mode, a builder of another class than its layout's (every layout's
+columns are written: the step writes the default ones, the builder appends its own; a reward
+other than the default one is computed from the engine's totals after each step).
 """
 from __future__ import annotations
 
@@ -26,17 +27,21 @@ from typing import Any, Optional
 import numpy as np
 
 from cluster_env.core.engine.layout import UNCHECKED
-from cluster_env.core.simulator import EpisodeView, JobState
+from cluster_env.core.simulator import EpisodeView, JobState, MachineState
 from cluster_env.core.engine.state import LOG_ITEMS, build_state, grow_log, log_capacity, state_metrics
 from cluster_env.envs.buffers import allocate
 from cluster_env.envs.flat_layout import FlatLayout
 from cluster_env.core.engine import layout as L
 from cluster_env.envs.observation import ObservationBuilder
 from cluster_env.envs.observation_ext import ExtendedObservationBuilder
+from cluster_env.envs.observation_obj import ObjectiveObservationBuilder
+from cluster_env.envs.observation_place import PlacementObservationBuilder
 
-#: The observation builders whose layout the compiled step writes: the default one, and the
-#: ``extended`` one (its columns appended after each step by the builder's compiled call).
-COMPILED_LAYOUTS = {"default": ObservationBuilder, "extended": ExtendedObservationBuilder}
+#: The observation builders whose layout the compiled step writes: every layout's (the step writes
+#: the default columns; a builder's ``extra_columns`` appends its own after each step, reading the
+#: engine's live view).
+COMPILED_LAYOUTS = {"default": ObservationBuilder, "extended": ExtendedObservationBuilder,
+                    "extended-v2": PlacementObservationBuilder, "objectives-v1": ObjectiveObservationBuilder}
 
 
 def unsupported_reason(env: Any) -> Optional[str]:
@@ -47,11 +52,10 @@ def unsupported_reason(env: Any) -> Optional[str]:
         return "the compiled step needs numba and the numba kernel backend (CLUSTER_ENV_KERNELS)"
     mode = getattr(env, "observation_mode", "default")
     if mode not in COMPILED_LAYOUTS:
-        return (f"observation={mode!r}: the compiled step builds the {' and '.join(map(repr, COMPILED_LAYOUTS))} "
-                "observation layouts only")
+        return f"observation={mode!r}: the compiled step builds the layouts {sorted(COMPILED_LAYOUTS)} only"
     if type(env.builder) is not COMPILED_LAYOUTS[mode]:
         return f"{type(env.builder).__name__} is not the {mode!r} layout's {COMPILED_LAYOUTS[mode].__name__}"
-    if mode == "extended" and not env.builder.fused_columns:
+    if not getattr(env.builder, "fused_columns", True):
         return "the extended layout's numpy reference (fused_columns=False)"
     if env.render_mode is not None:
         return "render modes draw the Python simulator"
@@ -68,15 +72,32 @@ def step_module():
 
 class LiveView:
     """One episode's progress in the engine's arrays, read as a simulator's (live: views and
-    properties, no copies): what an observation builder's own statistics read
-    (:meth:`ExtendedObservationBuilder.attach`)."""
+    properties, no copies): what the appended layouts' builders read
+    (:meth:`ExtendedObservationBuilder.attach`): the jobs' state, the clock, the counts, the
+    running slots and their machine pools (the simulator's layout), free GPUs and measured
+    speeds; the episode's fixed facts (speeds, GPU types, demands, restrictions) are the
+    simulator's it started from."""
 
-    def __init__(self, state: tuple) -> None:
+    def __init__(self, state: tuple, sim: Any) -> None:
         jf = state[0]
         self._sc, self._ic = state[10], state[11]
         self.jobs = JobState(status=state[1][L.STATUS], progress=jf[L.PROGRESS], attained=jf[L.ATTAINED],
                              executed=jf[L.EXECUTED], held=jf[L.HELD], first_start=jf[L.FIRST_START],
                              finish=jf[L.FINISH], restarts=state[1][L.RESTARTS], nominal=jf[L.NOMINAL])
+        self.machines = MachineState(free=state[3][L.FREE], jobs=state[3][L.MJOBS], static=state[2][L.STATIC],
+                                     measured=state[2][L.MEASURED], measured_at=state[2][L.MEASURED_AT])
+        self._s_float, self._s_int, self._s_flag = state[7], state[8], state[9]
+        self._mpool, self._gpool = state[17], state[18]
+        self.job_speed, self.machine_type, self.gpus, self.allowed = sim.job_speed, sim.machine_type, sim.gpus, sim.allowed
+        self.total_gpus = sim.total_gpus
+
+    @property
+    def num_running(self) -> int:
+        return int(self._ic[L.N_RUN])
+
+    @property
+    def measure_version(self) -> int:
+        return int(self._ic[L.MEASURE_VERSION])
 
     @property
     def now(self) -> float:
@@ -115,7 +136,7 @@ class CompiledEpisodes:
         self._rngs = None                      # numba typed list of the generators, made at the first step
         self._logged: set[int] = set()         # envs whose episode keeps the allocation log (tenant quotas)
         #: Envs whose layout appends columns after the step's (the builder's compiled call).
-        self._extended = [i for i, env in enumerate(envs) if type(env.builder) is ExtendedObservationBuilder]
+        self._extended = [i for i, env in enumerate(envs) if type(env.builder) is not ObservationBuilder]
         # Each env's state and observation tuples as byte images the compiled step reads (see
         # core.engine.step); the tuples' arrays stay alive in _states and _obs.
         self._state_images = np.zeros((n, self._c.STATE_BYTES), dtype=np.uint8)
@@ -153,7 +174,7 @@ class CompiledEpisodes:
         if err:
             raise RuntimeError(f"compiled step: simulator error {int(err)} in env {index}'s reset")
         if index in self._extended:
-            env.builder.attach(LiveView(state))
+            env.builder.attach(LiveView(state, sim))
             self._extend(index)
         c = self._c
         sc, ic = state[10], state[11]

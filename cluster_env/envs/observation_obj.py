@@ -61,11 +61,26 @@ class ObjectiveObservationBuilder(ObservationBuilder):
         borrow = np.ones(tenants) if w.tenant_borrow is None else w.tenant_borrow[:tenants].astype(np.float64)
         static[:, 7] = borrow[self._tenant]
         self._obj_static = static
+        self.attach(sim)
+
+    def attach(self, source) -> None:
+        """Read the episode's progress from ``source``: the bound simulator (``bind``), or the
+        compiled engine's live view of the same episode (``now``, ``jobs.status``, ``gpus``,
+        ``total_gpus``)."""
+        self._source = source
 
     def build(self, placing_phase: bool, pending: np.ndarray, running: np.ndarray):
         feats, order_mask, place_mask = super().build(placing_phase, pending, running)
-        sim = self.sim
-        ids = self.candidate_ids(pending, running)
+        jobs = np.empty((feats["jobs"].shape[0], len(self.job_features)), dtype=np.float32)
+        jobs[:, :feats["jobs"].shape[1]] = feats["jobs"]
+        self.extra_columns(jobs, feats["global"], self.candidate_ids(pending, running), running)
+        feats["jobs"] = jobs
+        return feats, order_mask, place_mask
+
+    def extra_columns(self, jobs: np.ndarray, glob: np.ndarray, ids: np.ndarray, running: np.ndarray) -> None:
+        """Write this layout's columns into ``jobs``, whose default columns are written (``ids``:
+        each row's job, -1 for none): the Python build, and the compiled step's observation."""
+        sim = self._source
         valid = ids >= 0
         extra = np.tile(_EMPTY, (len(ids), 1))
         if valid.any():
@@ -79,5 +94,4 @@ class ObjectiveObservationBuilder(ObservationBuilder):
             used = np.bincount(self._tenant[run], weights=sim.gpus[run], minlength=self._n_tenants)
             rows[:, 6] = used[self._tenant[j]] / sim.total_gpus
             extra[valid] = rows
-        feats["jobs"] = np.concatenate([feats["jobs"], extra], axis=1)
-        return feats, order_mask, place_mask
+        jobs[:, jobs.shape[1] - extra.shape[1]:] = extra

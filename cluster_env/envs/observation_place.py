@@ -163,7 +163,7 @@ class PlacementObservationBuilder(ExtendedObservationBuilder):
 
     def _measured(self) -> np.ndarray:
         """The measured speeds through float32, widened (recomputed when they change)."""
-        sim = self.sim
+        sim = self._source
         if self._measured_at != sim.measure_version:
             self._measured32 = sim.machines.measured.astype(np.float32).astype(np.float64)
             self._measured_at = sim.measure_version
@@ -177,8 +177,9 @@ class PlacementObservationBuilder(ExtendedObservationBuilder):
 
     def _placement_arguments(self, running: np.ndarray) -> tuple:
         """The fused kernel's placement arguments: the simulator's slot arrays and pools (where
-        ``placement_rows`` reads ``alloc``), speeds, free GPUs, restrictions and the clock."""
-        sim = self.sim
+        ``placement_rows`` reads ``alloc``), speeds, free GPUs, restrictions and the clock (from
+        the bound simulator, or the compiled engine's live view: ``attach``)."""
+        sim = self._source
         restricted = sim.allowed is not None
         return (True, _NOT_RUNNING, sim.num_running, sim._s_float, sim._s_int, sim._s_flag, sim._mpool, sim._gpool,
                 sim.job_speed, self._nominal32, sim.machine_type, self._measured(), sim.machines.free, sim.gpus,

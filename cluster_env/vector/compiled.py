@@ -10,7 +10,7 @@ arrays are built from the fresh simulator.
 
 The episodes are bit for bit those of :class:`~cluster_env.vector.backend.PythonBackend` and of
 separate parallel envs (tests/test_vector.py). It supports what :func:`unsupported_reason`
-accepts: the numba kernel backend, the default or extended observation layout, no render mode, and envs of the library's
+accepts: the numba kernel backend, no render mode, and envs of the library's
 own classes; :func:`make_backend` (the vector env's default) picks it when it can and the Python
 backend otherwise.
 """
