@@ -276,3 +276,20 @@ def test_the_compiled_vector_backend_writes_every_layout_too(scenario, layout):
             trail.append(vec.flat_observations().copy())
         runs.append(np.array(trail))
     assert runs[0].shape[-1] > 0 and np.array_equal(runs[0], runs[1])
+
+
+@pytest.mark.parametrize("reward", [None, "objectives"])
+def test_a_hand_off_calls_no_reward_again_and_the_rewards_go_on_alike(reward):
+    calls = []
+
+    def counting(stats):
+        calls.append(stats)
+        return -stats.job_seconds - stats.fee
+
+    spec = counting if reward is None else reward
+    kw = {"jobs_per_episode": 30, "reward": spec}
+    fast, slow = _pair("philly-slo-v1", **kw)
+    _play_both(fast, slow, seed=4, hand_off_at=25)
+    assert fast.engine == "python"
+    if reward is None:
+        assert len(calls) == 2 * fast.num_steps      # one call per step of each env, none in the replay

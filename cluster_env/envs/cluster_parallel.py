@@ -139,6 +139,7 @@ from pettingzoo import ParallelEnv
 from cluster_env.core.engine.layout import EVENTS as _EVENTS
 from cluster_env.core.engine.layout import FINISHED as _FINISHED
 from cluster_env.core.engine.layout import JOB_SECONDS as _JOB_SECONDS
+from cluster_env.core.engine.layout import JS_LAST as _JS_LAST
 from cluster_env.core.engine.layout import MAX_PREEMPTIONS_PER_INSTANT
 from cluster_env.core.engine.layout import NOW as _NOW
 from cluster_env.core.config import (TIME_SCALE_RANGE, SchedulingConfig, WorldConfig, check_bool, check_int,
@@ -599,12 +600,14 @@ class ClusterParallelEnv(ParallelEnv):
     def _hand_off(self) -> None:
         """Continue the episode in the Python simulator (what reading :attr:`sim` asks while the
         compiled engine holds it): the episode is played again in Python from its start, with the
-        decisions the engine played, and checked to be the engine's to the last bit."""
+        decisions the engine played, and checked to be the engine's to the last bit. The reward
+        function is not called again (it may keep its own record): what it reads next is kept."""
         engine = self._engine
         state = engine.state(0)
         rng = self._np_random
         rng_now = rng.bit_generator.state
         trace, fallbacks, agents, steps = engine.trace, self.fallbacks, self.agents, self.num_steps
+        last, objectives_last = self._last, self._objectives_last
         rng.bit_generator.state = self._rng_at_start
         self.sim = self._new_simulator(self._sim.workload)
         self._begin_python()
@@ -612,8 +615,10 @@ class ClusterParallelEnv(ParallelEnv):
         for act in trace.tolist():
             self._apply(None if act < 0 else act)
             self.num_steps += 1
-            self._reward()
             self._observe()
+        if self._jct_unit is not None:      # the compiled step kept the default reward's own record
+            last = (0.0, float(state[10][_JS_LAST]), 0.0, 0.0, 0)
+        self._last, self._objectives_last = last, objectives_last
         sim, sc, ic = self._sim, state[10], state[11]
         same = (rng.bit_generator.state == rng_now and self.num_steps == steps and sim.now == sc[_NOW]
                 and sim.job_seconds == sc[_JOB_SECONDS] and sim.events == ic[_EVENTS]
