@@ -139,7 +139,6 @@ from pettingzoo import ParallelEnv
 from cluster_env.core.engine.layout import EVENTS as _EVENTS
 from cluster_env.core.engine.layout import FINISHED as _FINISHED
 from cluster_env.core.engine.layout import JOB_SECONDS as _JOB_SECONDS
-from cluster_env.core.engine.layout import JS_LAST as _JS_LAST
 from cluster_env.core.engine.layout import MAX_PREEMPTIONS_PER_INSTANT
 from cluster_env.core.engine.layout import NOW as _NOW
 from cluster_env.core.config import (TIME_SCALE_RANGE, SchedulingConfig, WorldConfig, check_bool, check_int,
@@ -616,10 +615,11 @@ class ClusterParallelEnv(ParallelEnv):
             self._apply(None if act < 0 else act)
             self.num_steps += 1
             self._observe()
-        if self._jct_unit is not None:      # the compiled step kept the default reward's own record
-            last = (0.0, float(state[10][_JS_LAST]), 0.0, 0.0, 0)
-        self._last, self._objectives_last = last, objectives_last
         sim, sc, ic = self._sim, state[10], state[11]
+        if self._jct_unit is not None and steps:
+            # The compiled step kept the default reward's own record: the totals at the last step's end.
+            last = (sim.now, sim.job_seconds, sim.fee, sim.energy_joules, sim.finished_count)
+        self._last, self._objectives_last = last, objectives_last
         same = (rng.bit_generator.state == rng_now and self.num_steps == steps and sim.now == sc[_NOW]
                 and sim.job_seconds == sc[_JOB_SECONDS] and sim.events == ic[_EVENTS]
                 and sim.finished_count == ic[_FINISHED] and self.phase == engine.scalars()[3])
@@ -713,12 +713,6 @@ class ClusterParallelEnv(ParallelEnv):
         """The step's reward (the compiled step computes the default one itself): the reward
         function on what changed since the last step, read from whichever engine runs the episode."""
         sim = self._sim
-        if self._jct_unit is not None and not self._live:
-            # The default reward, inline (the same arithmetic as JCTReward, without StepStats); it
-            # reads only the job-seconds, so only they are kept (the reward is fixed per env).
-            js0, js = self._last[1], sim.job_seconds
-            self._last = (0.0, js, 0.0, 0.0, 0)
-            return -float(js - js0) / (max(sim.num_jobs, 1) * self._jct_unit)
         if self._live:
             return self._reward_from(self._engine.totals(0), sim)
         return self._reward_from((sim.now, sim.job_seconds, sim.fee, sim.energy_joules, sim.finished_count,
