@@ -217,7 +217,7 @@ def test_a_replay_that_leaves_the_engine_is_an_error_not_another_episode(monkeyp
     obs, _ = env.reset(seed=0)
     for _ in range(6):
         obs, *_ = env.step({a: int(o["action_mask"].argmax()) for a, o in obs.items()})
-    env._engine.trace.pop()          # the replay now misses the last decision
+    env._trace.pop()                 # the replay now misses the last decision
     with pytest.raises(RuntimeError, match="replay of this episode left the compiled engine"):
         env.sim
 
@@ -293,3 +293,30 @@ def test_a_hand_off_calls_no_reward_again_and_the_rewards_go_on_alike(reward):
     assert fast.engine == "python"
     if reward is None:
         assert len(calls) == 2 * fast.num_steps      # one call per step of each env, none in the replay
+
+
+@pytest.mark.parametrize("backend", ["auto", "python"])
+def test_a_copy_or_pickle_mid_episode_goes_on_as_the_original(backend):
+    """(Before the copy replayed the episode, a copy's simulator lost the views between its arrays
+    and went on differently.)"""
+    import copy
+    import pickle
+
+    env = cluster_env.parallel_env("philly-hetero-v2", jobs_per_episode=25, observation="extended", backend=backend)
+    obs, _ = env.reset(seed=1)
+    for _ in range(9):
+        obs, *_ = env.step({a: int(o["action_mask"].argmax()) for a, o in obs.items()})
+    copies = [copy.deepcopy(env), pickle.loads(pickle.dumps(env))]
+    assert env.engine == "python" and all(c.engine == "python" for c in copies)
+    envs = [env, *copies]
+    while env.agents:
+        act = {a: int(o["action_mask"].argmax()) for a, o in obs.items()}
+        outs = [e.step(dict(act)) for e in envs]
+        for out in outs[1:]:
+            _same(out, outs[0], "copy")
+        obs = outs[0][0]
+    for e in envs:                       # and the next episodes run as the backend says, alike
+        e.reset(seed=2)
+        assert e.engine == ("compiled" if backend == "auto" else "python")
+    _same(envs[1].step({"orderer": 0, "placer": envs[1].action_space("placer").n - 1}),
+          envs[0].step({"orderer": 0, "placer": envs[0].action_space("placer").n - 1}), "next episode")

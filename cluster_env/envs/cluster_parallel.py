@@ -128,6 +128,7 @@ Python simulator.
 """
 from __future__ import annotations
 
+import array
 import functools
 from dataclasses import replace
 from typing import Any, Optional
@@ -171,6 +172,13 @@ BACKENDS = ("auto", "compiled", "python")
 #: own API test passes ``{"options": 1}`` to check that reset takes the argument.
 RESET_OPTIONS = ("split",)
 _PROBE_OPTIONS = ("options",)
+
+
+class _WorkloadOnly:
+    """The workload of a copied env's episode, before the copy plays it again."""
+
+    def __init__(self, workload: Any) -> None:
+        self.workload = workload
 
 
 def reset_split(options: Optional[dict], default: str) -> str:
@@ -393,7 +401,8 @@ class ClusterParallelEnv(ParallelEnv):
         rng = self._np_random
         workload = self.scenario.sample(split, rng, self.jobs_per_episode)
         self.offered_load = offered_load(workload, self.cluster.total_gpus, self.scenario.load_measure)
-        self._rng_at_start = rng.bit_generator.state if engine else None
+        self._rng_at_start = rng.bit_generator.state    # what a replay of the episode starts from
+        self._trace = array.array("q")                  # the decisions played (-1: none)
         self._reset_reward()
         return self._new_simulator(workload, observed)
 
@@ -456,6 +465,7 @@ class ClusterParallelEnv(ParallelEnv):
                 invalid = self._forbidden(invalid, "placer", act, "the action mask forbids it")
                 act = self._fallback_action(self._place_mask)
                 self.fallbacks += act is not None
+        self._trace.append(-1 if act is None else act)
         if self._live:
             return self._engine_step(act, invalid)
         self._apply(act)
@@ -503,8 +513,9 @@ class ClusterParallelEnv(ParallelEnv):
             obs, rewards, terms, truncs, infos = self.step(act)
             infos[agent]["invalid_action"] = True
             return obs, rewards, terms, truncs, infos
+        # Nothing is played (the idle epochs a replay skips after it: none, this is a decision epoch).
+        self._trace.append(-1)
         if self._live:
-            # The compiled step plays nothing and skips no epoch: this is one already.
             return self._engine_step(None, [agent])
         return self._finish_step([agent])
 
@@ -599,35 +610,65 @@ class ClusterParallelEnv(ParallelEnv):
     def _hand_off(self) -> None:
         """Continue the episode in the Python simulator (what reading :attr:`sim` asks while the
         compiled engine holds it): the episode is played again in Python from its start, with the
-        decisions the engine played, and checked to be the engine's to the last bit. The reward
-        function is not called again (it may keep its own record): what it reads next is kept."""
-        engine = self._engine
-        state = engine.state(0)
+        decisions the engine played, and checked to be the engine's to the last bit."""
+        state = self._engine.state(0)
+        engine_phase = self._engine.scalars()[3]
+        self._replay_in_python()
+        sim, sc, ic = self._sim, state[10], state[11]
+        same = (sim.now == sc[_NOW] and sim.job_seconds == sc[_JOB_SECONDS] and sim.events == ic[_EVENTS]
+                and sim.finished_count == ic[_FINISHED] and self.phase == engine_phase)
+        if not same:
+            raise RuntimeError(f"the Python simulator's replay of this episode left the compiled engine's "
+                               f"after {self.num_steps} steps (t={sim.now} vs {sc[_NOW]}); please report it, "
+                               "with the scenario and seed (backend='python' runs the episode in Python throughout)")
+        if self._jct_unit is not None and self.num_steps:
+            # The compiled step kept the default reward's own record: the totals at the last step's end.
+            self._last = (sim.now, sim.job_seconds, sim.fee, sim.energy_joules, sim.finished_count)
+
+    def _replay_in_python(self) -> None:
+        """Play the episode again in a fresh Python simulator, from the generator's state at its
+        start, with the decisions played so far (:attr:`_trace`): a hand-off, or a copy's rebuild.
+        The reward function is not called again (it may keep its own record): what it reads next is
+        kept. The generator must end where the episode left it, else the replay is an error."""
         rng = self._np_random
         rng_now = rng.bit_generator.state
-        trace, fallbacks, agents, steps = engine.trace, self.fallbacks, self.agents, self.num_steps
+        steps, fallbacks, agents = self.num_steps, self.fallbacks, self.agents
         last, objectives_last = self._last, self._objectives_last
         rng.bit_generator.state = self._rng_at_start
         self.sim = self._new_simulator(self._sim.workload)
         self._begin_python()
         self._observe()
-        for act in trace.tolist():
+        for act in self._trace.tolist():
             self._apply(None if act < 0 else act)
             self.num_steps += 1
             self._observe()
-        sim, sc, ic = self._sim, state[10], state[11]
-        if self._jct_unit is not None and steps:
-            # The compiled step kept the default reward's own record: the totals at the last step's end.
-            last = (sim.now, sim.job_seconds, sim.fee, sim.energy_joules, sim.finished_count)
-        self._last, self._objectives_last = last, objectives_last
-        same = (rng.bit_generator.state == rng_now and self.num_steps == steps and sim.now == sc[_NOW]
-                and sim.job_seconds == sc[_JOB_SECONDS] and sim.events == ic[_EVENTS]
-                and sim.finished_count == ic[_FINISHED] and self.phase == engine.scalars()[3])
-        if not same:
+        if rng.bit_generator.state != rng_now or self.num_steps != steps:
             raise RuntimeError(f"the Python simulator's replay of this episode left the compiled engine's "
-                               f"after {steps} steps (t={sim.now} vs {sc[_NOW]}); please report it, with "
-                               "the scenario and seed (backend='python' runs the episode in Python throughout)")
+                               f"after {steps} steps (the generator or the step count differ); please report "
+                               "it, with the scenario and seed (backend='python' runs the episode in Python "
+                               "throughout)")
         self.fallbacks, self.agents = fallbacks, agents
+        self._last, self._objectives_last = last, objectives_last
+
+    def __getstate__(self) -> dict:
+        """A copy or a pickle carries the episode as its start and its decisions: the engine's
+        arrays and the simulator's views do not survive a copy, so the copy plays the episode
+        again (:meth:`__setstate__`) and goes on in the Python simulator, bit for bit."""
+        if self._live:
+            self._hand_off()
+        state = self.__dict__.copy()
+        state["_engine"] = None
+        state["_copy_workload"] = None if self._sim is None else self._sim.workload
+        state["_sim"] = None
+        state.pop("_renderer", None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        workload = state.pop("_copy_workload", None)
+        self.__dict__.update(state)
+        if workload is not None:
+            self._sim = _WorkloadOnly(workload)     # what the replay reads of the old simulator
+            self._replay_in_python()
 
     # ------------------------------------------------------------------ helpers
     def _as_action(self, agent: str, action: Any) -> int:

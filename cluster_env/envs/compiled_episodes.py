@@ -17,7 +17,6 @@ other than the default one is computed from the engine's totals after each step)
 """
 from __future__ import annotations
 
-import array
 import functools
 import struct
 import sys
@@ -303,8 +302,7 @@ class OneEpisode(CompiledEpisodes):
     without copying them: the step writes into one of a few sets of output arrays that nothing
     outside holds any more (counted by reference counts: a set the caller still holds, or any view
     of it, is never written again), and returns that set's arrays; when every set is held it
-    writes into a private set and returns copies. The scalars are one struct (one read per step);
-    :attr:`trace` keeps the decisions played (what a hand-off to the Python simulator replays)."""
+    writes into a private set and returns copies. The scalars are one struct (one read per step)."""
 
     #: reward, time, placing job, phase, terminated, truncated, tick (the buffers' scalar fields)
     _SCALARS = struct.Struct("<ddqb???")
@@ -329,7 +327,6 @@ class OneEpisode(CompiledEpisodes):
         self._private = self._new_set()       # written when every handed-out set is still held
         self._sets: list = []
         self._current = self._private
-        self.trace = array.array("q")
 
     def _new_set(self) -> list:
         """[buffers, their image, the arrays handed out, the arrays whose counts tell whether
@@ -369,18 +366,15 @@ class OneEpisode(CompiledEpisodes):
         self.load(0, env, sim)
         if self._rngs is None:
             self._rngs = self._make_typed()
-        self.trace = array.array("q")
 
     def play(self, act: Optional[int]) -> tuple:
         """One decision (``act``; None: nothing played), then the step's scalars: reward, time,
         placing job, phase, terminated, truncated, tick."""
         if act is None:
             self._ok_view[0] = False
-            self.trace.append(-1)
         else:
             self._act_view[0] = act
             self._ok_view[0] = True
-            self.trace.append(act)
         if self._logged:
             self.grow_logs()
         self._use(self._target())
