@@ -86,7 +86,9 @@ the compiled step hands out arrays nothing else still holds and copies otherwise
 is played again there with the same decisions (checked to end in the engine's state to the last
 bit, else an error) and goes on in Python until the next reset; ``env.episode_view()``
 (:class:`cluster_env.core.simulator.EpisodeView`: every job's state, the clock, the events) and
-``env.metrics()`` read either engine without that.
+``env.metrics()`` read either engine without that. A copy (``copy.deepcopy``, ``pickle``) of an
+env in the middle of an episode plays the episode again from its start and its decisions and goes
+on from there, bit for bit like the original, in the Python simulator.
 
 **Arguments** (``overrides``): world model switches and parameters of
 :class:`cluster_env.core.config.WorldConfig` (``static_factors``, ``fluctuation``,
