@@ -320,7 +320,7 @@ class ClusterParallelEnv(ParallelEnv):
         runs it exactly), reading this hands the episode to the Python simulator: it is played
         again there with the same decisions (checked to end in the engine's state to the last bit)
         and goes on in Python until the next reset. Read-only uses that should not pay that, such
-        as scoring at the end of an episode, read :meth:`job_state` and :meth:`metrics`."""
+        as scoring at the end of an episode, read :meth:`episode_view` and :meth:`metrics`."""
         if self._live:
             self._hand_off()
         return self._sim
@@ -367,7 +367,7 @@ class ClusterParallelEnv(ParallelEnv):
     # ------------------------------------------------------------------ episode
     def reset(self, seed: Optional[int] = None, options: Optional[dict] = None):
         engine = self._engine_for_reset()
-        sim = self.start_episode(seed, options, engine=engine is not None)
+        sim = self.start_episode(seed, options)
         self.agents = list(AGENTS)
         self.phase = ORDER
         self.num_steps = 0
@@ -389,14 +389,13 @@ class ClusterParallelEnv(ParallelEnv):
             self.render()
         return obs, infos
 
-    def start_episode(self, seed: Optional[int], options: Optional[dict], engine: bool = False,
-                      observed: bool = True) -> ClusterSimulator:
+    def start_episode(self, seed: Optional[int], options: Optional[dict], observed: bool = True) -> ClusterSimulator:
         """The start of an episode, written once for every path (this env's ``reset``, the vector
         env's backends, the compiled harness): the generator (reseeded when ``seed`` is given), the
         workload drawn from it, the offered load, and the fresh simulator, with the observation
-        builder bound to it (``observed``; a harness that never observes skips it). ``engine``: the
-        episode will run in the compiled engine (the generator's state before the simulator is
-        kept, so that :attr:`sim` can replay the episode in Python)."""
+        builder bound to it (``observed``; a harness that never observes skips it). The
+        generator's state before the simulator is kept, and the decisions played from then on:
+        what a replay of the episode (a hand-off, a copy) starts from."""
         split = reset_split(options, self.split)     # before anything changes
         if seed is not None or self._np_random is None:
             self._np_random, _ = seeding.np_random(seed)

@@ -60,7 +60,7 @@ class CompiledBackend(CompiledEpisodes, VectorBackend):
     # ------------------------------------------------------------------ contract
     def reset(self, index: int, seed: Optional[int], options: Optional[dict]) -> None:
         env = self.envs[index]
-        self.load(index, env, env.start_episode(seed, options, engine=True))
+        self.load(index, env, env.start_episode(seed, options))
 
     def step(self, actions: np.ndarray, valid: np.ndarray) -> list[int]:
         return self._step(np.ascontiguousarray(actions, dtype=np.int64), np.ascontiguousarray(valid, dtype=np.bool_),
