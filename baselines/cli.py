@@ -159,36 +159,22 @@ def _split_names(text: str, flag: str = "--policies") -> list[str]:
 # ---------------------------------------------------------------------------- run
 def cmd_run(args: argparse.Namespace) -> int:
     import cluster_env
-    from baselines.harness.episode import env_mismatch, env_settings, policy_name
     from baselines.harness.files import estimate_bytes, reserve_folder, written_together
     from baselines.harness.report import (TABLE_WIDTH, format_table, table_metrics, write_csv, write_json,
                                           write_summary_csv)
-    from baselines.harness.sweep import RunInterrupted, make_tasks, resolve_policy, run_tasks, stopped_results
+    from baselines.harness.sweep import RunInterrupted, make_tasks, run_tasks, stopped_results
 
     if args.scenario not in cluster_env.list_scenarios():
         print(f"unknown scenario {args.scenario!r}; scenarios: {cluster_env.list_scenarios()}", file=sys.stderr)
         return 2
     env_kwargs = parse_env_overrides(args.env)
-    policies = _split_names(args.policies) if args.policies else args.defaults
     allow = bool(getattr(args, "allow_env_mismatch", False))
-    policy_env, mismatches, resolved = {}, {}, []
-    for name in policies:                      # fail fast, before any worker starts
-        resolved.append(resolve_policy(name, args.scenario))
-    labels = unique_labels(policies, args.scenario, [policy_name(p) for p in resolved])
-    # The reference (the scenario's yardstick unless named): checked, and added when not listed.
-    given = args.reference is not None
-    args.reference, added = settle_reference(args.reference, policies, labels, args.scenario)
-    if added is not None:
-        policies = [*policies, added]
-        resolved.append(resolve_policy(added, args.scenario))
-        labels = unique_labels(policies, args.scenario, [policy_name(p) for p in resolved])
-        args.reference = reference_label(added, policies, labels)
-        why = "--reference" if given else f"{args.scenario}'s yardstick"
+    # Every policy was resolved once by check_run (in _prepare), the reference added: used as it is.
+    plan = args.plan
+    policies, labels, args.reference = plan.specs, plan.labels, plan.reference
+    if plan.added is not None:
+        why = "--reference" if args.reference_given else f"{args.scenario}'s yardstick"
         print(f"note: added {args.reference}, the reference of the paired ratios ({why}), to the policies")
-    for name, policy in zip(policies, resolved):
-        policy_env[name] = env_settings(policy, env_kwargs, allow, args.scenario)
-        if env_mismatch(policy, env_kwargs, args.scenario):
-            mismatches[name] = env_mismatch(policy, env_kwargs, args.scenario)
     out = Path(args.out)
     # Before any episode: a real, writable folder with room for the results, locked for this run;
     # every file it may write (the timelines' too) is checked there.
@@ -197,15 +183,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     args.resources.enter_context(reserve_folder(out, names=names, need_bytes=estimate_bytes(
         len(policies) * len(args.seeds), plots)))
     tasks = make_tasks(policies, [args.scenario], args.split, args.seeds, env_kwargs,
-                       record_seeds=args.seeds[:1] if not args.no_plots else (), allow_env_mismatch=allow, labels=labels)
+                       record_seeds=args.seeds[:1] if not args.no_plots else (), allow_env_mismatch=allow,
+                       labels=labels, resolved=plan.resolved)
     print(f"cluster-bench run: {len(policies)} policies x {len(args.seeds)} seeds on {args.scenario}/{args.split}"
           f" ({args.backend} backend)", flush=True)
-    arrivals = arrivals_note(args.scenario, env_kwargs)
-    world = _world(args, env_kwargs)
+    arrivals = arrivals_note(args.scenario, env_kwargs, plan.env)
+    world = plan.env.world_summary()          # the run's environment, built once by check_run
     print(world.line(), flush=True)
     meta = dict(scenario=args.scenario, split=args.split, seeds=args.seeds, policies=policies, world=world.as_dict(),
                 labels=dict(zip(policies, labels)), env_kwargs=env_kwargs, arrivals=arrivals,
-                policy_env_kwargs=policy_env, env_mismatch=mismatches, allow_env_mismatch=allow,
+                policy_env_kwargs=plan.settings, env_mismatch=plan.mismatches, allow_env_mismatch=allow,
                 version=cluster_env.__version__, reference=args.reference)
     t0 = time.perf_counter()
     stopped: Optional[BaseException] = None
@@ -313,11 +300,11 @@ def _run_plots(args: argparse.Namespace, results, records, labels, out: Path, pr
 # ---------------------------------------------------------------------------- compare
 def cmd_compare(args: argparse.Namespace) -> int:
     import cluster_env
-    from baselines.harness.episode import env_settings, policy_name
+    from baselines.harness.episode import env_settings
     from baselines.harness.gaps import fmt_gap, no_gap_reason, optimality_gap
     from baselines.harness.report import fallback_summary, format_value
     from baselines.harness.stats import UNIT_WORLD_DRAW, claim_note, lower_is_better, paired_summary, truncation, verdict
-    from baselines.harness.sweep import RunInterrupted, make_tasks, resolve_policy, run_tasks, stopped_results
+    from baselines.harness.sweep import RunInterrupted, make_tasks, resolve_once, run_tasks, stopped_results
     from cluster_env.core.metrics import METRIC_KEYS
 
     if args.scenario not in cluster_env.list_scenarios():
@@ -340,12 +327,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.b is None:                 # the scenario's yardstick, its strongest duration-blind rule
         args.b = yardstick(args.scenario)
         print(f"note: comparing with {args.b}, {args.scenario}'s yardstick (give B to compare with another policy)")
-    resolved = [resolve_policy(name, args.scenario) for name in (args.a, args.b)]
-    check_training_split_policies([args.a, args.b], args.scenario, args.split, env_kwargs)
+    resolved = [resolve_once(name, args.scenario) for name in (args.a, args.b)]     # once each, for the whole run
+    check_training_split_policies([args.a, args.b], args.scenario, args.split, env_kwargs,
+                                  [p.baseline for p in resolved])
     for policy in resolved:                  # a policy made for another environment: refused before any episode
-        env_settings(policy, env_kwargs, False, args.scenario)
-    a, b = unique_labels([args.a, args.b], args.scenario, [policy_name(p) for p in resolved])
-    tasks = make_tasks([args.a, args.b], [args.scenario], args.split, args.seeds, env_kwargs, labels=[a, b])
+        env_settings(policy.policy(), env_kwargs, False, args.scenario)
+    a, b = unique_labels([args.a, args.b], args.scenario, [p.name for p in resolved], [p.baseline for p in resolved])
+    tasks = make_tasks([args.a, args.b], [args.scenario], args.split, args.seeds, env_kwargs, labels=[a, b],
+                       resolved=resolved)
     meta = {"a": a, "b": b, "scenario": args.scenario, "split": args.split, "seeds": args.seeds,
             "env_kwargs": env_kwargs, "metric": args.metric, "version": cluster_env.__version__}
     try:
@@ -459,21 +448,24 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.scenario not in cluster_env.list_scenarios():
         print(f"unknown scenario {args.scenario!r}; scenarios: {cluster_env.list_scenarios()}", file=sys.stderr)
         return 2
+    from baselines.harness.resolve import resolve_once
+
     policies = _split_names(DEFAULT_SWEEP_POLICIES if args.policies is None else args.policies)
-    labels = unique_labels(policies, args.scenario)       # resolves each; refuses one policy twice
+    resolved = [resolve_once(name, args.scenario) for name in policies]       # once each, for the whole sweep
+    labels = unique_labels(policies, args.scenario, [r.name for r in resolved], [r.baseline for r in resolved])
     given = args.reference is not None
     args.reference, added = settle_reference(args.reference, policies, labels, args.scenario)
     if added is not None:              # the reference is swept too: the ratios need it on every window
-        policies = [*policies, added]
-        labels = unique_labels(policies, args.scenario)
-        args.reference = reference_label(added, policies, labels)
+        policies, resolved = [*policies, added.spec], [*resolved, added]
+        labels = unique_labels(policies, args.scenario, [r.name for r in resolved], [r.baseline for r in resolved])
+        args.reference = reference_label(added.spec, policies, labels)
         why = "--reference" if given else f"{args.scenario}'s yardstick"
         print(f"note: added {args.reference}, the reference of the paired ratios ({why}), to the policies")
     reference = args.reference
     from baselines.harness.files import estimate_bytes, reserve_folder, written_together
 
     env_kwargs = parse_env_overrides(args.env)
-    check_training_split_policies(policies, args.scenario, args.split, env_kwargs)
+    check_training_split_policies(policies, args.scenario, args.split, env_kwargs, [r.baseline for r in resolved])
     need = estimate_bytes(len(policies) * len(args.seeds) * len(args.loads), 0 if args.no_plots else 1)
     args.resources.enter_context(reserve_folder(args.out, names=SWEEP_FILES + SWEEP_PARTIAL_FILES, need_bytes=need))
     total = len(policies) * len(args.seeds) * len(args.loads)
@@ -492,7 +484,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     try:
         sweep = run_load_sweep(args.scenario, args.loads, policies, args.seeds, args.split, env_kwargs, reference,
                                backend=args.backend, workers=args.workers, progress=not args.quiet,
-                               ray_address=args.ray_address)
+                               ray_address=args.ray_address, resolved=resolved)
     except (Exception, KeyboardInterrupt) as stop:
         partial = partial_sweep(stop)
         if partial is None:             # an error before any episode: reported as usual
@@ -803,8 +795,8 @@ def _prepare(args: argparse.Namespace) -> None:
             policies = default_policies(args.scenario)
             if env_kwargs.get("workload_csv"):
                 policies, left_out = own_workload_defaults(policies)
-        args.defaults = policies                # what cmd_run scores when --policies is not given
-        check_run(args, policies, env_kwargs)
+        args.reference_given = args.reference is not None
+        args.plan = check_run(args, policies, env_kwargs)      # every policy resolved once, for cmd_run
         if left_out:
             print(f"note: the default policies leave out {', '.join(left_out)}: its rule needs the scenario's "
                   "training split, which a --workload-csv run does not have (its file is played whole)")

@@ -5,17 +5,22 @@ windows are (the trace's own times, or rescaled to an offered load)."""
 from __future__ import annotations
 
 import argparse
-from typing import Optional, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from baselines.cli_support import UsageError, check_output_folder
 
+if TYPE_CHECKING:
+    from baselines.harness.resolve import ResolvedPolicy
 
-def unique_labels(specs: Sequence[str], scenario: Optional[str], names: Optional[Sequence[str]] = None) -> list[str]:
+
+def unique_labels(specs: Sequence[str], scenario: Optional[str], names: Optional[Sequence[str]] = None,
+                  parsed: Optional[Sequence[Any]] = None) -> list[str]:
     """:func:`baselines.harness.labels.policy_labels`, a duplicate as a one-line usage error."""
     from baselines.harness.labels import DuplicatePolicyError, policy_labels
 
     try:
-        return policy_labels(specs, scenario, names)
+        return policy_labels(specs, scenario, names, parsed)
     except DuplicatePolicyError as exc:
         raise UsageError(str(exc), "list each policy once (names are case-insensitive; an alias, a composition spelled out or a file by its name count as the same policy)") from None
 
@@ -40,15 +45,15 @@ def reference_label(reference: str, specs: Sequence[str], labels: Sequence[str])
 
 
 def settle_reference(given: Optional[str], specs: list, labels: list, scenario: str,
-                     flag: str = "--reference") -> tuple[str, Optional[str]]:
+                     flag: str = "--reference") -> "tuple[str, Optional[ResolvedPolicy]]":
     """The reference of a run, checked before any episode: ``given`` (a policy of the run, or a
     policy name that resolves), or by default the scenario's yardstick (:mod:`baselines.yardstick`).
 
-    Returns ``(label, added)``: the row label the paired ratios are taken against, and the spec to
-    add to the run when the reference is not among its policies (None when it is). A name that
-    resolves to no policy is a :class:`UsageError` (exit 2).
+    Returns ``(label, added)``: the row label the paired ratios are taken against, and the policy
+    to add to the run, resolved (its ``spec`` is the name), when the reference is not among its
+    policies (None when it is). A name that resolves to no policy is a :class:`UsageError` (exit 2).
     """
-    from baselines.harness.sweep import resolve_policy
+    from baselines.harness.resolve import resolve_once
     from baselines.yardstick import yardstick
 
     spec = given if given is not None else yardstick(scenario)
@@ -56,12 +61,12 @@ def settle_reference(given: Optional[str], specs: list, labels: list, scenario: 
     if label in labels:
         return label, None
     try:
-        resolve_policy(spec, scenario)
+        added = resolve_once(spec, scenario)
     except (ValueError, ImportError, LookupError, OSError, TypeError, AttributeError):
         raise UsageError(f"unknown {flag} {spec!r}: none of the run's policies ({', '.join(labels)}) and no policy name",
                          f"give one of the run's policies (cluster-bench policies lists the names), or leave {flag} "
                          f"out for {scenario}'s yardstick, {yardstick(scenario)}") from None
-    return spec, spec
+    return spec, added
 
 
 def check_reference_gpu(args: argparse.Namespace) -> None:
@@ -77,15 +82,12 @@ def check_reference_gpu(args: argparse.Namespace) -> None:
                          "give your trace with --workload-csv FILE, or drop --reference-gpu")
 
 
-def arrivals_note(scenario: str, env_kwargs: dict) -> str:
-    """What the arrivals of the run's windows are, read from the environment the run builds:
-    ``"the trace's own arrival times"`` or ``"rescaled to offered load 1.5 (...)"``."""
-    import cluster_env
-
-    env = cluster_env.parallel_env(scenario, **env_kwargs)
+def arrivals_note(scenario: str, env_kwargs: dict, env: Any) -> str:
+    """What the arrivals of the run's windows are, read from ``env``, the environment built from
+    the run's arguments (``scenario`` and ``env_kwargs``, :attr:`RunPlan.env`): ``"the trace's own
+    arrival times"`` or ``"rescaled to offered load 1.5 (...)"``."""
     built = getattr(env, "unwrapped", env).scenario
     load, scale, measure = built.load, built.time_scale, built.load_measure
-    env.close()
     if load is None:
         own = "the trace's own arrival times" if scale == 1 else f"the trace's arrival times x time_scale {scale:g}"
         return f"{own} (no rescaling to a load; --env load=X rescales each window to offered load X)"
@@ -93,13 +95,43 @@ def arrivals_note(scenario: str, env_kwargs: dict) -> str:
     return f"each window rescaled to offered load {load:g} ({why}), load_measure {measure!r}"
 
 
-def check_run(args: argparse.Namespace, policies: Sequence[str], env_kwargs: dict) -> None:
+@dataclass
+class RunPlan:
+    """What :func:`check_run` settled before a run's first episode, for ``cmd_run`` to use as it is
+    (nothing is resolved or built twice).
+
+    Attributes:
+        specs: the policies as given, the reference last when it was added.
+        resolved: each one resolved once (:func:`baselines.harness.resolve.resolve_once`).
+        labels: each one's row label.
+        reference: the label the paired ratios are taken against.
+        added: the reference's spec when it was added to the policies, else None.
+        settings: spec -> the environment settings of its episodes (the user's plus what it needs).
+        mismatches: spec -> the settings it was made for that differ from the run's.
+        env: the environment built from the run's own arguments (it checked them; the world line
+            and the arrivals note are read from it).
+    """
+
+    specs: list
+    resolved: list
+    labels: list
+    reference: str
+    added: Optional[str]
+    settings: dict
+    mismatches: dict
+    env: Any
+
+
+def check_run(args: argparse.Namespace, policies: Sequence[str], env_kwargs: dict) -> RunPlan:
     """Everything a ``run`` needs, checked before its first episode: scenario, seeds, the env
-    arguments (custom CSV files included), every policy (checkpoints loaded), the reference and the
-    output folder."""
+    arguments (custom CSV files included), every policy (checkpoints loaded), the labels, the
+    reference and the output folder. Each policy is resolved here, once: the returned
+    :class:`RunPlan` carries it to the run. The environment settings a policy needs are read
+    from the scenario's registry entry; an environment is built for a policy only when it has a
+    check of its own to make on one (``check_env``)."""
     import cluster_env
-    from baselines.harness.episode import check_fits, env_settings
-    from baselines.harness.resolve import resolve_policy
+    from baselines.harness.episode import check_fits, env_mismatch, env_settings, has_env_check
+    from baselines.harness.resolve import resolve_once
 
     if args.scenario not in cluster_env.list_scenarios():
         raise UsageError(f"unknown scenario {args.scenario!r}", f"scenarios: {', '.join(cluster_env.list_scenarios())} "
@@ -108,21 +140,43 @@ def check_run(args: argparse.Namespace, policies: Sequence[str], env_kwargs: dic
     if bad:
         raise UsageError(f"seeds must be >= 0, got {bad[0]}", "e.g. --seeds 0-4 or --seeds 0,3,7")
     try:
-        cluster_env.parallel_env(args.scenario, split=args.split, **env_kwargs)
+        env = cluster_env.parallel_env(args.scenario, split=args.split, **env_kwargs)
     except TypeError as exc:
         raise UsageError(str(exc), "--env takes KEY=VALUE with the arguments of cluster_env.parallel_env "
                          "(docs/reference.md, Arguments)") from exc
-    names = []
-    for name in policies:
+    allow = bool(getattr(args, "allow_env_mismatch", False))
+    specs, resolved = list(policies), []
+    for name in specs:
         try:
-            policy = resolve_policy(name, args.scenario)
+            resolved.append(resolve_once(name, args.scenario))
         except (ValueError, TypeError) as exc:
             raise UsageError(str(exc), getattr(exc, "hint", "") or "cluster-bench policies lists every name; or give "
                              "package.module:attribute (resolved from the current folder)") from exc
-        settings = env_settings(policy, env_kwargs, bool(getattr(args, "allow_env_mismatch", False)), args.scenario)
-        check_fits(policy, cluster_env.parallel_env(args.scenario, split=args.split, **settings))
-        names.append(str(getattr(policy, "name", type(policy).__name__)))
-    if getattr(args, "reference", None) is not None:     # an unknown --reference: exit 2, nothing written
-        settle_reference(args.reference, list(policies), unique_labels(list(policies), args.scenario, names),
-                         args.scenario)
+    settings, mismatches = {}, {}
+
+    def check(spec: str, policy: "ResolvedPolicy") -> None:
+        built = policy.policy()
+        settings[spec] = env_settings(built, env_kwargs, allow, args.scenario)
+        mismatch = env_mismatch(built, env_kwargs, args.scenario)
+        if mismatch:
+            mismatches[spec] = mismatch
+        if has_env_check(built):
+            same = settings[spec] == env_kwargs       # the run's own environment is this policy's
+            check_fits(built, env if same else cluster_env.parallel_env(args.scenario, split=args.split,
+                                                                          **settings[spec]))
+
+    for spec, policy in zip(specs, resolved):
+        check(spec, policy)
+    labels = unique_labels(specs, args.scenario, [r.name for r in resolved], [r.baseline for r in resolved])
+    # The reference (the scenario's yardstick unless named): an unknown one is exit 2, nothing
+    # written; one not among the policies is added to them.
+    reference, added = settle_reference(getattr(args, "reference", None), specs, labels, args.scenario)
+    if added is not None:
+        specs.append(added.spec)
+        resolved.append(added)
+        check(added.spec, added)
+        labels = unique_labels(specs, args.scenario, [r.name for r in resolved], [r.baseline for r in resolved])
+        reference = reference_label(added.spec, specs, labels)
     check_output_folder(args.out)
+    return RunPlan(specs, resolved, labels, reference, None if added is None else added.spec, settings, mismatches,
+                   env)

@@ -56,13 +56,19 @@ def check_output_folder(path: "str | Path", flag: str = "--out", hint: str = "")
     return check_folder(path, flag, hint=hint or f"give a folder that can be written, e.g. {flag} results")
 
 
-def check_training_split_policies(names: Sequence[str], scenario: str, split: str, env_kwargs: dict) -> None:
+def check_training_split_policies(names: Sequence[str], scenario: str, split: str, env_kwargs: dict,
+                                  parsed: Optional[Sequence[object]] = None) -> None:
     """Refuse, before any episode, a policy whose rule needs the scenario's training split
-    (``gittins``) on a world without one apart from the played jobs (a user's ``--workload-csv``)."""
+    (``gittins``) on a world without one apart from the played jobs (a user's ``--workload-csv``).
+    ``parsed``: each name's parsed baseline name where the caller has it (None for other policies),
+    read instead of parsing the names again."""
     from baselines.registry import needs_training_split
 
-    wanting = [n for n in names if needs_training_split(n)]
-    if not wanting or not env_kwargs.get("workload_csv"):
+    if not env_kwargs.get("workload_csv"):
+        return
+    given = list(parsed) if parsed is not None else [None] * len(names)
+    wanting = [n for n, p in zip(names, given) if needs_training_split(p if p is not None else n)]
+    if not wanting:
         return
     import cluster_env
     from baselines.gittins import check_training_split

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
@@ -183,6 +184,36 @@ def policy_parts(name: str) -> Optional[tuple[str, str]]:
     return None
 
 
+@dataclass(frozen=True)
+class PolicyName:
+    """A baseline name parsed and checked once (:func:`parse_policy_name`): what
+    :func:`make_policy`, :func:`canonical_name`, :func:`needs_training_split` and the compiled
+    engine (``baselines.engine.policy_codes``) read instead of parsing the text again.
+
+    ``key`` is the name as a policy records it (stripped, lower-case); ``orderer`` and ``placer``
+    are the halves' names as :data:`ORDERERS` (or a ``las-q<minutes>`` / ``las-migrate<x>``
+    family) and :data:`PLACERS` spell them.
+    """
+
+    key: str
+    orderer: str
+    placer: str
+    #: The name as it was given (deprecation warnings quote it).
+    text: str = field(default="", compare=False)
+
+    @property
+    def parts(self) -> tuple[str, str]:
+        """(orderer, placer): what :func:`policy_parts` gives for the name."""
+        return self.orderer, self.placer
+
+
+def _parts_of(name: Any) -> Optional[tuple[str, str]]:
+    """(orderer, placer) of a parsed name as parsed, of a string by :func:`policy_parts`; None otherwise."""
+    if isinstance(name, PolicyName):
+        return name.parts
+    return policy_parts(name) if isinstance(name, str) else None
+
+
 #: Orderer names that mean another's rule (a spelling, not another policy): -> the name used.
 ORDERER_ALIASES = {"2dlas": "tiresias", **DEPRECATED_ORDERERS}
 #: Placer names that mean another's rule -> the name used.
@@ -192,15 +223,16 @@ PLACER_ALIASES = {"best-fit": "consolidate", **DEPRECATED_PLACERS}
 TRAINING_SPLIT_ORDERERS = ("gittins",)
 
 
-def canonical_name(name: str) -> Optional[str]:
+def canonical_name(name: "str | PolicyName") -> Optional[str]:
     """The one spelling of the baseline ``name`` (None when it is not a baseline name): aliases
     and deprecated halves replaced, a ``las-q<minutes>`` / ``las-migrate<x>`` number written
     once (``las-q15.0`` -> ``las-q15``, ``las-migrate1.5`` -> ``las-migrate``), and a composition
     that is a named baseline (or a bare family name with its placer) written as that name
     (``fifo+first-fit`` -> ``fifo``, ``oracle`` -> ``srpt-clairvoyant``). Two names with one
-    canonical name are the same policy (same rule, same records)."""
+    canonical name are the same policy (same rule, same records). A :class:`PolicyName` is
+    read as parsed."""
 
-    parts = policy_parts(name) if isinstance(name, str) else None
+    parts = _parts_of(name)
     if parts is None or orderer_factory(parts[0]) is None or parts[1] not in PLACERS:
         return None
     orderer = ORDERER_ALIASES.get(parts[0], parts[0])
@@ -220,10 +252,10 @@ def canonical_name(name: str) -> Optional[str]:
     return f"{orderer}+{placer}"
 
 
-def needs_training_split(name: str) -> bool:
+def needs_training_split(name: "str | PolicyName") -> bool:
     """Whether the baseline ``name``'s orderer takes its rule from the scenario's training split
     (``gittins``): it cannot play a user's workload (``baselines.gittins.check_training_split``)."""
-    parts = policy_parts(name) if isinstance(name, str) else None
+    parts = _parts_of(name)
     return parts is not None and parts[0] in TRAINING_SPLIT_ORDERERS
 
 
@@ -245,17 +277,15 @@ def deprecation_of(name: str) -> Optional[str]:
     return None
 
 
-def make_policy(name: str, **kwargs: Any) -> ComposedPolicy:
-    """Build a baseline policy by name.
+def parse_policy_name(name: "str | PolicyName") -> PolicyName:
+    """The baseline ``name`` parsed and checked (the one place a name is parsed for a policy).
 
-    Args:
-        name: a named baseline (``random``, ``fifo``, ``sjf``, ``tiresias``) or ``ORDERER+PLACER``.
-        kwargs: passed to the orderer's constructor (e.g. ``noise=`` for ``sjf-noisy``,
-            ``starvation=`` for ``tiresias``, ``strict=`` for ``fifo``).
-
-    Returns:
-        A policy with ``act(observations, infos)``, ``reset(seed)`` and ``env_overrides``.
+    Raises:
+        TypeError: ``name`` is not a string.
+        ValueError: not a baseline name (the message lists the names, orderers and placers).
     """
+    if isinstance(name, PolicyName):
+        return name
     if not isinstance(name, str):
         raise TypeError(f"policy name must be a string, got {name!r}")
     key = name.strip().lower()
@@ -269,20 +299,47 @@ def make_policy(name: str, **kwargs: Any) -> ComposedPolicy:
         raise ValueError(f"unknown policy {name!r}; named baselines: {sorted(NAMED)}; or compose "
                          f"ORDERER+PLACER with orderers {sorted(ORDERERS)} (or {LAS_QUANTUM_FAMILY}, {LAS_MIGRATE_FAMILY}) "
                          f"and placers {sorted(PLACERS)}")
-    instead = deprecation_of(key)
-    if instead is not None:
-        # stacklevel 2: the caller's line. The policy keeps the name it was asked by (records,
-        # labels and files written under it stay the caller's).
-        warnings.warn(f"policy name {name!r} is deprecated: use {instead!r} (a clairvoyant reference, not an "
-                      "upper bound: docs/baselines.md)", FutureWarning, stacklevel=2)
     orderer_name, placer_name = parts
-    orderer = orderer_factory(orderer_name)
-    if orderer is None:
+    if orderer_factory(orderer_name) is None:
         raise ValueError(f"unknown orderer {orderer_name!r} in {name!r}; orderers: {sorted(ORDERERS)} "
                          f"or {LAS_QUANTUM_FAMILY} (minutes > 0) or {LAS_MIGRATE_FAMILY} (x > 1)")
     if placer_name not in PLACERS:
         raise ValueError(f"unknown placer {placer_name!r} in {name!r}; placers: {sorted(PLACERS)}")
-    return ComposedPolicy(orderer(**kwargs), PLACERS[placer_name](), name=key)
+    return PolicyName(key, orderer_name, placer_name, name)
+
+
+def make_policy(name: "str | PolicyName", **kwargs: Any) -> ComposedPolicy:
+    """Build a baseline policy by name.
+
+    Args:
+        name: a named baseline (``random``, ``fifo``, ``sjf``, ``tiresias``) or ``ORDERER+PLACER``,
+            or such a name already parsed (:func:`parse_policy_name`: it is not parsed again).
+        kwargs: passed to the orderer's constructor (e.g. ``noise=`` for ``sjf-noisy``,
+            ``starvation=`` for ``tiresias``, ``strict=`` for ``fifo``).
+
+    Returns:
+        A policy with ``act(observations, infos)``, ``reset(seed)`` and ``env_overrides``.
+    """
+    parsed = parse_policy_name(name)
+    instead = deprecation_of(parsed.key)
+    if instead is not None:
+        # stacklevel 2: the caller's line. The policy keeps the name it was asked by (records,
+        # labels and files written under it stay the caller's).
+        warnings.warn(f"policy name {parsed.text or parsed.key!r} is deprecated: use {instead!r} (a clairvoyant "
+                      "reference, not an upper bound: docs/baselines.md)", FutureWarning, stacklevel=2)
+    orderer = orderer_factory(parsed.orderer)
+    assert orderer is not None      # parse_policy_name checked it
+    return ComposedPolicy(orderer(**kwargs), PLACERS[parsed.placer](), name=parsed.key)
+
+
+def make_policy_for(name: "str | PolicyName", scenario: Any = None) -> ComposedPolicy:
+    """The baseline ``name`` as a run on ``scenario`` builds it: an orderer whose rule comes from
+    the scenario's training split (``gittins``) is given ``scenario`` (without one,
+    :func:`make_policy` says it needs it); any other is :func:`make_policy`'s."""
+    parsed = parse_policy_name(name)
+    if parsed.orderer in TRAINING_SPLIT_ORDERERS and scenario is not None:
+        return make_policy(parsed, scenario=scenario)
+    return make_policy(parsed)
 
 
 def resolve_name(name: str, scenario: Optional[str] = None) -> Optional[ComposedPolicy]:

@@ -190,6 +190,8 @@ HEAVY = frozenset({
     "test_quick_tier.py::test_heavy_parametrisations_are_cases_that_pytest_collects",
     "test_wrappers.py::test_maskable_ppo_learns_on_vec_envs",
     "test_model_trust.py::test_a_payload_in_a_field_the_loader_does_not_need_is_never_unpickled",
+    "test_resolve_once.py::test_cluster_bench_run_resolves_each_policy_once",
+    "test_resolve_once.py::test_one_object_over_many_episodes_plays_as_fresh_ones",
 })
 
 

@@ -59,13 +59,17 @@ def engine_mode() -> str:
 
 
 def policy_codes(name: Any) -> Optional[tuple[int, int]]:
-    """(orderer code, placer code) of a policy name the engine runs, None for any other."""
-    if not isinstance(name, str):
-        return None
+    """(orderer code, placer code) of a policy name the engine runs (a string, or a name parsed
+    already: :class:`baselines.registry.PolicyName`, read as parsed), None for any other."""
     from baselines.migrate import las_migrate_threshold
-    from baselines.registry import las_quantum_minutes, policy_parts
+    from baselines.registry import PolicyName, las_quantum_minutes, policy_parts
 
-    parts = policy_parts(name)
+    if isinstance(name, PolicyName):
+        parts: Optional[tuple[str, str]] = name.parts
+    elif isinstance(name, str):
+        parts = policy_parts(name)
+    else:
+        return None
     if parts is None:
         return None
     orderer, placer = parts
@@ -114,13 +118,22 @@ def warm_up() -> bool:
 _UNSUPPORTED_KEYS = {"reward", "render_mode", "invalid_action"}
 
 
+def no_compiled_rule(policy: Any) -> Unsupported:
+    """The :class:`Unsupported` error for a policy (a name, a parsed name or an object) that has no
+    compiled rule."""
+    from baselines.registry import PolicyName
+
+    shown = (policy.text or policy.key) if isinstance(policy, PolicyName) else policy
+    return Unsupported(f"policy {shown!r} has no compiled rule (compiled: ORDERER+PLACER with orderers "
+                       f"{sorted(C.ORDERER_CODES)} and placers {sorted(C.PLACER_CODES)})")
+
+
 def check_request(policy: Any, env_kwargs: Optional[dict] = None, record: bool = False) -> tuple[int, int]:
-    """The codes of ``policy`` if the engine can run it with ``env_kwargs``; else :class:`Unsupported`
-    saying why."""
+    """The codes of ``policy`` (a name or a parsed one, as :func:`policy_codes` takes) if the engine
+    can run it with ``env_kwargs``; else :class:`Unsupported` saying why."""
     codes = policy_codes(policy)
     if codes is None:
-        raise Unsupported(f"policy {policy!r} has no compiled rule (compiled: ORDERER+PLACER with orderers "
-                          f"{sorted(C.ORDERER_CODES)} and placers {sorted(C.PLACER_CODES)})")
+        raise no_compiled_rule(policy)
     if record:
         raise Unsupported("recorded episodes (timelines, series) run through the API")
     bad = sorted(set(env_kwargs or {}) & _UNSUPPORTED_KEYS)
@@ -141,15 +154,13 @@ def _cached_env(scenario: str, split: str, settings: tuple):
     return cluster_env.parallel_env(scenario, split=split, **dict(settings))
 
 
-def _make(policy: str, scenario: Any):
-    """The named ``policy`` as the API path builds it (``baselines.harness.sweep.resolve_policy``):
-    a ``gittins`` orderer takes its GPU-service distribution from ``scenario``'s training split."""
-    from baselines.registry import make_policy, policy_parts
+def _make(policy: Any, scenario: Any):
+    """The named ``policy`` (a name or a parsed one) as the API path builds it
+    (:func:`baselines.registry.make_policy_for`: a ``gittins`` orderer takes its GPU-service
+    distribution from ``scenario``'s training split)."""
+    from baselines.registry import make_policy_for
 
-    parts = policy_parts(policy)
-    if parts is not None and parts[0] == "gittins":
-        return make_policy(policy, scenario=scenario)
-    return make_policy(policy)
+    return make_policy_for(policy, scenario)
 
 
 def _gittins_table(orderer: Any) -> np.ndarray:
@@ -167,11 +178,12 @@ def _gittins_table(orderer: Any) -> np.ndarray:
     return gtab
 
 
-def _env_for(policy: Any, scenario: Any, split: str, env_kwargs: Optional[dict], allow_env_mismatch: bool):
-    """The environment the API path would build (cached per settings: the engine only reads it)."""
+def _env_for(composed: Any, scenario: Any, split: str, env_kwargs: Optional[dict], allow_env_mismatch: bool):
+    """The environment the API path would build for the policy object ``composed`` (cached per
+    settings: the engine only reads it)."""
     from baselines.harness.episode import env_settings
 
-    settings = env_settings(_make(policy, scenario), env_kwargs, allow_env_mismatch, scenario)
+    settings = env_settings(composed, env_kwargs, allow_env_mismatch, scenario)
     if isinstance(scenario, str) and not any(settings.get(k) for k in ("workload_csv", "cluster_csv")):
         try:
             return _cached_env(scenario, split, tuple(sorted(settings.items())))
@@ -254,15 +266,19 @@ _ERRORS = {L.E_NO_EVENT: "no future event: nothing running and no arrival left",
            L.E_LOG_FULL: "the allocation log is full"}
 
 
-def run_compiled_episode(policy: str, scenario: Any, split: str, seed: int, env_kwargs: Optional[dict] = None,
-                         allow_env_mismatch: bool = False):
+def run_compiled_episode(policy: Any, scenario: Any, split: str, seed: int, env_kwargs: Optional[dict] = None,
+                         allow_env_mismatch: bool = False, built: Any = None):
     """Run one episode of the named baseline ``policy`` in the compiled engine.
 
     Same arguments and result as :func:`baselines.harness.episode.run_episode` (without
-    recording). Raises :class:`Unsupported` when the engine cannot run it exactly.
+    recording). ``policy`` may be a name parsed already (:class:`baselines.registry.PolicyName`),
+    and ``built`` the policy object made from it (the harness resolves a run's names once: the
+    engine then parses and builds nothing; it only reads the object). Raises :class:`Unsupported`
+    when the engine cannot run it exactly.
     """
     codes = check_request(policy, env_kwargs)
-    return _run_codes(policy, codes, scenario, split, seed, env_kwargs, allow_env_mismatch, None, None)
+    return _run_codes(policy, codes, scenario, split, seed, env_kwargs, allow_env_mismatch, None, None,
+                      composed=built)
 
 
 #: Lengths of :data:`baselines.learned_key.PRIORITY_FEATURES` (the linear key's weights) and of
@@ -309,10 +325,11 @@ def run_weighted_las_episode(weights: Any, placer: str, scenario: Any, split: st
 def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, seed: int,
                env_kwargs: Optional[dict], allow_env_mismatch: bool, weights: Optional[np.ndarray],
                name_override: Optional[str], placer_weights: Optional[np.ndarray] = None,
-               mig: Optional[np.ndarray] = None):
+               mig: Optional[np.ndarray] = None, composed: Any = None):
     """:func:`run_compiled_episode` with the codes given (the environment is ``policy``'s);
     ``placer_weights``: the residual placer's, None for the placer alone; ``mig``: the migration
-    array (:func:`_migration_array`), None for ``policy``'s orderer's."""
+    array (:func:`_migration_array`), None for ``policy``'s orderer's; ``composed``: the policy
+    object of ``policy`` when the caller has it (else made here, once)."""
     from baselines.harness.episode import EpisodeResult, check_fits, env_label, fallback_columns, world_line
     from baselines.orderers import TIRESIAS_QUEUE_LIMITS
     from cluster_env.core.engine.state import log_capacity, state_metrics
@@ -322,10 +339,11 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     from cluster_env.wrappers._base import default_max_steps
 
     loop = _loop_module()
-    env = _env_for(policy, scenario, split, env_kwargs, allow_env_mismatch)
+    if composed is None:
+        composed = _make(policy, scenario)
+    env = _env_for(composed, scenario, split, env_kwargs, allow_env_mismatch)
     if env._jct_unit is None:
         raise Unsupported("a non-default reward runs through the API")
-    composed = _make(policy, scenario)
     check_fits(composed, env)          # the API path's refusals (gittins on a user's workload)
     t0 = time.perf_counter()
     sim = env.start_episode(seed, None, observed=False)      # what env.reset(seed) starts from
@@ -409,5 +427,5 @@ def _job_outcomes(sim, jf: np.ndarray, ji: np.ndarray, moves: int):
                                   jf[L.NOMINAL], moves)
 
 
-__all__ = ["ENGINE_ENV_VAR", "Unsupported", "available", "check_request", "engine_mode", "policy_codes",
-           "run_compiled_episode", "run_weighted_las_episode", "warm_up"]
+__all__ = ["ENGINE_ENV_VAR", "Unsupported", "available", "check_request", "engine_mode", "no_compiled_rule",
+           "policy_codes", "run_compiled_episode", "run_weighted_las_episode", "warm_up"]

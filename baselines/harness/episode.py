@@ -334,6 +334,17 @@ def check_fits(policy: Any, env: Any) -> None:
             raise EnvMismatchError(str(exc)) from None
 
 
+def has_env_check(policy: Any) -> bool:
+    """Whether :func:`check_fits` has anything to check for ``policy``: its own ``check_env``, or
+    for a policy of two halves (:class:`baselines.policy.ComposedPolicy`, whose ``check_env`` asks
+    its halves) a half's. Without one, no environment needs building to check the policy."""
+    from baselines.policy import ComposedPolicy
+
+    if isinstance(policy, ComposedPolicy) and type(policy).check_env is ComposedPolicy.check_env:
+        return any(callable(getattr(half, "check_env", None)) for half in (policy.orderer, policy.placer))
+    return callable(getattr(policy, "check_env", None))
+
+
 def _pending_window(env: Any) -> int:
     """K, the pending jobs a policy sees (-1 when the environment does not say)."""
     sched = getattr(env, "sched", None)

@@ -38,12 +38,13 @@ def spec_file(spec: Any) -> Optional[Path]:
         return None
 
 
-def policy_identity(spec: Any, scenario: Optional[str] = None) -> Optional[str]:
+def policy_identity(spec: Any, scenario: Optional[str] = None, baseline: Any = None) -> Optional[str]:
     """What ``spec`` scores, whatever its spelling: ``file:<resolved path>`` for a file given by
     path or loaded by a package's named policy (``dual`` and ``dual-priority`` load the shipped
     agent's), ``baseline:<canonical name>`` for a baseline (``fifo+first-fit`` is ``fifo``,
     ``las-q15.0`` is ``las-q15``: :func:`baselines.registry.canonical_name`); None for anything
-    else (an object, ``module:attribute``, an unknown name)."""
+    else (an object, ``module:attribute``, an unknown name). ``baseline``: ``spec`` already
+    parsed (a :class:`baselines.registry.PolicyName`), read instead of parsing it again."""
     from baselines.registry import canonical_name
     from cluster_env.wrappers.policies import plugin_policy_source
 
@@ -52,7 +53,7 @@ def policy_identity(spec: Any, scenario: Optional[str] = None) -> Optional[str]:
     path = spec_file(spec)
     if path is not None:
         return f"file:{path}"
-    canonical = canonical_name(spec)
+    canonical = canonical_name(baseline if baseline is not None else spec)
     if canonical is not None:
         return f"baseline:{canonical}"
     source = plugin_policy_source(spec.strip(), scenario)
@@ -61,11 +62,11 @@ def policy_identity(spec: Any, scenario: Optional[str] = None) -> Optional[str]:
     return None
 
 
-def _refuse_same_identity(specs: Sequence[Any], scenario: Optional[str]) -> None:
+def _refuse_same_identity(specs: Sequence[Any], scenario: Optional[str], parsed: Sequence[Any]) -> None:
     """:class:`DuplicatePolicyError` naming both spellings when two specs score one policy."""
     seen: dict[str, int] = {}
-    for i, spec in enumerate(specs):
-        identity = policy_identity(spec, scenario)
+    for i, (spec, baseline) in enumerate(zip(specs, parsed)):
+        identity = policy_identity(spec, scenario, baseline)
         if identity is None:
             continue
         if identity in seen:
@@ -96,13 +97,15 @@ def _with_origin(name: str, origin: str) -> str:
 
 
 def policy_labels(specs: Sequence[Any], scenario: Optional[str] = None,
-                  names: Optional[Sequence[str]] = None) -> list[str]:
+                  names: Optional[Sequence[str]] = None, parsed: Optional[Sequence[Any]] = None) -> list[str]:
     """The label of each of ``specs`` (policy names, paths or objects), in order.
 
     Args:
         specs: what a run was asked to score.
         scenario: passed to the resolvers (``dual`` picks the scenario's checkpoint).
         names: the policies' names when the caller has resolved them already (else resolved here).
+        parsed: each spec's parsed baseline name (:attr:`~baselines.harness.resolve.ResolvedPolicy.baseline`,
+            None for other policies) when the caller has it: the names are not parsed again.
 
     Raises:
         DuplicatePolicyError: a policy given twice, or two policies with one name that no file
@@ -114,6 +117,8 @@ def policy_labels(specs: Sequence[Any], scenario: Optional[str] = None,
     specs = list(specs)
     if names is None:
         names = [policy_name(resolve_policy(s, scenario)) for s in specs]
+    if parsed is not None and len(parsed) != len(specs):
+        raise ValueError(f"parsed must hold one entry per spec ({len(specs)}), got {len(parsed)}")
     files = [spec_file(s) for s in specs]
     labels = list(names)
     by_name: dict[str, list[int]] = {}
@@ -136,5 +141,5 @@ def policy_labels(specs: Sequence[Any], scenario: Optional[str] = None,
             raise DuplicatePolicyError(f"{_spec_text(specs[seen[label]], label)!r} and {_spec_text(specs[i], label)!r} "
                                        f"would both be labelled {label!r}; rename one of them")
         seen[label] = i
-    _refuse_same_identity(specs, scenario)
+    _refuse_same_identity(specs, scenario, list(parsed) if parsed is not None else [None] * len(specs))
     return labels

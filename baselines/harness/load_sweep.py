@@ -22,7 +22,8 @@ from baselines.harness.report import fallback_summary, verdict_notes
 from baselines.harness.stats import (DEFAULT_REFERENCE, UNIT_WORLD_DRAW, PairingError, claim_note, mean_ci,
                                      paired_summary, window_values)
 from baselines.harness.labels import policy_labels
-from baselines.harness.sweep import PolicySpec, RunInterrupted, make_tasks, run_tasks, stopped_results
+from baselines.harness.sweep import (PolicySpec, ResolvedPolicy, RunInterrupted, make_tasks, resolve_once, run_tasks,
+                                    stopped_results)
 
 #: Metrics a sweep summarises (each gets ``_lo``/``_hi`` interval columns).
 SWEEP_METRICS = ("avg_jct", "p95_jct", "avg_queue_delay", "gpu_utilization")
@@ -46,7 +47,7 @@ class LoadSweep:
 def run_load_sweep(scenario: str, loads: Sequence[float], policies: Sequence[PolicySpec], seeds: Sequence[int],
                    split: str = "test", env_kwargs: Optional[dict] = None, reference: Optional[str] = DEFAULT_REFERENCE,
                    backend: str = "auto", workers: Optional[int] = None, progress: bool = False,
-                   ray_address: Optional[str] = None) -> LoadSweep:
+                   ray_address: Optional[str] = None, resolved: Optional[Sequence[ResolvedPolicy]] = None) -> LoadSweep:
     """Run every policy on every seed at every target load (in one batch of tasks on ``backend``).
 
     Args:
@@ -57,6 +58,8 @@ def run_load_sweep(scenario: str, loads: Sequence[float], policies: Sequence[Pol
         reference: the policy the paired ratios are taken against (default: the scenario's
             yardstick, :mod:`baselines.yardstick`; None: no ratios; it must be among ``policies``
             otherwise).
+        resolved: ``policies`` already resolved for ``scenario`` (else resolved here, once each
+            for every load).
     """
     env_kwargs = dict(env_kwargs or {})
     if "load" in env_kwargs:
@@ -66,7 +69,10 @@ def run_load_sweep(scenario: str, loads: Sequence[float], policies: Sequence[Pol
         raise ValueError(f"loads must be positive numbers, got {loads}")
     if len(set(loads)) != len(loads):
         raise ValueError(f"loads must be distinct, got {loads}")
-    names = policy_labels(list(policies), scenario)      # the records' labels; one policy twice is an error
+    if resolved is None:
+        resolved = [resolve_once(p, scenario) for p in policies]
+    # The records' labels; one policy twice is an error.
+    names = policy_labels(list(policies), scenario, [r.name for r in resolved], [r.baseline for r in resolved])
     if reference == DEFAULT_REFERENCE:
         from baselines.yardstick import yardstick
 
@@ -75,7 +81,8 @@ def run_load_sweep(scenario: str, loads: Sequence[float], policies: Sequence[Pol
         raise ValueError(f"the reference policy {reference!r} is not among the policies {names}")
     tasks, task_load = [], []
     for load in loads:
-        batch = make_tasks(list(policies), [scenario], split, list(seeds), {**env_kwargs, "load": load}, labels=names)
+        batch = make_tasks(list(policies), [scenario], split, list(seeds), {**env_kwargs, "load": load}, labels=names,
+                           resolved=resolved)
         tasks += batch
         task_load += [load] * len(batch)
 

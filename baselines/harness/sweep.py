@@ -1,8 +1,9 @@
 """Many policies x scenarios x seeds, run serially, on local processes, or on a Ray cluster.
 
 Every task is independent and fully seeded, so the backend changes the wall time, never a number.
-Policies travel to workers as names (resolved there by :func:`baselines.harness.resolve.resolve_policy`) or as picklable
-objects.
+Policies are resolved once per run (:func:`baselines.harness.resolve.resolve_once`, in
+:func:`make_tasks`) and travel to workers as that resolution: a baseline name parsed once, or a
+picklable object; a worker process builds a named policy once for all the episodes it plays.
 
 Reliability: a worker process that dies (killed, out of memory) costs only the episodes it was
 running: they are rerun on fresh workers (at most :data:`MAX_POOL_RESTARTS` times), finished ones
@@ -27,7 +28,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 
 from baselines.harness.episode import EpisodeResult, run_episode
 from baselines.harness.resolve import (  # noqa: F401 (kept importable from here)
-    PolicySpec, plugin_policy_names, register_policy_resolver, resolve_policy,
+    PolicySpec, ResolvedPolicy, plugin_policy_names, register_policy_resolver, resolve_once, resolve_policy,
 )
 from baselines.startup import is_interrupt
 
@@ -87,7 +88,11 @@ def describe_task(task: "Task") -> str:
 
 @dataclass(frozen=True)
 class Task:
-    """One episode to run."""
+    """One episode to run.
+
+    ``resolved``: the policy as the run resolved it (:func:`make_tasks` sets it): the worker plays
+    it without resolving ``policy`` again. A task without one resolves ``policy`` itself, each time.
+    """
 
     policy: PolicySpec
     scenario: str
@@ -97,6 +102,7 @@ class Task:
     record: bool = False
     allow_env_mismatch: bool = False   # score a policy made for another environment anyway
     label: Optional[str] = None        # the record's ``policy`` field (baselines.harness.labels); None: its name
+    resolved: Optional[ResolvedPolicy] = None
 
 
 def run_task(task: Task) -> EpisodeResult:
@@ -111,10 +117,11 @@ def run_task(task: Task) -> EpisodeResult:
 
 def _run_task(task: Task) -> EpisodeResult:
     _limit_threads()
-    result = _run_compiled(task)
+    resolved = task.resolved if task.resolved is not None else resolve_once(task.policy, task.scenario)
+    result = _run_compiled(task, resolved)
     if result is not None:
         return result
-    policy = resolve_policy(task.policy, task.scenario)
+    policy = resolved.policy()        # in a worker process: built there once, not per episode
     result = _run_compiled_hook(policy, task)
     if result is not None:
         return result
@@ -134,15 +141,19 @@ def _run_compiled_hook(policy: Any, task: Task) -> Optional[EpisodeResult]:
                                           allow_env_mismatch=task.allow_env_mismatch))
 
 
-def _run_compiled(task: Task) -> Optional[EpisodeResult]:
+def _run_compiled(task: Task, resolved: ResolvedPolicy) -> Optional[EpisodeResult]:
     """The task's episode from the compiled engine, or None when it must run through the API
-    (a policy or setting without a compiled rule, a recorded episode, ``CLUSTER_BENCH_ENGINE=api``)."""
+    (a policy or setting without a compiled rule, a recorded episode, ``CLUSTER_BENCH_ENGINE=api``).
+    The engine gets the parsed name and the policy object of ``resolved``: it parses and builds nothing."""
     from baselines import engine
 
     def run() -> EpisodeResult:
-        engine.check_request(task.policy, dict(task.env_kwargs), task.record)
-        return engine.run_compiled_episode(task.policy, task.scenario, task.split, task.seed, dict(task.env_kwargs),
-                                           allow_env_mismatch=task.allow_env_mismatch)
+        if resolved.baseline is None:
+            raise engine.no_compiled_rule(task.policy)
+        engine.check_request(resolved.baseline, dict(task.env_kwargs), task.record)
+        return engine.run_compiled_episode(resolved.baseline, task.scenario, task.split, task.seed,
+                                           dict(task.env_kwargs), allow_env_mismatch=task.allow_env_mismatch,
+                                           built=resolved.policy())
 
     return _compiled_or_none(run)
 
@@ -178,23 +189,34 @@ def _limit_threads() -> None:
 
 def make_tasks(policies: Sequence[PolicySpec], scenarios: Sequence[str], split: str, seeds: Iterable[int],
                env_kwargs: Optional[dict] = None, record_seeds: Iterable[int] = (),
-               allow_env_mismatch: bool = False, labels: Optional[Sequence[str]] = None) -> list[Task]:
+               allow_env_mismatch: bool = False, labels: Optional[Sequence[str]] = None,
+               resolved: Optional[Sequence[ResolvedPolicy]] = None) -> list[Task]:
     """The product policies x scenarios x seeds; ``record_seeds`` are run with recording on.
 
-    ``labels``: each policy's row label (default :func:`baselines.harness.labels.policy_labels`,
-    which resolves the policies and raises ``DuplicatePolicyError`` for a policy given twice).
+    Every policy is resolved once per scenario here (:func:`resolve_once`), and its tasks carry
+    that resolution to the workers. ``resolved``: the policies already resolved for the one
+    scenario of ``scenarios`` (a run that checked them passes them on). ``labels``: each policy's
+    row label (default :func:`baselines.harness.labels.policy_labels` of the resolved names,
+    which raises ``DuplicatePolicyError`` for a policy given twice).
     """
     from baselines.harness.labels import policy_labels
 
-    policies = list(policies)
+    policies, scenarios = list(policies), list(scenarios)
+    if resolved is not None and (len(scenarios) != 1 or len(resolved) != len(policies)
+                                 or any(r.scenario != scenarios[0] for r in resolved)):
+        raise ValueError(f"resolved must hold the {len(policies)} policies resolved for the one scenario of the tasks")
+    by_scenario = {sc: list(resolved) if resolved is not None else [resolve_once(p, sc) for p in policies]
+                   for sc in scenarios}
     if labels is None:
-        labels = policy_labels(policies, scenarios[0] if scenarios else None)
+        first = by_scenario[scenarios[0]] if scenarios else [resolve_once(p) for p in policies]
+        labels = policy_labels(policies, scenarios[0] if scenarios else None, [r.name for r in first],
+                               [r.baseline for r in first])
     if len(labels) != len(policies):
         raise ValueError(f"labels must name each of the {len(policies)} policies, got {len(labels)}")
     kw = tuple(sorted((env_kwargs or {}).items()))
     recorded = set(int(s) for s in record_seeds)
-    return [Task(p, sc, split, int(s), kw, int(s) in recorded, bool(allow_env_mismatch), label)
-            for sc in scenarios for p, label in zip(policies, labels) for s in seeds]
+    return [Task(p, sc, split, int(s), kw, int(s) in recorded, bool(allow_env_mismatch), label, r)
+            for sc in scenarios for p, r, label in zip(policies, by_scenario[sc], labels) for s in seeds]
 
 
 def check_distinct(tasks: Sequence[Task]) -> None:
@@ -274,12 +296,17 @@ def cost_class(task: Task) -> int:
 
     if not isinstance(task.policy, str):
         return 0
+    if task.resolved is not None and task.resolved.baseline is None:
+        return 0
+    rule = task.resolved.baseline if task.resolved is not None else task.policy
     if engine.engine_mode() != "api":
         try:
-            engine.check_request(task.policy, dict(task.env_kwargs), task.record)
+            engine.check_request(rule, dict(task.env_kwargs), task.record)
             return 2
         except engine.Unsupported:
             pass
+    if task.resolved is not None:
+        return 1
     try:
         return 1 if resolve_name(task.policy) is not None else 0
     except ValueError:
@@ -313,7 +340,7 @@ def _warm_up(tasks: Sequence[Task]) -> None:
     from baselines import engine
     from cluster_env.core import kernels
 
-    if engine.engine_mode() != "api" and any(engine.policy_codes(t.policy) for t in tasks if not t.record):
+    if engine.engine_mode() != "api" and any(engine.policy_codes(_rule(t)) for t in tasks if not t.record):
         engine.warm_up()
     cold, fused_cold = kernels.cache_is_cold(), kernels.kernel_is_cold("idle_events")
     if not (cold or fused_cold):
@@ -323,6 +350,12 @@ def _warm_up(tasks: Sequence[Task]) -> None:
         kernels.warm_up()
     elif api and cold:
         kernels.warm_up(recorded=True)
+
+
+def _rule(task: Task) -> Any:
+    """What the compiled engine would be asked to run: the resolved baseline name (None for another
+    policy), or for a task without a resolution its spec."""
+    return task.resolved.baseline if task.resolved is not None else task.policy
 
 
 def _picklable(tasks: Sequence[Task]) -> bool:
