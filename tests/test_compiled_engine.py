@@ -132,7 +132,7 @@ def test_truncation_identical():
 def test_default_step_bound_identical(scenario, env_kwargs):
     """Without max_steps both paths apply the harness's bound (DEFAULT_STEPS_PER_JOB steps per
     job): the same truncated record, cut at the same step."""
-    from cluster_env.wrappers._base import DEFAULT_STEPS_PER_JOB
+    from cluster_env.core.config import DEFAULT_STEPS_PER_JOB
 
     record = _compare("las", scenario, 0, env_kwargs)
     jobs = env_kwargs.get("jobs_per_episode", record["jobs_finished"] + record["jobs_unfinished"])

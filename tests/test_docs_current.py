@@ -278,7 +278,8 @@ def test_default_loads_in_the_reference_table_are_the_scenarios():
 
 
 def test_view_defaults_quoted_in_the_docs():
-    from cluster_env.wrappers._base import DEFAULT_INVALID_PENALTY, DEFAULT_STEPS_PER_JOB
+    from cluster_env.core.config import DEFAULT_STEPS_PER_JOB
+    from cluster_env.wrappers._base import DEFAULT_INVALID_PENALTY
 
     quoted = set()
     for path in DOCS:

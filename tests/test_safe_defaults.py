@@ -12,7 +12,8 @@ import pytest
 import cluster_env
 from cluster_env.errors import InvalidActionError
 from cluster_env.wrappers import FLAT_ID, ORDERER_ID, PLACER_ID
-from cluster_env.wrappers._base import DEFAULT_INVALID_PENALTY, DEFAULT_STEPS_PER_JOB
+from cluster_env.core.config import DEFAULT_STEPS_PER_JOB
+from cluster_env.wrappers._base import DEFAULT_INVALID_PENALTY
 
 IDS = [FLAT_ID, ORDERER_ID, PLACER_ID]
 

@@ -84,7 +84,8 @@ def test_defaults_are_the_views_rule_and_pass_the_pettingzoo_seed_test():
     built by default. The parallel env itself stays strict (docs/design.md section 3: an error by default)."""
     from pettingzoo.test import parallel_seed_test
 
-    from cluster_env.wrappers._base import DEFAULT_INVALID_PENALTY, DEFAULT_STEPS_PER_JOB
+    from cluster_env.core.config import DEFAULT_STEPS_PER_JOB
+    from cluster_env.wrappers._base import DEFAULT_INVALID_PENALTY
 
     parallel_seed_test(lambda: flat_parallel_env("toy-v0"))
     parallel_seed_test(lambda: flat_parallel_env(**SMALL), num_cycles=200)   # the default scenario

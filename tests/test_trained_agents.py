@@ -210,7 +210,7 @@ class Stuck:
 
 
 def test_an_episode_always_ends_and_is_recorded_truncated():
-    from cluster_env.wrappers._base import DEFAULT_STEPS_PER_JOB
+    from cluster_env.core.config import DEFAULT_STEPS_PER_JOB
 
     jobs = 3
     policy = Stuck(limit=10 * DEFAULT_STEPS_PER_JOB * jobs)

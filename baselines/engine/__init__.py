@@ -336,7 +336,6 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
     from cluster_env.core.metrics import METRIC_KEYS
     from cluster_env.core.objectives import OBJECTIVE_KEYS
     from cluster_env.world.throughputs import comm_intensity
-    from cluster_env.wrappers._base import default_max_steps
 
     loop = _loop_module()
     if composed is None:
@@ -356,7 +355,7 @@ def _run_codes(policy: str, codes: tuple[int, int], scenario: Any, split: str, s
                           "through the API")
     # The API path's step bound (baselines.harness.episode.bound_steps) when none is set: the
     # same truncated records, and every episode ends (a tiny scheduling tick otherwise loops on).
-    max_steps = env.sched.max_steps or default_max_steps(env)
+    max_steps = env.sched.max_steps or env.default_max_steps()
     state = _build_state(env, sim, codes, getattr(composed.orderer, "min_quantum", 0.0),
                          log_capacity(workload, max_steps))      # tenant quotas: quota_violation's log
     state[13][L.MAX_STEPS] = max_steps

@@ -315,11 +315,10 @@ def bound_steps(env: Any) -> None:
     jobs, flagged ``TRUNCATED`` in tables and left out of the paired ratios."""
     from dataclasses import replace
 
-    from cluster_env.wrappers._base import default_max_steps
 
     sched = getattr(env, "sched", None)
     if sched is not None and sched.max_steps is None:
-        env.sched = replace(sched, max_steps=default_max_steps(env))
+        env.sched = replace(sched, max_steps=env.default_max_steps())
 
 
 def check_fits(policy: Any, env: Any) -> None:

@@ -171,6 +171,13 @@ class WorldConfig:
 INVALID_ACTIONS = ("raise", "noop", "fallback")
 
 
+
+#: The step bound of an episode when a caller needs one and none is set (``max_steps``): this many
+#: steps per job of the episode (``ClusterParallelEnv.default_max_steps``; the single-agent views
+#: and the harness truncate there). Generous: a legal policy that always advances takes up to ~250.
+DEFAULT_STEPS_PER_JOB = 1000
+
+
 @dataclass(frozen=True)
 class SchedulingConfig:
     """What schedulers may do and see."""

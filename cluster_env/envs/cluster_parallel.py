@@ -144,7 +144,7 @@ from cluster_env.core.engine.layout import FINISHED as _FINISHED
 from cluster_env.core.engine.layout import JOB_SECONDS as _JOB_SECONDS
 from cluster_env.core.engine.layout import MAX_PREEMPTIONS_PER_INSTANT
 from cluster_env.core.engine.layout import NOW as _NOW
-from cluster_env.core.config import (TIME_SCALE_RANGE, SchedulingConfig, WorldConfig, check_bool, check_int,
+from cluster_env.core.config import (DEFAULT_STEPS_PER_JOB, TIME_SCALE_RANGE, SchedulingConfig, WorldConfig, check_bool, check_int,
                                      check_range, split_overrides)
 from cluster_env.core.metrics import episode_metrics
 from cluster_env.core.rewards import JCTReward, StepStats, make_reward
@@ -339,6 +339,17 @@ class ClusterParallelEnv(ParallelEnv):
     def engine(self) -> str:
         """What runs the current episode: ``"compiled"`` or ``"python"``."""
         return "compiled" if self._live else "python"
+
+    def episode_jobs(self) -> int:
+        """The number of jobs in one episode (``jobs_per_episode``, or the whole split)."""
+        size = self.jobs_per_episode if self.jobs_per_episode is not None else self.scenario.jobs_per_episode
+        lo, hi = self.scenario.split_range(self.split, self.scenario.workload().num_jobs)
+        return max(1, min(size, hi - lo) if size is not None else hi - lo)
+
+    def default_max_steps(self) -> int:
+        """The step bound of an episode when none is set: ``DEFAULT_STEPS_PER_JOB`` steps per job
+        (what the single-agent views truncate at by default, and the harness when it scores)."""
+        return DEFAULT_STEPS_PER_JOB * self.episode_jobs()
 
     def episode_view(self) -> EpisodeView:
         """What the episode shows now (:class:`cluster_env.core.simulator.EpisodeView`, copies:

@@ -40,7 +40,7 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvS
 
 from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 from cluster_env.vector.env import ClusterVectorEnv
-from cluster_env.wrappers._base import DEFAULT_INVALID_PENALTY, DEFAULT_STEPS_PER_JOB, episode_jobs
+from cluster_env.wrappers._base import DEFAULT_INVALID_PENALTY
 
 
 class ClusterSB3VecEnv(VecEnv):
@@ -156,7 +156,7 @@ def sb3_vec_env(n_envs: int = 8, scenario: Any = DEFAULT_SCENARIO, split: str = 
     if "max_steps" not in overrides:            # the views' default: every episode ends
         for env in vector.envs:
             if env.sched.max_steps is None:
-                env.sched = replace(env.sched, max_steps=DEFAULT_STEPS_PER_JOB * episode_jobs(env))
+                env.sched = replace(env.sched, max_steps=env.default_max_steps())
     vec = ClusterSB3VecEnv(vector)
     if seed is not None:
         vec.seed(seed)

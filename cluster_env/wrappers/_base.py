@@ -18,27 +18,14 @@ from cluster_env.wrappers.policies import resolve_policy
 #: Safe defaults of the single-agent views (the parallel env stays strict): a forbidden action is
 #: replaced by the acting agent's lowest allowed action (``invalid_action="fallback"``: FIFO's
 #: choice in ORDER, first-fit's in PLACE) at a cost of ``invalid_penalty`` reward, and an episode is
-#: truncated after ``DEFAULT_STEPS_PER_JOB`` steps per job of the episode (``max_steps``), so that
+#: truncated after ``DEFAULT_STEPS_PER_JOB`` steps per job of the episode (``max_steps``,
+#: ``cluster_env.core.config``; ``ClusterParallelEnv.default_max_steps``), so that
 #: Gymnasium's and SB3's checkers (which sample unmasked actions) pass and plain PPO, which does
 #: not read masks, learns to pick allowed actions instead of crashing or stalling. (A no-op
 #: instead, ``invalid_action="noop"``, lets an agent that discounts per step defer costly
 #: ``advance`` steps forever by repeating forbidden actions: plain PPO learns that stall.)
 DEFAULT_INVALID_PENALTY = 0.1
 VIEW_INVALID_ACTIONS = ("fallback", "noop", "raise")
-DEFAULT_STEPS_PER_JOB = 1000     # generous: a legal policy that always advances takes up to ~250
-
-
-def episode_jobs(env: ClusterParallelEnv) -> int:
-    """The number of jobs in one episode of ``env`` (its ``jobs_per_episode`` or its whole split)."""
-    size = env.jobs_per_episode if env.jobs_per_episode is not None else env.scenario.jobs_per_episode
-    lo, hi = env.scenario.split_range(env.split, env.scenario.workload().num_jobs)
-    return max(1, min(size, hi - lo) if size is not None else hi - lo)
-
-
-def default_max_steps(env: ClusterParallelEnv) -> int:
-    """The step bound of an episode of ``env`` when none is set: ``DEFAULT_STEPS_PER_JOB`` steps per
-    job of the episode (what the views truncate at by default, and the harness when it scores)."""
-    return DEFAULT_STEPS_PER_JOB * episode_jobs(env)
 
 
 def check_invalid_penalty(value: Any) -> float:
@@ -75,7 +62,7 @@ class ClusterView(gymnasium.Env):
             overrides["invalid_action"] = "raise" if mode == "raise" else "noop"
             env = ClusterParallelEnv(scenario=scenario, split=split, **overrides)
             if env.sched.max_steps is None and "max_steps" not in overrides:
-                env.sched = replace(env.sched, max_steps=default_max_steps(env))
+                env.sched = replace(env.sched, max_steps=env.default_max_steps())
         elif overrides:
             raise TypeError(f"pass either env= or overrides, not both (got {sorted(overrides)})")
         else:
@@ -224,6 +211,4 @@ class SingleAgentView(ClusterView):
         return self._last_obs.copy()
 
 
-__all__ = ["ClusterView", "DEFAULT_STEPS_PER_JOB", "SingleAgentView", "as_action", "check_invalid_penalty",
-           "default_max_steps",
-           "episode_jobs"]
+__all__ = ["ClusterView", "SingleAgentView", "as_action", "check_invalid_penalty"]

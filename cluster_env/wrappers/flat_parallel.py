@@ -44,8 +44,7 @@ from pettingzoo import ParallelEnv
 from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 from cluster_env.envs.cluster_parallel import PLACE, ClusterParallelEnv
 from cluster_env.errors import InvalidActionError
-from cluster_env.wrappers._base import (DEFAULT_INVALID_PENALTY, VIEW_INVALID_ACTIONS, as_action,
-                                        check_invalid_penalty, default_max_steps)
+from cluster_env.wrappers._base import DEFAULT_INVALID_PENALTY, VIEW_INVALID_ACTIONS, as_action, check_invalid_penalty
 from cluster_env.envs.flat_layout import FlatLayout
 
 
@@ -59,7 +58,7 @@ class FlatParallelEnv(ParallelEnv):
             overrides.setdefault("invalid_action", VIEW_INVALID_ACTIONS[0])      # the views' default
             env = ClusterParallelEnv(scenario=scenario, split=split, **overrides)
             if env.sched.max_steps is None and "max_steps" not in overrides:
-                env.sched = replace(env.sched, max_steps=default_max_steps(env))
+                env.sched = replace(env.sched, max_steps=env.default_max_steps())
         elif overrides:
             raise TypeError(f"pass either env= or overrides, not both (got {sorted(overrides)})")
         self.invalid_penalty = check_invalid_penalty(invalid_penalty)
