@@ -462,21 +462,17 @@ class ClusterParallelEnv(ParallelEnv):
             a_place = self._as_action("placer", a_place)
         invalid = None          # agents whose forbidden action was ignored or replaced ("noop", "fallback")
         if self.phase == ORDER:
-            if a_place != self._place_noop:
-                invalid = self._forbidden(invalid, "placer", a_place, "only the no-op is allowed in the ORDER phase")
-            act = a_order
-            if not self._order_mask[act]:
-                invalid = self._forbidden(invalid, "orderer", act, "the action mask forbids it")
-                act = self._fallback_action(self._order_mask)
-                self.fallbacks += act is not None
+            acting, act, mask, idle, other, other_act, other_noop = (
+                "orderer", a_order, self._order_mask, "ORDER", "placer", a_place, self._place_noop)
         else:
-            if a_order != self._order_noop:
-                invalid = self._forbidden(invalid, "orderer", a_order, "only the no-op is allowed in the PLACE phase")
-            act = a_place
-            if not self._place_mask[act]:
-                invalid = self._forbidden(invalid, "placer", act, "the action mask forbids it")
-                act = self._fallback_action(self._place_mask)
-                self.fallbacks += act is not None
+            acting, act, mask, idle, other, other_act, other_noop = (
+                "placer", a_place, self._place_mask, "PLACE", "orderer", a_order, self._order_noop)
+        if other_act != other_noop:
+            invalid = self._forbidden(invalid, other, other_act, f"only the no-op is allowed in the {idle} phase")
+        if not mask[act]:
+            invalid = self._forbidden(invalid, acting, act, "the action mask forbids it")
+            act = self._fallback_action(mask)
+            self.fallbacks += act is not None
         self._trace.append(-1 if act is None else act)
         if self._live:
             return self._engine_step(act, invalid)

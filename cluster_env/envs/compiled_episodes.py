@@ -330,7 +330,7 @@ class OneEpisode(CompiledEpisodes):
 
     def _new_set(self) -> list:
         """[buffers, their image, the arrays handed out, the arrays whose counts tell whether
-        anything outside holds them, those counts when nothing does]."""
+        anything outside holds them, the sum of those counts when nothing does]."""
         sj, sm, sg, sp, sa = self._shapes
         jobs, machines = np.zeros(sj, np.float32), np.zeros(sm, np.float32)
         glob, plc = np.zeros(sg, np.float32), np.zeros(sp, np.float32)
@@ -344,14 +344,16 @@ class OneEpisode(CompiledEpisodes):
 
     def _target(self) -> list:
         """The set the next step writes into: one that nothing outside holds, else the private one."""
+        # Nothing outside holds a set when its arrays' reference counts are those this object
+        # alone accounts for; each is at least that, so their sum tells.
         getrefcount = sys.getrefcount
         for entry in self._sets:
-            if entry is not self._current and entry[4] == tuple([getrefcount(a) for a in entry[3]]):
+            if entry is not self._current and entry[4] == sum(map(getrefcount, entry[3])):
                 return entry
         if len(self._sets) < self.POOL:
             entry = self._new_set()
             self._sets.append(entry)
-            entry[4] = tuple([getrefcount(a) for a in entry[3]])
+            entry[4] = sum(map(getrefcount, entry[3]))
             return entry
         return self._private
 
