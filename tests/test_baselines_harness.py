@@ -221,7 +221,10 @@ def test_checked_in_baseline_scores_have_not_moved(scenario):
     names, seeds = _SMALL_SCORES.get(scenario, (named, [0, 1, 2, 3, 4]))
     assert set(data["scores"][scenario]) >= names
     assert data["seeds"] == seeds and data["split"] == "test"
-    drifts = check_scores(packaged_scores_file(scenario), backend="auto")
+    # In this test process (pytest-xdist already keeps the cores busy); openb-full-v1's long
+    # episodes on the harness's own pool.
+    backend = "auto" if scenario == "openb-full-v1" else "serial"
+    drifts = check_scores(packaged_scores_file(scenario), backend=backend)
     assert drifts == [], "\n" + "\n".join(map(str, drifts))
 
 

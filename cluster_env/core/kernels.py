@@ -1350,7 +1350,7 @@ def use(name: str):
         _active = previous
 
 
-def warm_up(recorded: bool = False) -> float:
+def warm_up(recorded: bool = False, engines: tuple[str, ...] = ("compiled", "python")) -> float:
     """Load the compiled kernels now (compiling them on a fresh install) instead of at their first
     use, by running one tiny episode; returns the seconds it took. Benchmarks call it so that a
     timed episode measures the simulation, not the one-off load (about 0.4 s from numba's cache,
@@ -1358,7 +1358,8 @@ def warm_up(recorded: bool = False) -> float:
 
     ``recorded``: only what recorded episodes use (the harness's timelines and series: the
     Python simulator with its logs on, so the per-event path, without the compiled step, the
-    skip-idle loop and placement, the largest compiles)."""
+    skip-idle loop and placement, the largest compiles). ``engines``: the parallel env's engines
+    to load, ``"compiled"`` (its default) and ``"python"`` (the Python simulator's kernels)."""
     import time
 
     import cluster_env
@@ -1368,7 +1369,11 @@ def warm_up(recorded: bool = False) -> float:
     # (the parallel env's default) and in the Python simulator (other layouts and rewards,
     # recordings). The first allowed action mostly (the compiled skip-idle loop's path), now and
     # then "advance" where allowed (the per-event Python path and its kernels).
-    for backend in ("python",) if recorded else ("auto", "python"):
+    unknown = set(engines) - {"compiled", "python"}
+    if unknown:
+        raise ValueError(f"engines must name 'compiled' and/or 'python', got {sorted(unknown)}")
+    wanted = ("python",) if recorded else tuple(e for e in ("compiled", "python") if e in engines)
+    for backend in (("auto" if e == "compiled" else e) for e in wanted):
         env = cluster_env.parallel_env("philly-v0", jobs_per_episode=300, backend=backend)
         obs, _ = env.reset(seed=0)
         if recorded:                     # as baselines.harness.episode.run_episode(record=True)
