@@ -544,11 +544,12 @@ class ClusterParallelEnv(ParallelEnv):
     def _finish_step(self, invalid: "list[str] | None"):
         reward, done, truncated = self._end_step()
         obs = self._observe()
-        rewards = {"orderer": reward, "placer": reward}
-        terminations = {"orderer": done, "placer": done}
-        truncations = {"orderer": truncated, "placer": truncated}
-        info = self._info()
-        infos = {"orderer": info, "placer": dict(info)}
+        return self._step_result(obs, reward, done, truncated, self._info(), invalid)
+
+    def _step_result(self, obs: dict, reward: float, done: bool, truncated: bool, info: dict,
+                     invalid: "list[str] | None"):
+        """The five dicts a step returns (either engine's); the episode's end and a human frame."""
+        infos = {"orderer": info, "placer": info.copy()}
         if invalid:
             for agent in invalid:
                 infos[agent]["invalid_action"] = True
@@ -557,7 +558,8 @@ class ClusterParallelEnv(ParallelEnv):
             self.agents = []
         if self.render_mode == "human":       # PettingZoo and Gymnasium draw human frames by themselves
             self.render()
-        return obs, rewards, terminations, truncations, infos
+        return (obs, {"orderer": reward, "placer": reward}, {"orderer": done, "placer": done},
+                {"orderer": truncated, "placer": truncated}, infos)
 
     # ------------------------------------------------------------------ the compiled step
     def _check_backend(self, backend: Any) -> str:
@@ -596,15 +598,7 @@ class ClusterParallelEnv(ParallelEnv):
                 "placing_job": placing, "tick": tick}
         if phase and self.sched.spread_floor:
             self._spread_floor_info(info, placing)
-        infos = {"orderer": info, "placer": info.copy()}
-        if invalid:
-            for agent in invalid:
-                infos[agent]["invalid_action"] = True
-        if done or truncated:
-            infos = self._final_infos(infos)
-            self.agents = []
-        return (obs, {"orderer": reward, "placer": reward}, {"orderer": done, "placer": done},
-                {"orderer": truncated, "placer": truncated}, infos)
+        return self._step_result(obs, reward, done, truncated, info, invalid)
 
     def _engine_observe(self) -> dict:
         """The observation dicts from the compiled step's buffers (fresh arrays, as ``_observe``)."""
