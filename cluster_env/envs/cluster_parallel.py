@@ -440,7 +440,6 @@ class ClusterParallelEnv(ParallelEnv):
         self.phase = ORDER
         self.num_steps = 0
         self._preempted_now: tuple[float, dict] = (-1.0, {})   # (instant, {job: preemptions in it})
-        self._reset_reward()
         # Per event: the compiled skip-idle loop (a cold start's largest compile) waits for step.
         self._skip_idle_epochs(fused=False)
 
@@ -645,10 +644,9 @@ class ClusterParallelEnv(ParallelEnv):
             self.num_steps += 1
             self._observe()
         if rng.bit_generator.state != rng_now or self.num_steps != steps:
-            raise RuntimeError(f"the Python simulator's replay of this episode left the compiled engine's "
-                               f"after {steps} steps (the generator or the step count differ); please report "
-                               "it, with the scenario and seed (backend='python' runs the episode in Python "
-                               "throughout)")
+            raise RuntimeError(f"the Python simulator's replay of this episode did not end where the episode "
+                               f"stood after {steps} steps (the generator or the step count differ); please "
+                               "report it, with the scenario and seed")
         self.fallbacks, self.agents = fallbacks, agents
         self._last, self._objectives_last = last, objectives_last
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import struct
 import sys
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any, Optional
 
 import numpy as np
@@ -113,6 +113,10 @@ class LiveView:
     @property
     def finished_count(self) -> int:
         return int(self._ic[L.FINISHED])
+
+    @property
+    def events(self) -> int:
+        return int(self._ic[L.EVENTS])
 
 
 class CompiledEpisodes:
@@ -208,11 +212,6 @@ class CompiledEpisodes:
         running = O[c.O_CAND][K:K + E[c.E_NR]]
         self.envs[index].builder.extra_columns(b.jobs[index], b.global_[index], b.job_ids[index], running)
 
-    @property
-    def ended(self) -> np.ndarray:
-        """The rows of the episodes that ended in the last step (its first ``count`` entries)."""
-        return self._ended
-
     def grow_logs(self) -> None:
         """Room in every kept allocation log for the coming step (at most the running jobs plus
         two entries, see load): a full log is doubled and its env's state image stored again."""
@@ -236,13 +235,6 @@ class CompiledEpisodes:
     def state(self, index: int) -> tuple:
         """Env ``index``'s engine state (:mod:`cluster_env.core.engine.layout`)."""
         return self._states[index]
-
-    def candidates(self, index: int) -> tuple[np.ndarray, np.ndarray]:
-        """The pending and running jobs env ``index``'s observation shows (copies)."""
-        c, O = self._c, self._obs[index]
-        E, cand = O[c.O_E], O[c.O_CAND]
-        K = E[c.E_K]
-        return cand[:E[c.E_NP]].copy(), cand[K:K + E[c.E_NR]].copy()
 
     def metrics(self, index: int) -> dict:
         """Every metric of env ``index``'s episode so far."""
@@ -403,13 +395,11 @@ class OneEpisode(CompiledEpisodes):
     def view(self, sim: Any) -> EpisodeView:
         """The episode's :class:`EpisodeView` from the engine's arrays (``sim``: the simulator the
         episode started from, for the workload's facts)."""
-        c, state = self._c, self._states[0]
-        jf, ji = state[0], state[1]
-        jobs = JobState(status=ji[c.STATUS].astype(np.int8), progress=jf[c.PROGRESS].copy(),
-                        attained=jf[c.ATTAINED].copy(), executed=jf[c.EXECUTED].copy(), held=jf[c.HELD].copy(),
-                        first_start=jf[c.FIRST_START].copy(), finish=jf[c.FINISH].copy(),
-                        restarts=ji[c.RESTARTS].copy(), nominal=jf[c.NOMINAL].copy())
-        return EpisodeView.of_simulator(sim, jobs, float(state[10][c.NOW]), int(state[11][c.EVENTS]))
+        live = LiveView(self._states[0], sim)
+        # Copies in the simulator's own dtypes (the engine keeps the status as int64).
+        jobs = JobState(*(np.array(getattr(live.jobs, f.name), dtype=getattr(sim.jobs, f.name).dtype)
+                          for f in fields(JobState)))
+        return EpisodeView.of_simulator(sim, jobs, live.now, live.events)
 
     def features(self) -> np.ndarray:
         """The flat features (jobs, machines, global, placing) of the last observation, copied:

@@ -117,12 +117,19 @@ def _converts(have: types.Type, want: types.Type) -> bool:
             and have.ndim == want.ndim and want.layout == "A" and want.mutable and have.mutable)
 
 
-def image_size(state_ty: types.BaseTuple) -> int:
-    """Bytes of the image of a tuple of numba type ``state_ty`` (see :func:`image_access`)."""
+def image_size(state_ty: types.Type) -> int:
+    """Bytes of the image of a value of numba type ``state_ty``: a tuple (see :func:`image_access`)
+    or a typed list (:func:`container_image_access`)."""
     from numba.core.registry import cpu_target
 
     context = cpu_target.target_context
     return context.get_abi_sizeof(context.get_data_type(state_ty))
+
+
+def _image_pointer(context, builder, image_ty, image, data_ty):
+    """A pointer of LLVM type ``data_ty*`` to the bytes of the uint8 array ``image``."""
+    ary = context.make_array(image_ty)(context, builder, value=image)
+    return builder.bitcast(ary.data, data_ty.as_pointer())
 
 
 @functools.lru_cache(maxsize=None)
@@ -146,8 +153,7 @@ def image_access(state_ty: types.BaseTuple):
                          for i, (have, want) in enumerate(zip(state, state_ty))]
                 value = context.make_tuple(builder, state_ty, items)
             data = _detached(context, builder, state_ty, value)
-            ary = context.make_array(image)(context, builder, value=args[0])
-            builder.store(data, builder.bitcast(ary.data, data.type.as_pointer()))
+            builder.store(data, _image_pointer(context, builder, image, args[0], data.type))
             return context.get_dummy_value()
 
         return types.none(image, state), codegen
@@ -158,9 +164,7 @@ def image_access(state_ty: types.BaseTuple):
             return None
 
         def codegen(context, builder, sig, args):
-            ary = context.make_array(image)(context, builder, value=args[0])
-            data_ty = context.get_data_type(state_ty)
-            return builder.bitcast(ary.data, data_ty.as_pointer())
+            return _image_pointer(context, builder, image, args[0], context.get_data_type(state_ty))
 
         return Ref(state_ty)(image), codegen
 
@@ -183,8 +187,7 @@ def container_image_access(list_ty: types.ListType):
             proxy = cgutils.create_struct_proxy(list_ty)(context, builder, value=args[1])
             proxy.meminfo = cgutils.get_null_value(proxy.meminfo.type)
             data = context.data_model_manager[list_ty].as_data(builder, proxy._getvalue())
-            ary = context.make_array(image)(context, builder, value=args[0])
-            builder.store(data, builder.bitcast(ary.data, data.type.as_pointer()))
+            builder.store(data, _image_pointer(context, builder, image, args[0], data.type))
             return context.get_dummy_value()
 
         return types.none(image, lst), codegen
@@ -195,8 +198,7 @@ def container_image_access(list_ty: types.ListType):
             return None
 
         def codegen(context, builder, sig, args):
-            ary = context.make_array(image)(context, builder, value=args[0])
-            ptr = builder.bitcast(ary.data, context.get_data_type(list_ty).as_pointer())
+            ptr = _image_pointer(context, builder, image, args[0], context.get_data_type(list_ty))
             value = context.data_model_manager[list_ty].load_from_data_pointer(builder, ptr)
             # Null meminfo: numba's increments and decrements of this value are no-ops.
             return impl_ret_new_ref(context, builder, list_ty, value)
@@ -204,11 +206,3 @@ def container_image_access(list_ty: types.ListType):
         return list_ty(image), codegen
 
     return store, load
-
-
-def container_image_size(list_ty: types.ListType) -> int:
-    """Bytes of the image of a typed list of type ``list_ty``."""
-    from numba.core.registry import cpu_target
-
-    context = cpu_target.target_context
-    return context.get_abi_sizeof(context.get_data_type(list_ty))

@@ -85,7 +85,7 @@ store_bufs, load_bufs = _ref.image_access(BUF_TYPE)
 # B_RNGS: the image of the episodes' generators, a numba typed list (one per env, see rng_list),
 # read by the step without unboxing the list from Python at each call.
 RNGS_TYPE = numba.types.ListType(numba.typeof(np.random.default_rng(0)))
-RNGS_BYTES = _ref.container_image_size(RNGS_TYPE)
+RNGS_BYTES = _ref.image_size(RNGS_TYPE)
 store_rngs, load_rngs = _ref.container_image_access(RNGS_TYPE)
 
 # step_all's ``mode`` (layout: UNCHECKED, RAISE, NOOP, FALLBACK): UNCHECKED, ``flags`` says which
