@@ -44,6 +44,8 @@ YARDSTICKS: dict[str, str] = {
     # each objective metric is OBJECTIVE_YARDSTICKS'.
     "philly-slo-v1": "las-migrate",
     "philly-tenants-v1": "las-migrate",
+    "philly-hetero-v4": "las-migrate",
+    "philly-tenants-v2": "las-migrate",
 }
 #: Named rules that read no durations and pursue a service objective (docs/objectives.md).
 OBJECTIVE_RULES = ("edf", "tias", "priority", "quota", "ftf")

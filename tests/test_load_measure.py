@@ -1,5 +1,6 @@
-"""The opt-in "concurrent" load measure: its definition by hand, exact
-rescaling, the default kept everywhere, and comparable queueing on a heavy-tailed trace."""
+"""The "concurrent" and "capped" load measures: their definitions by hand, exact rescaling, the
+default kept everywhere but where a scenario names its own, comparable queueing on a heavy-tailed
+trace, and every window of the v3 scenarios reaching its default load."""
 from __future__ import annotations
 
 import sys
@@ -10,8 +11,10 @@ import pytest
 
 import cluster_env
 from cluster_env.scenarios import get_scenario, list_scenarios
+from cluster_env.scenarios.base import Scenario
 from cluster_env.scenarios.load import (
     DEFAULT_LOAD_MEASURE,
+    max_capped_load,
     max_concurrent_load,
     offered_load,
     scale_to_load,
@@ -60,9 +63,62 @@ def test_light_tailed_traces_get_about_the_same_load_under_both_measures():
     assert offered_load(heavy, 128, "concurrent") < 0.5 * offered_load(heavy, 128)
 
 
-def test_default_is_total_everywhere_and_the_argument_is_checked():
+#: The scenarios that name their own load measure (the v3 scenarios: loads that queue).
+CAPPED_SCENARIOS = {"philly-hetero-v4", "philly-tenants-v2", "philly-slo-v2", "modern-v3"}
+
+
+def test_capped_load_by_hand():
+    # Span 50 s. Job 0 (2 GPUs, 100 s) counts 2 x 50; job 1 (1 GPU, 30 s) 30; job 2 (2 GPUs, 0.5 s) 1.
+    wl = make_workload([0.0, 20.0, 50.0], [100.0, 30.0, 0.5], [2, 1, 2])
+    assert offered_load(wl, 4, "capped") == pytest.approx((100 + 30 + 1) / (4 * 50))
+    assert max_capped_load(wl, 4) == pytest.approx(5 / 4)
+
+
+def test_capped_rescaling_is_exact_keeps_the_gaps_and_says_what_it_cannot_reach():
+    rng = np.random.default_rng(5)
+    wl = make_workload(np.cumsum(rng.exponential(30, 300)), rng.lognormal(6, 2.5, 300), rng.integers(1, 9, 300))
+    for target in (0.2, 1.0, 3.0, 0.95 * max_capped_load(wl, 64)):
+        scaled = scale_to_load(wl, 64, target, "capped")
+        assert offered_load(scaled, 64, "capped") == pytest.approx(target, rel=1e-9)
+        gaps, old = np.diff(scaled.submit), np.diff(wl.submit)
+        np.testing.assert_allclose(gaps / gaps.sum(), old / old.sum(), rtol=1e-6)   # tiny gaps near the top
+    with pytest.raises(ValueError, match="cannot reach load=.*max_capped_load"):
+        scale_to_load(wl, 64, max_capped_load(wl, 64) * 1.01, "capped")
+
+
+def test_every_window_of_every_split_of_a_capped_scenario_reaches_its_default_load():
+    # The most a window can reach is its GPUs over the cluster's (max_capped_load); checked here
+    # for every window start of every split, so no seed of any split meets a refused load.
+    checked = set()
+    for name in sorted(CAPPED_SCENARIOS & set(list_scenarios())):
+        scenario = get_scenario(name)
+        source, total = scenario.workload(), scenario.cluster().total_gpus
+        gpus = np.where(source.duration > 0, source.gpus, 0).astype(np.float64)
+        held = np.concatenate(([0.0], np.cumsum(gpus)))
+        size = scenario.jobs_per_episode
+        for split in ("train", "validation", "test"):
+            lo, hi = scenario.split_range(split, source.num_jobs)
+            starts = np.arange(lo, hi - size + 1)
+            reach = (held[starts + size] - held[starts]) / total
+            assert reach.min() > scenario.load * 1.05, (name, split, reach.min())
+            # the sliding sum is max_capped_load's own figure on the worst window
+            worst = int(starts[np.argmin(reach)])
+            window = source.subset(np.arange(worst, worst + size))
+            assert max_capped_load(window, total) == pytest.approx(reach.min(), rel=1e-12)
+        checked.add(name)
+    assert {"philly-hetero-v4", "philly-tenants-v2"} <= checked
+
+
+def test_default_is_total_everywhere_but_the_v3_scenarios_and_the_argument_is_checked():
+    assert Scenario.__dataclass_fields__["load_measure"].default == "total"
     for name in list_scenarios():
-        assert get_scenario(name).load_measure == "total"
+        assert get_scenario(name).load_measure == ("capped" if name in CAPPED_SCENARIOS else "total"), name
+    env = cluster_env.parallel_env("philly-hetero-v4", split="test")
+    env.reset(seed=0)
+    assert env.offered_load == pytest.approx(1.0, rel=1e-9)
+    workload = env.episode_view().workload
+    assert offered_load(workload, env.cluster.total_gpus, "capped") == pytest.approx(1.0, rel=1e-9)
+    assert offered_load(workload, env.cluster.total_gpus) > 1.0           # the total measure counts more
     env = cluster_env.parallel_env("philly-v1", split="test", load_measure="concurrent")
     env.reset(seed=0)
     assert env.offered_load == pytest.approx(1.5, rel=1e-9)            # philly-v1's load, measured so
