@@ -58,6 +58,8 @@ OBJECTIVE_YARDSTICKS: dict[str, dict[str, str]] = {
     "philly-slo-v1": {"deadline_attainment": "las-migrate", "hp_avg_jct": "las-migrate", "be_avg_jct": "tias"},
     "philly-tenants-v1": {"tenant_max_slowdown": "quota", "ftf_max_rho": "quota", "fairness": "las",
                           "quota_violation": "ftf"},
+    "philly-tenants-v2": {"tenant_max_slowdown": "ftf", "ftf_max_rho": "ftf", "fairness": "ftf",
+                          "quota_violation": "quota"},
 }
 #: Named rules that read no durations: the candidates for a yardstick.
 DURATION_BLIND_RULES = ("random", "fifo", "fifo-strict", "tiresias", "las", "las-migrate", "gittins")

@@ -132,6 +132,31 @@ def scenario_table() -> str:
     return "\n".join(rows)
 
 
+def queueing_card() -> str:
+    """Per scenario with checked-in scores: its yardstick's waiting share (mean over the checked-in
+    windows of its average pending time over its average JCT) and GPU utilisation, from
+    ``baselines/scores/<scenario>.json``."""
+    import cluster_env
+    from baselines.harness.scores import load_scores, packaged_scenarios, packaged_scores_file
+    from baselines.yardstick import yardstick
+
+    rows = ["| scenario | default load | yardstick | waiting share | GPU utilisation | windows |",
+            "|---|---|---|---:|---:|---|"]
+    for name in packaged_scenarios():
+        data = load_scores(packaged_scores_file(name))
+        rule = yardstick(name)
+        runs = list(data["scores"][name][rule].values())
+        busy = sum(r["gpu_utilization"] for r in runs) / len(runs)
+        waiting = "not recorded"        # score files older than the pending-time metric
+        if all("avg_pending_time" in r for r in runs):
+            waiting = f"{sum(r['avg_pending_time'] / r['avg_jct'] for r in runs) / len(runs):.0%}"
+        s = cluster_env.get_scenario(name)
+        load = "trace times" if s.load is None else f"{s.load:g} ({s.load_measure})"
+        rows.append(f"| `{name}` | {load} | `{rule}` | {waiting} | {busy:.0%} | "
+                    f"{data['split']} {seeds_text(data['seeds'])} |")
+    return "\n".join(rows)
+
+
 def shipped_agents() -> dict[str, list[str]]:
     """The scenarios that ship an agent, by family: ``{"paper": [...], "priority": [...]}``."""
     pretrained = ROOT / "dual_agent" / "pretrained"
@@ -356,6 +381,7 @@ SECTIONS: dict[str, tuple[str, Callable[[], str]]] = {
     "tutorial-yardstick": ("docs/tutorial.md", default_yardstick_on),
     "reference-yardstick": ("docs/reference.md", default_yardstick),
     "pending-window": ("docs/reference.md", pending_windows),
+    "queueing-card": ("docs/reference.md", queueing_card),
     "dynamics-lines": ("docs/architecture.md", dynamics_lines),
 }
 
