@@ -62,7 +62,8 @@ def spread_context(obs: dict, info: dict | None = None) -> tuple[int, int, float
     the fewest machines of the cluster that can hold its GPUs, its spread ratio).
 
     Under the all-reduce spread model, in scenarios with ``SchedulingConfig(spread_floor=True)``
-    (world model v3: ``modern-v2``, ``philly-hetero-v3``), the PLACE-phase info carries
+    (world model v3: ``modern-v2``, ``philly-hetero-v3``; every user cluster, whatever spread
+    model its world ends up with, ``cluster_env.scenarios.hardware``), the PLACE-phase info carries
     ``spread_floor``: the lowest multiplier that model can charge the job on this cluster
     (``cluster_env.world.interconnect.spread_floor``); the guard then uses it (with Gavel's
     worst case an 8-GPU LM job took two K80 machines, 32,728 s, over eight 1-GPU holes on

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -121,3 +122,97 @@ def test_compiled_engine_agrees_bit_for_bit(policy):
                 if k != "wall_s" and api[k] != compiled[k]
                 and not (isinstance(api[k], float) and math.isnan(api[k]) and math.isnan(compiled[k]))}
         assert not diff, (policy, model, floor, diff)
+
+
+# --- The same case through a user's cluster CSV ------------------------------------------------
+# A user's cluster takes its generation's world (cluster_env.scenarios.hardware): K80 + V100 is
+# legacy, so Gavel's spread model, under which the guard keeps Gavel's bound. The guard must follow
+# the spread model the env's world ends up with, settings given to the env included: a user who
+# moves that cluster to the all-reduce model gets the all-reduce floor (the floor was decided from
+# the generation's model alone, so the guard kept Gavel's bound and took the K80s, 3.30x).
+
+SPREAD_ONLY = {"all_effects_off": True, "spread_penalty": True, "reference_gpu": "V100"}
+
+
+@pytest.fixture
+def holes_csv(tmp_path):
+    """The case as a user's files: the 3-GPU jobs arrive first and fill each V100 machine to one
+    free GPU (``fastest`` and ``consolidate`` put each on its own machine)."""
+    nodes = tmp_path / "nodes.csv"
+    nodes.write_text("machine,gpu_type,num_gpus,count\nv,V100,4,8\nk,K80,4,2\n")
+    jobs = tmp_path / "jobs.csv"
+    jobs.write_text("job_id,submit_time,duration,num_gpus,job_type\n"
+                    + "".join(f"b{i},0,1000000,3,{BLOCKER}\n" for i in range(8))
+                    + f"lm,10,3600,8,{LM5}\n")
+    return str(nodes), str(jobs)
+
+
+def _csv_lm_jct(policy: str, files, **env) -> float:
+    nodes, jobs = files
+    kwargs = dict(SPREAD_ONLY, cluster_csv=nodes, workload_csv=jobs, **env)
+    return float(run_episode(baselines.make_policy(policy), "philly-hetero-v3", "test", 0, env_kwargs=kwargs,
+                             record=True).jct[-1])
+
+
+def _csv_k80_jct(files, **env) -> float:
+    """The two free K80 machines in the v3 world (Gavel's table capped): 3.30x."""
+    return _csv_lm_jct("fifo+consolidate", files, **env)
+
+
+@pytest.mark.parametrize("backend", ["python", "compiled"])
+@pytest.mark.parametrize("policy", ["fifo+fastest", "fifo+clairvoyant"])
+def test_csv_cluster_moved_to_allreduce_gets_the_allreduce_floor(holes_csv, policy, backend):
+    if backend == "compiled" and not engine.available():
+        pytest.skip("the compiled engine needs numba kernels")
+    allreduce = {"spread_model": "allreduce", "backend": backend}
+    assert _csv_lm_jct(policy, holes_csv, **allreduce) == pytest.approx(3600.0, rel=1e-12)
+    # consolidate takes the two K80s there: the case is a real choice.
+    k80 = _csv_k80_jct(holes_csv, **allreduce)
+    assert k80 / 3600.0 == pytest.approx(3.30, abs=0.01)
+    # A user's explicit spread_floor wins.
+    assert _csv_lm_jct(policy, holes_csv, spread_floor=False, **allreduce) == pytest.approx(k80, rel=1e-12)
+
+
+def test_csv_cluster_in_its_gavel_world_keeps_gavels_bound(holes_csv):
+    # The legacy world prices the eight V100 holes with Gavel's ratio (capped): 3.47x, as the
+    # V100 machines alone show; the two K80s, 3.30x, are the better choice there, and the guard
+    # takes them.
+    from cluster_env.scenarios import custom_scenario, get_scenario
+
+    nodes, jobs = holes_csv
+    scenario = custom_scenario(get_scenario("philly-hetero-v3"), cluster_csv=nodes, workload_csv=jobs)
+    assert scenario.world.spread_model == "gavel" and scenario.scheduling.spread_floor
+    k80 = _csv_k80_jct(holes_csv)
+    assert k80 / 3600.0 == pytest.approx(3.30, abs=0.01)
+    assert _csv_lm_jct("fifo+fastest", holes_csv) == pytest.approx(k80, rel=1e-12)
+    v100 = Path(nodes).with_name("v100.csv")
+    v100.write_text("machine,gpu_type,num_gpus,count\nv,V100,4,8\n")
+    assert _csv_lm_jct("fifo+fastest", (str(v100), jobs)) / 3600.0 == pytest.approx(3.47, abs=0.01)
+
+
+def test_cluster_object_moved_to_allreduce_gets_the_allreduce_floor():
+    from cluster_env.scenarios import custom_scenario, get_scenario
+
+    case = holes_scenario("allreduce")
+    mine = custom_scenario(get_scenario("philly-hetero-v3"), cluster=case.cluster())
+    mine = dataclasses.replace(mine, workload=case.workload, splits=case.splits)
+    assert mine.world.spread_model == "gavel" and mine.scheduling.spread_floor
+    assert float(run_episode(baselines.make_policy("fifo+fastest"), mine, "test", 0, record=True,
+                             env_kwargs=dict(SPREAD_ONLY, spread_model="allreduce")).jct[-1]) == pytest.approx(
+        3600.0, rel=1e-12)
+
+
+def test_cluster_bench_run_with_the_csv_gets_the_allreduce_floor(holes_csv, tmp_path):
+    import json
+
+    from baselines.cli import main as cluster_bench
+
+    nodes, jobs = holes_csv
+    out = tmp_path / "out"
+    assert cluster_bench(["run", "--scenario", "philly-hetero-v3", "--cluster-csv", nodes, "--workload-csv", jobs,
+                          "--reference-gpu", "V100", "--env", "all_effects_off=True", "--env", "spread_penalty=True",
+                          "--env", "spread_model=allreduce", "--policies", "fifo+fastest", "--seeds", "0",
+                          "--backend", "serial", "--no-plots", "--quiet", "--out", str(out)]) == 0
+    episode, = [e for e in json.loads((out / "results.json").read_text())["episodes"] if e["policy"] == "fifo+fastest"]
+    # the eight 3-GPU jobs run their 1e6 s; the LM job the rest of the average
+    assert 9 * episode["avg_jct"] - 8e6 == pytest.approx(3600.0, abs=1e-3)

@@ -45,9 +45,20 @@ mixed        ``"allreduce"``  by the majority of     the all-reduce model prices
 Every generation takes world model v3's measurements (:data:`MEASURED_WORLD`, as ``modern-v2``
 does): measured speeds where a profile covers the GPU type, Gavel's table capped, communication
 fitted on measured multi-node runs; a type no source measures keeps the spec-sheet rule, and the
-run's world line names it. Where the spread model is ``"allreduce"``, the spread guard of
-``fastest`` and the clairvoyant placer reasons with that model's own floor
-(``SchedulingConfig.spread_floor``, set by ``custom_scenario``).
+run's world line names it.
+
+**The spread guard follows the spread model the world uses.** Every user cluster takes
+``SchedulingConfig(spread_floor=True)`` (:data:`HARDWARE_SCHEDULING`, put on the scenario by
+``custom_scenario``, so the parallel env, the compiled engine, ``cluster-bench run --cluster-csv``
+and ``custom_scenario(cluster=...)`` share it). The floor is reported only where the env's final
+world prices spreading with ``"allreduce"`` (the simulator's ``spread_floor`` is NaN under
+``"gavel"``), so the guard of ``fastest`` and the clairvoyant placer reasons with the model the
+world actually uses: the all-reduce model's own floor under ``"allreduce"`` (the generation's, or a
+user's ``spread_model="allreduce"``), Gavel's bound under ``"gavel"`` (the legacy generation's, or
+a user's ``spread_model="gavel"``). A user's explicit ``spread_floor=`` wins. Deciding the floor
+from the generation's spread model alone would leave Gavel's bound on a legacy cluster that the
+user moves to ``"allreduce"``: an 8-GPU LM job then took two free K80 machines (3.30x its
+duration) over eight 1-GPU holes on V100 machines that the all-reduce model charges nothing.
 
 Every generation takes ``spread_reference="fewest_machines"``: the v0 rule (``"one_machine"``)
 double-counts the penalty of a job wider than a machine and is kept only so that the named v0
@@ -60,7 +71,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Iterable, Mapping
 
-from cluster_env.core.config import WorldConfig
+from cluster_env.core.config import SchedulingConfig, WorldConfig
 from cluster_env.world.fluctuation import DEDICATED_FLUCTUATION, DEFAULT_FLUCTUATION, FluctuationParams
 from cluster_env.world.gpu_catalog import canonical_gpu_name
 
@@ -83,6 +94,9 @@ HARDWARE_WORLD_FIELDS = ("spread_model", "spread_reference", "fluctuation_params
 #: fallback), Gavel's table without its superlinear V100 entries, communication fitted on measured
 #: multi-node runs where a profile covers the server class (Gavel's own servers keep Gavel's ratio).
 MEASURED_WORLD = {"speeds": "measured", "gavel_shape": "capped", "comm_source": "measured"}
+#: The scheduling settings every user cluster takes: the spread guard on the active model's floor
+#: (module docstring). Under ``"gavel"`` no floor is reported and the guard keeps Gavel's bound.
+HARDWARE_SCHEDULING = {"spread_floor": True}
 
 
 @dataclass(frozen=True)
@@ -164,5 +178,12 @@ def apply_hardware_world(world: WorldConfig, gpus_of_type: Mapping[str, int],
     return replace(world, **changes)
 
 
-__all__ = ["GPU_GENERATIONS", "HARDWARE_WORLD_FIELDS", "HardwareWorld", "LEGACY", "MIXED", "MODERN",
-           "apply_hardware_world", "cluster_generation", "gpu_generation", "hardware_world"]
+def apply_hardware_scheduling(scheduling: SchedulingConfig) -> SchedulingConfig:
+    """``scheduling`` with the settings of :data:`HARDWARE_SCHEDULING`: the spread guard follows
+    whichever spread model the world ends up with (module docstring)."""
+    return replace(scheduling, **HARDWARE_SCHEDULING)
+
+
+__all__ = ["GPU_GENERATIONS", "HARDWARE_SCHEDULING", "HARDWARE_WORLD_FIELDS", "HardwareWorld", "LEGACY", "MIXED",
+           "MODERN", "apply_hardware_scheduling", "apply_hardware_world", "cluster_generation", "gpu_generation",
+           "hardware_world"]

@@ -143,8 +143,10 @@ def custom_scenario(base: Scenario, *, workload_csv: Optional[str] = None, clust
     A user cluster (``cluster_csv``, or ``cluster``, a :class:`~cluster_env.core.instance.Cluster`)
     brings the world of its GPU generation, whatever the base: its spread model, spread reference
     and straggler preset (:mod:`cluster_env.scenarios.hardware`; recorded in the scenario's
-    ``hardware``). Settings given to the environment (``parallel_env(..., spread_model=...)``) are
-    applied after and win.
+    ``hardware``), and the spread guard on the floor of whichever spread model the environment's
+    world uses (``SchedulingConfig.spread_floor``; Gavel's bound under ``"gavel"``). Settings given
+    to the environment (``parallel_env(..., spread_model=...)``) are applied after and win; the
+    guard follows them.
 
     A user workload is one episode: every split is the whole file (no window sampling, no time
     scaling, and its own arrival times: the base scenario's default ``load`` is dropped, so the
@@ -152,7 +154,7 @@ def custom_scenario(base: Scenario, *, workload_csv: Optional[str] = None, clust
     exactly the jobs given.
     """
     from cluster_env.loaders import cached_workload_csv, load_cluster_csv
-    from cluster_env.scenarios.hardware import apply_hardware_world, hardware_world
+    from cluster_env.scenarios.hardware import apply_hardware_scheduling, apply_hardware_world, hardware_world
 
     if cluster is not None and cluster_csv is not None:
         raise TypeError("give the cluster either as cluster_csv (a file) or as cluster (a Cluster), not both")
@@ -169,10 +171,11 @@ def custom_scenario(base: Scenario, *, workload_csv: Optional[str] = None, clust
         user_cluster = cluster
         gpus = cluster.gpus_of_type()
         hardware = hardware_world(gpus)
-        # the spread guard reasons with the active spread model's own floor (world model v3)
-        scheduling = replace(scenario.scheduling, spread_floor=hardware.spread_model == "allreduce")
+        # The spread guard follows the spread model the env's world ends up with, settings given
+        # to the env included (cluster_env.scenarios.hardware, HARDWARE_SCHEDULING).
         scenario = replace(scenario, cluster=lambda: user_cluster, hardware=hardware,
-                           world=apply_hardware_world(scenario.world, gpus), scheduling=scheduling)
+                           world=apply_hardware_world(scenario.world, gpus),
+                           scheduling=apply_hardware_scheduling(scenario.scheduling))
     if workload_csv is not None:
         workload = cached_workload_csv(workload_csv, columns=workload_columns)     # parsed once per process
         scenario = replace(scenario, name=f"{scenario.name}+{Path(str(workload_csv)).name}", workload=lambda: workload,
