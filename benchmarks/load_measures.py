@@ -27,6 +27,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
+from cluster_env.scenarios.load import LOAD_MEASURES  # noqa: E402
+
 #: (GPUs, probability) of a job's width in each trace shape.
 WIDTHS = {"light": ((1, 0.6), (2, 0.15), (4, 0.15), (8, 0.1)),
           "heavy": ((1, 0.6), (2, 0.1), (4, 0.1), (8, 0.14), (16, 0.03), (32, 0.02), (64, 0.01))}
@@ -102,7 +104,7 @@ def main(argv: "list[str] | None" = None) -> int:
                 machines = CLUSTERS[cname]
                 jobs = int(round(args.jobs_per_gpu * 8 * machines))
                 cells = []
-                for measure in ("total", "concurrent"):
+                for measure in LOAD_MEASURES:
                     t0 = time.perf_counter()
                     shares = np.array([fifo_queueing_share(synthetic_scenario(shape, machines, jobs, s, load,
                                                                               measure))

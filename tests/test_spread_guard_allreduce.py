@@ -125,11 +125,12 @@ def test_compiled_engine_agrees_bit_for_bit(policy):
 
 
 # --- The same case through a user's cluster CSV ------------------------------------------------
-# A user's cluster takes its generation's world (cluster_env.scenarios.hardware): K80 + V100 is
-# legacy, so Gavel's spread model, under which the guard keeps Gavel's bound. The guard must follow
-# the spread model the env's world ends up with, settings given to the env included: a user who
-# moves that cluster to the all-reduce model gets the all-reduce floor (the floor was decided from
-# the generation's model alone, so the guard kept Gavel's bound and took the K80s, 3.30x).
+# A user's cluster takes its generation's world (cluster_env.scenarios.hardware), but a cluster of
+# the base's own generation keeps the base's spread model: K80 + V100 on philly-hetero-v3 (Gavel's
+# servers, "allreduce") is priced with "allreduce", on philly-v1 (Philly's P100/P40, "gavel") with
+# Gavel's model, under which the guard keeps Gavel's bound. The guard follows the spread model the
+# env's world ends up with, settings given to the env included (it was decided from the
+# generation's model alone: a legacy cluster moved to "allreduce" kept Gavel's bound, 3.30x).
 
 SPREAD_ONLY = {"all_effects_off": True, "spread_penalty": True, "reference_gpu": "V100"}
 
@@ -147,16 +148,33 @@ def holes_csv(tmp_path):
     return str(nodes), str(jobs)
 
 
-def _csv_lm_jct(policy: str, files, **env) -> float:
+def _csv_lm_jct(policy: str, files, base: str = "philly-v1", **env) -> float:
     nodes, jobs = files
     kwargs = dict(SPREAD_ONLY, cluster_csv=nodes, workload_csv=jobs, **env)
-    return float(run_episode(baselines.make_policy(policy), "philly-hetero-v3", "test", 0, env_kwargs=kwargs,
+    return float(run_episode(baselines.make_policy(policy), base, "test", 0, env_kwargs=kwargs,
                              record=True).jct[-1])
 
 
-def _csv_k80_jct(files, **env) -> float:
-    """The two free K80 machines in the v3 world (Gavel's table capped): 3.30x."""
-    return _csv_lm_jct("fifo+consolidate", files, **env)
+def _csv_k80_jct(files, base: str = "philly-v1", **env) -> float:
+    """The two free K80 machines in the legacy world (Gavel's table capped): 3.30x."""
+    return _csv_lm_jct("fifo+consolidate", files, base, **env)
+
+
+@pytest.mark.parametrize("backend", ["python", "compiled"])
+@pytest.mark.parametrize("policy", ["fifo+fastest", "fifo+clairvoyant"])
+def test_csv_cluster_on_philly_hetero_v3_takes_its_allreduce_world_and_spreads_over_the_holes(holes_csv, policy,
+                                                                                                backend):
+    # The default path a user takes: their K80/V100 CSV on the scenario of that hardware, no setting.
+    from cluster_env.scenarios import custom_scenario, get_scenario
+
+    if backend == "compiled" and not engine.available():
+        pytest.skip("the compiled engine needs numba kernels")
+    nodes, jobs = holes_csv
+    scenario = custom_scenario(get_scenario("philly-hetero-v3"), cluster_csv=nodes, workload_csv=jobs)
+    assert scenario.world.spread_model == "allreduce" and scenario.scheduling.spread_floor
+    jct = _csv_lm_jct(policy, holes_csv, "philly-hetero-v3", backend=backend)
+    assert jct <= 1.5 * 3600.0 and jct == pytest.approx(3600.0, rel=1e-12)
+    assert _csv_k80_jct(holes_csv, "philly-hetero-v3", backend=backend) / 3600.0 == pytest.approx(3.30, abs=0.01)
 
 
 @pytest.mark.parametrize("backend", ["python", "compiled"])
@@ -174,13 +192,13 @@ def test_csv_cluster_moved_to_allreduce_gets_the_allreduce_floor(holes_csv, poli
 
 
 def test_csv_cluster_in_its_gavel_world_keeps_gavels_bound(holes_csv):
-    # The legacy world prices the eight V100 holes with Gavel's ratio (capped): 3.47x, as the
-    # V100 machines alone show; the two K80s, 3.30x, are the better choice there, and the guard
-    # takes them.
+    # On philly-v1 (Gavel's model) the legacy world prices the eight V100 holes with Gavel's ratio
+    # (capped): 3.47x, as the V100 machines alone show; the two K80s, 3.30x, are the better choice
+    # there, and the guard takes them.
     from cluster_env.scenarios import custom_scenario, get_scenario
 
     nodes, jobs = holes_csv
-    scenario = custom_scenario(get_scenario("philly-hetero-v3"), cluster_csv=nodes, workload_csv=jobs)
+    scenario = custom_scenario(get_scenario("philly-v1"), cluster_csv=nodes, workload_csv=jobs)
     assert scenario.world.spread_model == "gavel" and scenario.scheduling.spread_floor
     k80 = _csv_k80_jct(holes_csv)
     assert k80 / 3600.0 == pytest.approx(3.30, abs=0.01)
@@ -194,7 +212,7 @@ def test_cluster_object_moved_to_allreduce_gets_the_allreduce_floor():
     from cluster_env.scenarios import custom_scenario, get_scenario
 
     case = holes_scenario("allreduce")
-    mine = custom_scenario(get_scenario("philly-hetero-v3"), cluster=case.cluster())
+    mine = custom_scenario(get_scenario("philly-v1"), cluster=case.cluster())
     mine = dataclasses.replace(mine, workload=case.workload, splits=case.splits)
     assert mine.world.spread_model == "gavel" and mine.scheduling.spread_floor
     assert float(run_episode(baselines.make_policy("fifo+fastest"), mine, "test", 0, record=True,
@@ -209,7 +227,7 @@ def test_cluster_bench_run_with_the_csv_gets_the_allreduce_floor(holes_csv, tmp_
 
     nodes, jobs = holes_csv
     out = tmp_path / "out"
-    assert cluster_bench(["run", "--scenario", "philly-hetero-v3", "--cluster-csv", nodes, "--workload-csv", jobs,
+    assert cluster_bench(["run", "--scenario", "philly-v1", "--cluster-csv", nodes, "--workload-csv", jobs,
                           "--reference-gpu", "V100", "--env", "all_effects_off=True", "--env", "spread_penalty=True",
                           "--env", "spread_model=allreduce", "--policies", "fifo+fastest", "--seeds", "0",
                           "--backend", "serial", "--no-plots", "--quiet", "--out", str(out)]) == 0

@@ -42,6 +42,17 @@ mixed        ``"allreduce"``  by the majority of     the all-reduce model prices
                                                      shared machines)
 ===========  ===============  =====================  ========================================
 
+**A cluster of the base's own generation keeps the base's spread model.** The table gives the
+world of a generation where the base scenario says nothing about it; where the base's cluster is
+of the same generation, the base chose a spread model for exactly this hardware and it stays: a
+K80/V100 cluster on ``philly-hetero-v3`` (Gavel's servers priced with ``"allreduce"``) is priced
+with ``"allreduce"`` too, on ``philly-v1`` (Philly's P100/P40, ``"gavel"``) with ``"gavel"``, and
+on ``modern-v1`` (another generation) with the legacy generation's ``"gavel"``. Otherwise the same
+hardware would be priced two ways on one base: an 8-GPU LM job on such a CSV cluster (eight
+1-GPU holes on V100 machines, two free K80 machines) ran 3.30x its duration on the K80s under
+``"gavel"`` (the V100 holes cost 3.47x there) where ``philly-hetero-v3``'s own world charges the
+V100 holes nothing.
+
 Every generation takes world model v3's measurements (:data:`MEASURED_WORLD`, as ``modern-v2``
 does): measured speeds where a profile covers the GPU type, Gavel's table capped, communication
 fitted on measured multi-node runs; a type no source measures keeps the spec-sheet rule, and the
@@ -69,7 +80,7 @@ are unchanged.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Optional
 
 from cluster_env.core.config import SchedulingConfig, WorldConfig
 from cluster_env.world.fluctuation import DEDICATED_FLUCTUATION, DEFAULT_FLUCTUATION, FluctuationParams
@@ -150,8 +161,11 @@ def cluster_generation(gpus_of_type: Mapping[str, int]) -> str:
     return generations.pop() if len(generations) == 1 else MIXED
 
 
-def hardware_world(gpus_of_type: Mapping[str, int]) -> HardwareWorld:
-    """The world of a cluster given as ``{GPU type: GPUs}`` (``Cluster.gpus_of_type()``)."""
+def hardware_world(gpus_of_type: Mapping[str, int], base_world: Optional[WorldConfig] = None,
+                   base_gpus_of_type: Optional[Mapping[str, int]] = None) -> HardwareWorld:
+    """The world of a cluster given as ``{GPU type: GPUs}`` (``Cluster.gpus_of_type()``), put on a
+    base scenario whose world is ``base_world`` on a cluster of ``base_gpus_of_type``: a cluster of
+    the base's own generation keeps the base's spread model (module docstring)."""
     generation = cluster_generation(gpus_of_type)
     by_gen: dict[str, list] = {}
     count = {MODERN: 0, LEGACY: 0}
@@ -161,6 +175,8 @@ def hardware_world(gpus_of_type: Mapping[str, int]) -> HardwareWorld:
             by_gen.setdefault(g, []).append(canonical_gpu_name(t))
             count[g] += int(n)
     spread = "gavel" if generation == LEGACY else "allreduce"
+    if base_world is not None and base_gpus_of_type is not None and cluster_generation(base_gpus_of_type) == generation:
+        spread = base_world.spread_model
     dedicated = count[MODERN] > count[LEGACY]
     return HardwareWorld(generation=generation, spread_model=spread, spread_reference="fewest_machines",
                          fluctuation_params=DEDICATED_FLUCTUATION if dedicated else DEFAULT_FLUCTUATION,
@@ -168,12 +184,12 @@ def hardware_world(gpus_of_type: Mapping[str, int]) -> HardwareWorld:
 
 
 def apply_hardware_world(world: WorldConfig, gpus_of_type: Mapping[str, int],
-                         keep: Iterable[str] = ()) -> WorldConfig:
-    """``world`` with the spread model, spread reference and straggler preset of the cluster's
-    generation (:data:`HARDWARE_WORLD_FIELDS`), except the fields named in ``keep`` (set by the
-    user). Every other field (effect switches, reference GPU, contention, interconnect overrides)
-    is the base's."""
-    hw = hardware_world(gpus_of_type)
+                         keep: Iterable[str] = (), base_gpus_of_type: Optional[Mapping[str, int]] = None) -> WorldConfig:
+    """``world`` (the base's) with the spread model, spread reference and straggler preset of the
+    cluster's generation (:data:`HARDWARE_WORLD_FIELDS`; :func:`hardware_world`, given the base's
+    cluster as ``base_gpus_of_type``), except the fields named in ``keep`` (set by the user). Every
+    other field (effect switches, reference GPU, contention, interconnect overrides) is the base's."""
+    hw = hardware_world(gpus_of_type, world, base_gpus_of_type)
     changes = {f: getattr(hw, f) for f in HARDWARE_WORLD_FIELDS if f not in set(keep)}
     return replace(world, **changes)
 

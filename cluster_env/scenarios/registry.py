@@ -141,7 +141,8 @@ def custom_scenario(base: Scenario, *, workload_csv: Optional[str] = None, clust
     """``base`` with its workload and/or cluster replaced by a user's CSV files or cluster object.
 
     A user cluster (``cluster_csv``, or ``cluster``, a :class:`~cluster_env.core.instance.Cluster`)
-    brings the world of its GPU generation, whatever the base: its spread model, spread reference
+    brings the world of its GPU generation (a cluster of the base's own generation keeps the base's
+    spread model): its spread model, spread reference
     and straggler preset (:mod:`cluster_env.scenarios.hardware`; recorded in the scenario's
     ``hardware``), and the spread guard on the floor of whichever spread model the environment's
     world uses (``SchedulingConfig.spread_floor``; Gavel's bound under ``"gavel"``). Settings given
@@ -170,11 +171,12 @@ def custom_scenario(base: Scenario, *, workload_csv: Optional[str] = None, clust
     if cluster is not None:
         user_cluster = cluster
         gpus = cluster.gpus_of_type()
-        hardware = hardware_world(gpus)
+        base_gpus = base.cluster().gpus_of_type()
+        hardware = hardware_world(gpus, base.world, base_gpus)
         # The spread guard follows the spread model the env's world ends up with, settings given
         # to the env included (cluster_env.scenarios.hardware, HARDWARE_SCHEDULING).
         scenario = replace(scenario, cluster=lambda: user_cluster, hardware=hardware,
-                           world=apply_hardware_world(scenario.world, gpus),
+                           world=apply_hardware_world(scenario.world, gpus, base_gpus_of_type=base_gpus),
                            scheduling=apply_hardware_scheduling(scenario.scheduling))
     if workload_csv is not None:
         workload = cached_workload_csv(workload_csv, columns=workload_columns)     # parsed once per process
