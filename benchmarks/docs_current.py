@@ -364,6 +364,52 @@ def dynamics_lines() -> str:
     return "\n".join(rows)
 
 
+#: Percentiles of k that docs/objectives.md quotes from the shipped Chronus quantile function.
+CHRONUS_QUOTED_PERCENTILES = (0, 1, 5, 10, 25, 50, 75, 90, 95, 99, 100)
+
+
+def chronus_traces() -> str:
+    """The table of docs/objectives.md: per Chronus trace, its jobs, SLO share and k's correlations."""
+    from cluster_env.scenarios.objectives import CHRONUS_DEADLINE_TRACE, CHRONUS_TRACES_FILE, read_chronus_table
+
+    rows = ["| trace | jobs | SLO jobs (strict + soft) | best-effort | SLO share | Spearman k, duration "
+            "| k, GPUs | k, submit |", "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in read_chronus_table(CHRONUS_TRACES_FILE):
+        name = f"**{r['trace']}**" if r["trace"] == CHRONUS_DEADLINE_TRACE else r["trace"]
+        rows.append(f"| {name} | {r['jobs']:,} | {r['slo_jobs']:,} ({r['strict_jobs']:,} + {r['soft_jobs']:,}) "
+                    f"| {r['best_effort_jobs']:,} | {r['slo_share']:.4f} | {r['spearman_k_duration']:.2f} "
+                    f"| {r['spearman_k_gpus']:.2f} | {r['spearman_k_submit']:.2f} |")
+    return "\n".join(rows)
+
+
+def chronus_k_quantiles() -> str:
+    """The table of docs/objectives.md: quantiles of k per Chronus trace, from the shipped file."""
+    from cluster_env.scenarios.objectives import CHRONUS_DEADLINE_TRACE, CHRONUS_TRACES_FILE, load_deadline_factors, \
+        read_chronus_table
+
+    traces = [r["trace"] for r in read_chronus_table(CHRONUS_TRACES_FILE)]
+    factors = {t: load_deadline_factors(t) for t in traces}
+    names = [f"**{t}**" if t == CHRONUS_DEADLINE_TRACE else t for t in traces]
+    rows = ["| percentile of k | " + " | ".join(names) + " |", "|---:|" + "---:|" * len(traces)]
+    for p in CHRONUS_QUOTED_PERCENTILES:
+        rows.append(f"| {p} | " + " | ".join(f"{factors[t].k[p]:.2f}" for t in traces) + " |")
+    return "\n".join(rows)
+
+
+def chronus_k_by_duration() -> str:
+    """The table of docs/objectives.md: k by duration band in the sampled Chronus trace."""
+    from cluster_env.scenarios.objectives import CHRONUS_BANDS_FILE, CHRONUS_DEADLINE_TRACE, read_chronus_table
+
+    rows = [f"| duration ({CHRONUS_DEADLINE_TRACE}, minutes) | SLO jobs | k p10 | k p50 | k p90 |",
+            "|---|---:|---:|---:|---:|"]
+    for r in read_chronus_table(CHRONUS_BANDS_FILE):
+        if r["trace"] == CHRONUS_DEADLINE_TRACE:
+            band = f"{r['duration_min_lo']:,}+" if r["duration_min_hi"] is None else \
+                f"{r['duration_min_lo']:,}-{r['duration_min_hi']:,}"
+            rows.append(f"| {band} | {r['slo_jobs']:,} | {r['k_p10']:.2f} | {r['k_p50']:.2f} | {r['k_p90']:.2f} |")
+    return "\n".join(rows)
+
+
 def load_figures() -> dict:
     return json.loads(FIGURES.read_text())
 
@@ -383,6 +429,9 @@ SECTIONS: dict[str, tuple[str, Callable[[], str]]] = {
     "pending-window": ("docs/reference.md", pending_windows),
     "queueing-card": ("docs/reference.md", queueing_card),
     "dynamics-lines": ("docs/architecture.md", dynamics_lines),
+    "chronus-traces": ("docs/objectives.md", chronus_traces),
+    "chronus-k-quantiles": ("docs/objectives.md", chronus_k_quantiles),
+    "chronus-k-by-duration": ("docs/objectives.md", chronus_k_by_duration),
 }
 
 
