@@ -46,6 +46,7 @@ YARDSTICKS: dict[str, str] = {
     "philly-tenants-v1": "las-migrate",
     "philly-hetero-v4": "las-migrate",
     "philly-tenants-v2": "las-migrate",
+    "philly-slo-v2": "las-migrate",
 }
 #: Named rules that read no durations and pursue a service objective (docs/objectives.md).
 OBJECTIVE_RULES = ("edf", "tias", "priority", "quota", "ftf")
@@ -58,6 +59,7 @@ OBJECTIVE_YARDSTICKS: dict[str, dict[str, str]] = {
     "philly-slo-v1": {"deadline_attainment": "las-migrate", "hp_avg_jct": "las-migrate", "be_avg_jct": "tias"},
     "philly-tenants-v1": {"tenant_max_slowdown": "quota", "ftf_max_rho": "quota", "fairness": "las",
                           "quota_violation": "ftf"},
+    "philly-slo-v2": {"deadline_attainment": "edf", "hp_avg_jct": "las-migrate", "be_avg_jct": "las-migrate"},
     "philly-tenants-v2": {"tenant_max_slowdown": "ftf", "ftf_max_rho": "ftf", "fairness": "ftf",
                           "quota_violation": "quota"},
 }
