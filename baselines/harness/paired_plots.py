@@ -59,6 +59,18 @@ def set_policy_ticks(ax, labels: Sequence[str], column_inches: float) -> None:
     ax.set_xticklabels(labels, fontsize=_TICK_FONTS[-1], rotation=90)
 
 
+def paired_title(metric: str, reference: str, where: str = "", role: Optional[str] = None) -> str:
+    """The title of a paired plot: which metric (as ``--metric`` names it; ``avg JCT`` for the
+    default), against which policy (and, ``role``, which yardstick that policy is:
+    :func:`baselines.yardstick.yardstick_words`), and ``where`` (scenario / split):
+    ``"deadline_attainment / las-migrate's per window (the scenario's yardstick of
+    deadline_attainment), philly-slo-v1 / test"``."""
+    head = f"{'avg JCT' if metric == DEFAULT_METRIC else metric} / {reference}'s per window"
+    if role:
+        head += f" ({role})"
+    return f"{head}, {where}" if where else head
+
+
 def plot_paired(records: Sequence[dict[str, Any]], path: "str | Path", reference: str = DEFAULT_REFERENCE,
                 metric: str = DEFAULT_METRIC, title: str = "",
                 styles: Optional[Mapping[str, PolicyStyle]] = None) -> Path:
