@@ -176,6 +176,8 @@ def check_run(args: argparse.Namespace, policies: Sequence[str], env_kwargs: dic
     except TypeError as exc:
         raise UsageError(str(exc), "--env takes KEY=VALUE with the arguments of cluster_env.parallel_env "
                          "(docs/reference.md, Arguments)") from exc
+    metric = getattr(args, "metric", None) or "avg_jct"      # one the run's workload measures
+    check_metric(args.scenario, metric, getattr(env, "unwrapped", env).scenario.workload())
     allow = bool(getattr(args, "allow_env_mismatch", False))
     specs, resolved = list(policies), []
     for name in specs:
@@ -202,8 +204,6 @@ def check_run(args: argparse.Namespace, policies: Sequence[str], env_kwargs: dic
     labels = unique_labels(specs, args.scenario, [r.name for r in resolved], [r.baseline for r in resolved])
     # The reference (the scenario's yardstick unless named): an unknown one is exit 2, nothing
     # written; one not among the policies is added to them.
-    metric = getattr(args, "metric", None) or "avg_jct"
-    check_metric(args.scenario, metric, getattr(env, "unwrapped", env).scenario.workload())
     reference, added = settle_reference(getattr(args, "reference", None), specs, labels, args.scenario,
                                         metric=metric)
     if added is not None:
