@@ -234,3 +234,24 @@ def test_edf_and_edf_clairvoyant_score_the_same_on_the_checked_in_windows():
     scores = json.loads(root.read_text())["scores"]["philly-slo-v1"]
     assert sorted(scores["edf"]) == ["0", "1", "2", "3", "4"]
     assert scores["edf"] == scores["edf-clairvoyant"]
+
+
+# ------------------------------------------------------------------ the docs say what the code does
+def test_the_docs_name_each_objectives_yardstick_and_print_the_sentence_the_code_prints():
+    from pathlib import Path
+
+    from baselines.harness.stats import direction_note
+    from baselines.yardstick import OBJECTIVE_YARDSTICKS
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    text = " ".join((docs / "objectives.md").read_text().split())
+    part = text.split("pair with it by default")[1].split("`philly-tenants-v1`.")[0] + "`philly-tenants-v1`."
+    named: dict[str, dict[str, str]] = {}
+    for chunk, scenario in re.findall(r"(.*?) on `([\w-]+)`[;.]", part):
+        for metrics, rule in re.findall(r"((?:`\w+`(?:, )?)+): `([\w-]+)`", chunk):
+            for metric in re.findall(r"`(\w+)`", metrics):
+                named.setdefault(scenario, {})[metric] = rule
+    assert named == OBJECTIVE_YARDSTICKS
+    # The compare example of docs/baselines.md: its sentence is the one direction_note writes for its means.
+    page = (docs / "baselines.md").read_text()
+    assert f"  {direction_note(2.669, 2.539, 0.9964)}\n" in page
