@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
-from baselines.cli_checks import (arrivals_note, check_reference_gpu, check_run, reference_label,
+from baselines.cli_checks import (arrivals_note, check_metric, check_reference_gpu, check_run, reference_label,
                                   settle_reference, unique_labels)
 from baselines.cli_outputs import (RUN_FILES, RUN_PARTIAL_FILES, SWEEP_FILES, SWEEP_PARTIAL_FILES,
                                    interrupted_while_writing, paired_file, partial_file, previous_run_files,
@@ -317,7 +317,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from baselines.harness.episode import env_settings
     from baselines.harness.gaps import fmt_gap, no_gap_reason, optimality_gap
     from baselines.harness.report import fallback_summary, format_value
-    from baselines.cli_checks import check_metric
     from baselines.harness.stats import (UNIT_WORLD_DRAW, claim_note, direction_note, lower_is_better, paired_summary,
                                          truncation, verdict)
     from baselines.harness.sweep import RunInterrupted, make_tasks, resolve_once, run_tasks, stopped_results

@@ -45,8 +45,15 @@ TABLE_METRICS = ("avg_jct", "p95_jct", "avg_queue_delay", "avg_slowdown", "gpu_u
 def has_values(records: Sequence[dict[str, Any]], key: str) -> bool:
     """Whether some of ``records`` has a value of ``key`` that is not NaN: a metric their scenario
     measures (``philly-tenants-v1`` has no deadline, so its ``deadline_attainment`` is NaN in
-    every episode; one NaN episode among others is a value of its own and keeps the column)."""
-    return any(key in r and not math.isnan(number(r[key])) for r in records)
+    every episode; one NaN episode among others is a value of its own and keeps the column). A
+    :data:`DERIVED_METRICS` column has values where its two metrics give one."""
+    for r in records:
+        try:
+            if not math.isnan(metric_value(r, key)):
+                return True
+        except KeyError:             # a record without the metric (or the metrics it derives from)
+            continue
+    return False
 
 
 def table_metrics(records: Sequence[dict[str, Any]], metric: Optional[str] = None) -> tuple[str, ...]:
@@ -82,12 +89,11 @@ def summarize(records: Sequence[dict[str, Any]], metrics: Iterable[str] = SUMMAR
     ``ratio_M_windows`` distinct windows among them, ``ratio_M_units`` the values the interval
     rests on and ``ratio_M_unit`` what one is (a window, or one window's world draw); NaN when the
     reference did not run on the scenario; ``pairing_error`` says why when windows do not pair).
-    ``reference`` :data:`~baselines.harness.stats.DEFAULT_REFERENCE` is each scenario's yardstick.
+    ``reference`` :data:`~baselines.harness.stats.DEFAULT_REFERENCE` is each scenario's yardstick
+    on the first of ``paired_metrics`` (:func:`baselines.yardstick.yardstick`).
     Each row also has ``fallbacks`` and ``fallback_share`` (of all its episodes' decisions, NaN for
     records without the count) and the gaps of :func:`baselines.harness.gaps.optimality_gap`
-    (``gap_best_known``, ``gap_lower_bound`` with ``_lo``/``_hi``, ``optimality_windows``).
-    :data:`~baselines.harness.stats.DEFAULT_REFERENCE` is the yardstick on the first of
-    ``paired_metrics`` (:func:`baselines.yardstick.yardstick`)."""
+    (``gap_best_known``, ``gap_lower_bound`` with ``_lo``/``_hi``, ``optimality_windows``)."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in records:
         groups.setdefault((r["scenario"], r["policy"]), []).append(r)
