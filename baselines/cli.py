@@ -3,7 +3,8 @@
 Subcommands:
 
     cluster-bench run       [--scenario philly-v1] [--split test] [--policies P1,P2,...]
-                            [--seeds 0-19] [--out DIR] [--backend auto|serial|process|ray] [--workers N]
+                            [--seeds 0-19] [--metric avg_jct] [--reference P] [--out DIR]
+                            [--backend auto|serial|process|ray] [--workers N]
     cluster-bench compare   A [B] [--scenario S] [--split test] [--seeds 0-19] [--env K=V ...] [--metric avg_jct]
                             [--out FILE.json]
     cluster-bench sweep     --scenario S --loads 0.5,0.7,0.9,1.1 [--policies ...] [--seeds ...] [--out DIR]
@@ -19,8 +20,9 @@ Subcommands:
 
 A bare "cluster-bench run" scores the named baselines (and the agents that ship for the scenario:
 the dual agent's checkpoint, the priority agent; listed below) on philly-v1's
-test split over 20 windows (seeds 0-19), prints the table with each policy's paired ratio to the
-scenario's yardstick (its strongest duration-blind rule: baselines/yardstick.py), its gap to the
+test split over 20 windows (seeds 0-19), prints the table with each policy's paired ratio of average
+JCT (--metric: another) to the scenario's yardstick on that metric (its strongest duration-blind
+rule: baselines/yardstick.py), its gap to the
 best-known schedule where the optimality table has the windows, and the share of its decisions the
 fallback rule replaced, and writes results.csv, results.json and PNG plots to cluster-bench-results/.
 Every mistake in the arguments is one line and a hint (exit code 2); --debug shows the traceback.
@@ -36,18 +38,18 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
-from baselines.cli_checks import (arrivals_note, check_reference_gpu, check_run, reference_label,
+from baselines.cli_checks import (arrivals_note, check_metric, check_reference_gpu, check_run, reference_label,
                                   settle_reference, unique_labels)
 from baselines.cli_outputs import (RUN_FILES, RUN_PARTIAL_FILES, SWEEP_FILES, SWEEP_PARTIAL_FILES,
-                                   interrupted_while_writing, partial_file, previous_run_files, timeline_files,
-                                   write_partial)
+                                   interrupted_while_writing, paired_file, partial_file, previous_run_files,
+                                   timeline_files, write_partial)
 from baselines.cli_support import (  # noqa: F401 (MAX_SEEDS, parse_seeds: importable from here as before)
     DEFAULT_SEEDS, MAX_SEEDS, MAX_WORKERS, USER_ERRORS, OneLineParser, UsageError, check_training_split_policies,
     column_overrides, csv_overrides, custom_trace_notes, parse_seeds, policy_listing, pop_flag, report,
 )
 from baselines.model_trust import add_trust_flag, trust_from_args
 from baselines.registry import BASELINE_NAMES, OBJECTIVE_BASELINES, default_baselines
-from baselines.yardstick import yardstick
+from baselines.yardstick import JCT_METRIC, yardstick, yardstick_words
 from cluster_env.scenarios.registry import DEFAULT_SCENARIO
 
 
@@ -160,8 +162,8 @@ def _split_names(text: str, flag: str = "--policies") -> list[str]:
 def cmd_run(args: argparse.Namespace) -> int:
     import cluster_env
     from baselines.harness.files import estimate_bytes, reserve_folder, written_together
-    from baselines.harness.report import (TABLE_WIDTH, format_table, table_metrics, write_csv, write_json,
-                                          write_summary_csv)
+    from baselines.harness.report import (PAIRED_METRICS, TABLE_WIDTH, format_table, table_metrics, write_csv,
+                                          write_json, write_summary_csv)
     from baselines.harness.sweep import RunInterrupted, make_tasks, run_tasks, stopped_results
 
     if args.scenario not in cluster_env.list_scenarios():
@@ -172,14 +174,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     # Every policy was resolved once by check_run (in _prepare), the reference added: used as it is.
     plan = args.plan
     policies, labels, args.reference = plan.specs, plan.labels, plan.reference
+    metric = args.metric or JCT_METRIC
     if plan.added is not None:
-        why = "--reference" if args.reference_given else f"{args.scenario}'s yardstick"
+        why = "--reference" if args.reference_given else yardstick_words(args.scenario, metric)
         print(f"note: added {args.reference}, the reference of the paired ratios ({why}), to the policies")
     out = Path(args.out)
     # Before any episode: a real, writable folder with room for the results, locked for this run;
     # every file it may write (the timelines' too) is checked there.
     plots = 0 if args.no_plots else 5 + len(policies)
-    names = RUN_FILES + RUN_PARTIAL_FILES + (() if args.no_plots else tuple(timeline_files(labels).values()))
+    names = RUN_FILES + RUN_PARTIAL_FILES + (() if args.no_plots else (paired_file(metric),
+                                                                        *timeline_files(labels).values()))
     args.resources.enter_context(reserve_folder(out, names=names, need_bytes=estimate_bytes(
         len(policies) * len(args.seeds), plots)))
     tasks = make_tasks(policies, [args.scenario], args.split, args.seeds, env_kwargs,
@@ -194,6 +198,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                 labels=dict(zip(policies, labels)), env_kwargs=env_kwargs, arrivals=arrivals,
                 policy_env_kwargs=plan.settings, env_mismatch=plan.mismatches, allow_env_mismatch=allow,
                 version=cluster_env.__version__, reference=args.reference)
+    paired = PAIRED_METRICS
+    if args.metric is not None:          # a run told its metric records it (a default run's files are as before)
+        meta["metric"] = metric
+        paired = tuple(dict.fromkeys((*PAIRED_METRICS, metric)))
     t0 = time.perf_counter()
     stopped: Optional[BaseException] = None
     try:
@@ -209,7 +217,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     def write_finished(finished) -> None:
         records = [r.record for r in finished]
         write_csv(records, csv_path)
-        write_json(records, json_path, **meta, complete=False)
+        write_json(records, json_path, paired_metrics=paired, **meta, complete=False)
 
     if stopped is not None:
         return write_partial(json_path, write_finished, stopped, len(tasks), "cluster-bench run")
@@ -217,7 +225,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         records = [r.record for r in results]
         columns = None if args.columns in (None, "all") else args.columns
-        print(format_table(records, table_metrics(records), markdown=args.markdown, reference=args.reference,
+        print(format_table(records, table_metrics(records, args.metric), markdown=args.markdown,
+                           reference=args.reference, paired_metric=metric,
                            columns=columns, width=TABLE_WIDTH if args.columns is None else None,
                            left_out_hint="--columns all shows every column, --columns NAME,... chooses; "
                                          "summary.csv and results.json have them all"))
@@ -226,8 +235,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         # All new files, or on a failure all old ones; the previous run's other files go.
         with written_together(replaces=lambda: previous_run_files(out)) as deferred:
             files = [write_csv(records, out / "results.csv"),
-                     write_summary_csv(records, out / "summary.csv", reference=args.reference),
-                     write_json(records, out / "results.json", **meta, complete=True)]
+                     write_summary_csv(records, out / "summary.csv", reference=args.reference,
+                                       paired_metrics=paired),
+                     write_json(records, out / "results.json", paired_metrics=paired, **meta, complete=True)]
             try:
                 if not args.no_plots:
                     files += _run_plots(args, results, records, labels, out, progress=not args.quiet)
@@ -261,7 +271,7 @@ def _run_plots(args: argparse.Namespace, results, records, labels, out: Path, pr
     """``run``'s plots (inside its ``written_together`` block), each policy in one colour in all of
     them; says what it writes, one plot at a time (seconds each); the paths."""
     from baselines.harness.gaps import optimality_gap
-    from baselines.harness.paired_plots import plot_paired
+    from baselines.harness.paired_plots import paired_title, plot_paired
     from baselines.harness.plots import plot_jct_cdf, plot_timeline, plot_utilization
     from baselines.harness.styles import policy_styles
     from baselines.harness.summary_plots import objective_metrics, plot_gaps, plot_objectives
@@ -271,10 +281,14 @@ def _run_plots(args: argparse.Namespace, results, records, labels, out: Path, pr
     timelines = timeline_files(labels)
     first = args.seeds[0]
     jobs = [("jct_cdf.png", lambda p: plot_jct_cdf(results, p, title=f"JCT CDF, {title}", styles=styles))]
+    metric = args.metric or JCT_METRIC
     if args.reference in labels and len(labels) > 1:
-        jobs.append(("paired_avg_jct.png", lambda p: plot_paired(
-            records, p, reference=args.reference, title=f"avg JCT / {args.reference}'s per window, {title}",
-            styles=styles)))
+        # The default run's title is as it was; a run on another metric names the yardstick it pairs on.
+        role = None if args.reference_given or args.metric is None else \
+            yardstick_words(args.scenario, metric, owner="the scenario's")
+        jobs.append((paired_file(metric), lambda p: plot_paired(
+            records, p, reference=args.reference, metric=metric,
+            title=paired_title(metric, args.reference, title, role), styles=styles)))
     jobs.append(("utilization.png", lambda p: plot_utilization(results, p, title=f"utilisation and queue, {title}",
                                                                styles=styles)))
     if objective_metrics(records):
@@ -303,20 +317,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from baselines.harness.episode import env_settings
     from baselines.harness.gaps import fmt_gap, no_gap_reason, optimality_gap
     from baselines.harness.report import fallback_summary, format_value
-    from baselines.harness.stats import UNIT_WORLD_DRAW, claim_note, lower_is_better, paired_summary, truncation, verdict
+    from baselines.harness.stats import (UNIT_WORLD_DRAW, claim_note, direction_note, lower_is_better, paired_summary,
+                                         truncation, verdict)
     from baselines.harness.sweep import RunInterrupted, make_tasks, resolve_once, run_tasks, stopped_results
-    from cluster_env.core.metrics import METRIC_KEYS
 
     if args.scenario not in cluster_env.list_scenarios():
         raise UsageError(f"unknown scenario {args.scenario!r}", f"scenarios: {', '.join(cluster_env.list_scenarios())}")
-    from cluster_env.core.objectives import OBJECTIVE_KEYS
-
-    if args.metric not in METRIC_KEYS + OBJECTIVE_KEYS:
-        raise UsageError(f"unknown metric {args.metric!r}", f"metrics: {', '.join(METRIC_KEYS)}; on a scenario with "
-                                                            f"service objectives also {', '.join(OBJECTIVE_KEYS)}")
-    if args.metric in OBJECTIVE_KEYS and not cluster_env.get_scenario(args.scenario).workload().has_objectives:
-        raise UsageError(f"{args.scenario} has no service objectives: {args.metric!r} is not measured there",
-                         "scenarios with objectives: philly-slo-v1, philly-tenants-v1 (docs/objectives.md)")
+    check_metric(args.scenario, args.metric, cluster_env.get_scenario(args.scenario).workload())
     partial = partial_file(args.out) if args.out else None
     if args.out:                       # checked and locked before any episode runs
         from baselines.harness.files import estimate_bytes, reserve_file
@@ -324,15 +331,26 @@ def cmd_compare(args: argparse.Namespace) -> int:
         args.resources.enter_context(reserve_file(args.out, need_bytes=estimate_bytes(2 * len(args.seeds)),
                                                   beside=[partial.name]))
     env_kwargs = parse_env_overrides(args.env)
-    if args.b is None:                 # the scenario's yardstick, its strongest duration-blind rule
-        args.b = yardstick(args.scenario)
-        print(f"note: comparing with {args.b}, {args.scenario}'s yardstick (give B to compare with another policy)")
+    defaulted = args.b is None
+    if defaulted:                      # the scenario's yardstick on the metric, its strongest duration-blind rule
+        args.b = yardstick(args.scenario, args.metric)
+        print(f"note: comparing with {args.b}, {yardstick_words(args.scenario, args.metric)} (give B to compare "
+              "with another policy)")
     resolved = [resolve_once(name, args.scenario) for name in (args.a, args.b)]     # once each, for the whole run
     check_training_split_policies([args.a, args.b], args.scenario, args.split, env_kwargs,
                                   [p.baseline for p in resolved])
     for policy in resolved:                  # a policy made for another environment: refused before any episode
         env_settings(policy.policy(), env_kwargs, False, args.scenario)
-    a, b = unique_labels([args.a, args.b], args.scenario, [p.name for p in resolved], [p.baseline for p in resolved])
+    try:
+        a, b = unique_labels([args.a, args.b], args.scenario, [p.name for p in resolved],
+                             [p.baseline for p in resolved])
+    except UsageError:
+        if not defaulted:
+            raise
+        other = next((n for n in (yardstick(args.scenario), "fifo") if n != args.b), "fifo")
+        raise UsageError(f"{args.a} is {yardstick_words(args.scenario, args.metric)}, the default B: there is "
+                         "nothing to compare it with", f"give B, e.g. cluster-bench compare {args.a} {other} "
+                         f"--scenario {args.scenario} --metric {args.metric}") from None
     tasks = make_tasks([args.a, args.b], [args.scenario], args.split, args.seeds, env_kwargs, labels=[a, b],
                        resolved=resolved)
     meta = {"a": a, "b": b, "scenario": args.scenario, "split": args.split, "seeds": args.seeds,
@@ -355,6 +373,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
               f"(over the {s.n} paired episodes)")
         print(f"  ratio {a}/{b}: geometric mean {s.geo_mean:.4f}, 95% CI [{s.ci_low:.4f}, {s.ci_high:.4f}] "
               f"on {s.distinct} distinct window(s)")
+        opposite = direction_note(s.mean, s.reference_mean, s.geo_mean)
+        if opposite:
+            print(f"  {opposite}")
         unit = "world draws (window, seed) of 1 window" if s.unit == UNIT_WORLD_DRAW else "distinct windows"
         print(f"  {a} better on {s.wins} of {s.units} {unit} (win rate {s.win_rate:.2f})")
         if s.unit == UNIT_WORLD_DRAW:
@@ -651,10 +672,14 @@ def build_parser() -> argparse.ArgumentParser:
                           f"(for {DEFAULT_SCENARIO}: {bare})")
     run.add_argument("--seeds", type=parse_seeds, default=parse_seeds(DEFAULT_SEEDS),
                      help=f"e.g. 0-4 or 0,3,7 (default {DEFAULT_SEEDS})")
+    run.add_argument("--metric", default=None, metavar="NAME",
+                     help="the metric the paired ratios are on (default avg_jct); the default reference is its "
+                          "yardstick on the scenario (e.g. quota for tenant_max_slowdown on philly-tenants-v1); "
+                          "any metric the scenario measures (an unknown one is an error that lists them)")
     run.add_argument("--reference", default=None,
-                     help="the policy the paired ratios are taken against (default: the scenario's yardstick, "
-                          f"its strongest duration-blind rule: {yardstick(DEFAULT_SCENARIO)} for {DEFAULT_SCENARIO}; "
-                          "added to the policies when missing)")
+                     help="the policy the paired ratios are taken against (default: the scenario's yardstick on "
+                          f"--metric, its strongest duration-blind rule: {yardstick(DEFAULT_SCENARIO)} for "
+                          f"{DEFAULT_SCENARIO}; added to the policies when missing)")
     run.add_argument("--out", default="cluster-bench-results", help="output folder")
     run.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                      help="environment override, repeatable (e.g. --env fluctuation=False)")
@@ -686,15 +711,17 @@ def build_parser() -> argparse.ArgumentParser:
     comp = sub.add_parser("compare", help="paired comparison of two policies on the same windows")
     comp.add_argument("a", help="the policy to judge")
     comp.add_argument("b", nargs="?", default=None,
-                      help="the policy it is compared with (the ratio is A/B; default: the scenario's yardstick, "
-                           f"{yardstick(DEFAULT_SCENARIO)} for {DEFAULT_SCENARIO})")
+                      help="the policy it is compared with (the ratio is A/B; default: the scenario's yardstick on "
+                           f"--metric, {yardstick(DEFAULT_SCENARIO)} for {DEFAULT_SCENARIO} on avg_jct)")
     comp.add_argument("--scenario", default=DEFAULT_SCENARIO,
                       help=f"scenario name (default {DEFAULT_SCENARIO}; cluster-bench scenarios lists them)")
     comp.add_argument("--split", default="test", choices=["train", "validation", "test"])
     comp.add_argument("--seeds", type=parse_seeds, default=parse_seeds(DEFAULT_SEEDS),
                       help=f"windows, e.g. 0-19 (default {DEFAULT_SEEDS})")
     comp.add_argument("--env", action="append", default=[], metavar="KEY=VALUE", help="environment override")
-    comp.add_argument("--metric", default="avg_jct", help="the metric compared (default avg_jct)")
+    comp.add_argument("--metric", default=JCT_METRIC, metavar="NAME",
+                      help="the metric compared (default avg_jct); B defaults to its yardstick on the scenario "
+                           "(e.g. quota for tenant_max_slowdown on philly-tenants-v1)")
     comp.add_argument("--out", default=None, help="also write the comparison and episodes to this JSON file")
     comp.add_argument("--ray-address", default=None, help="join this Ray cluster (with --backend ray)")
     common(comp)

@@ -45,9 +45,10 @@ def reference_label(reference: str, specs: Sequence[str], labels: Sequence[str])
 
 
 def settle_reference(given: Optional[str], specs: list, labels: list, scenario: str,
-                     flag: str = "--reference") -> "tuple[str, Optional[ResolvedPolicy]]":
+                     flag: str = "--reference", metric: str = "avg_jct") -> "tuple[str, Optional[ResolvedPolicy]]":
     """The reference of a run, checked before any episode: ``given`` (a policy of the run, or a
-    policy name that resolves), or by default the scenario's yardstick (:mod:`baselines.yardstick`).
+    policy name that resolves), or by default the scenario's yardstick on ``metric``
+    (:func:`baselines.yardstick.yardstick`).
 
     Returns ``(label, added)``: the row label the paired ratios are taken against, and the policy
     to add to the run, resolved (its ``spec`` is the name), when the reference is not among its
@@ -56,7 +57,7 @@ def settle_reference(given: Optional[str], specs: list, labels: list, scenario: 
     from baselines.harness.resolve import resolve_once
     from baselines.yardstick import yardstick
 
-    spec = given if given is not None else yardstick(scenario)
+    spec = given if given is not None else yardstick(scenario, metric)
     label = reference_label(spec, specs, labels)
     if label in labels:
         return label, None
@@ -65,8 +66,39 @@ def settle_reference(given: Optional[str], specs: list, labels: list, scenario: 
     except (ValueError, ImportError, LookupError, OSError, TypeError, AttributeError):
         raise UsageError(f"unknown {flag} {spec!r}: none of the run's policies ({', '.join(labels)}) and no policy name",
                          f"give one of the run's policies (cluster-bench policies lists the names), or leave {flag} "
-                         f"out for {scenario}'s yardstick, {yardstick(scenario)}") from None
+                         f"out for {scenario}'s yardstick, {yardstick(scenario, metric)}") from None
     return spec, added
+
+
+def scenario_metrics(workload: Any) -> tuple[str, ...]:
+    """The metrics an episode on ``workload`` measures, in the order of
+    :data:`cluster_env.core.metrics.METRIC_KEYS` then
+    :func:`cluster_env.core.objectives.measured_objective_keys` (those a table or comparison may pair on)."""
+    from cluster_env.core.metrics import METRIC_KEYS
+    from cluster_env.core.objectives import measured_objective_keys
+
+    return (*METRIC_KEYS, *measured_objective_keys(workload))
+
+
+def check_metric(scenario: str, metric: str, workload: Any) -> None:
+    """``--metric``: one that episodes of ``scenario`` (its ``workload``) measure, else a
+    :class:`UsageError` naming the metric and the scenario's metrics (before any episode)."""
+    from cluster_env.core.metrics import METRIC_KEYS
+    from cluster_env.core.objectives import OBJECTIVE_KEYS
+
+    known = scenario_metrics(workload)
+    if metric in known:
+        return
+    hint = f"--metric takes one of {scenario}'s metrics: {', '.join(known)}"
+    if metric not in (*METRIC_KEYS, *OBJECTIVE_KEYS):
+        raise UsageError(f"unknown metric {metric!r}", hint)
+    raise UsageError(f"{scenario} does not measure {metric!r} (its jobs have no "
+                     f"{_OBJECTIVE_FIELDS.get(metric, 'service objectives')})", hint)
+
+
+#: What a workload lacks when it does not measure an objective metric (its words in an error).
+_OBJECTIVE_FIELDS = {"deadline_jobs": "deadlines", "deadline_attainment": "deadlines",
+                     "hp_avg_jct": "high-priority class", "quota_violation": "tenant quotas"}
 
 
 def check_reference_gpu(args: argparse.Namespace) -> None:
@@ -144,6 +176,8 @@ def check_run(args: argparse.Namespace, policies: Sequence[str], env_kwargs: dic
     except TypeError as exc:
         raise UsageError(str(exc), "--env takes KEY=VALUE with the arguments of cluster_env.parallel_env "
                          "(docs/reference.md, Arguments)") from exc
+    metric = getattr(args, "metric", None) or "avg_jct"      # one the run's workload measures
+    check_metric(args.scenario, metric, getattr(env, "unwrapped", env).scenario.workload())
     allow = bool(getattr(args, "allow_env_mismatch", False))
     specs, resolved = list(policies), []
     for name in specs:
@@ -170,7 +204,8 @@ def check_run(args: argparse.Namespace, policies: Sequence[str], env_kwargs: dic
     labels = unique_labels(specs, args.scenario, [r.name for r in resolved], [r.baseline for r in resolved])
     # The reference (the scenario's yardstick unless named): an unknown one is exit 2, nothing
     # written; one not among the policies is added to them.
-    reference, added = settle_reference(getattr(args, "reference", None), specs, labels, args.scenario)
+    reference, added = settle_reference(getattr(args, "reference", None), specs, labels, args.scenario,
+                                        metric=metric)
     if added is not None:
         specs.append(added.spec)
         resolved.append(added)

@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-#: Files ``run`` writes into its folder (besides timeline_<policy>.png), checked before episodes run;
-#: objectives.png where the scenario has service objectives, gap_best_known.png where the shipped
-#: optimality table has the run's windows.
+#: Files ``run`` writes into its folder (besides timeline_<policy>.png, and paired_<metric>.png with
+#: ``--metric``: :func:`paired_file`), checked before episodes run; objectives.png where the scenario
+#: has service objectives, gap_best_known.png where the shipped optimality table has the run's windows.
 RUN_FILES = ("results.csv", "summary.csv", "results.json", "jct_cdf.png", "paired_avg_jct.png", "utilization.png",
              "objectives.png", "gap_best_known.png")
 #: Where ``run`` writes the episodes that finished when it is stopped (Ctrl-C, a failed episode):
@@ -55,9 +55,16 @@ def timeline_files(labels: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def paired_file(metric: str) -> str:
+    """The name of ``run``'s paired plot on ``metric``: ``paired_avg_jct.png`` by default,
+    ``paired_deadline_attainment.png`` with ``--metric deadline_attainment``."""
+    return f"paired_{slug(metric)}.png"
+
+
 def previous_run_files(out: Path) -> list[Path]:
     """The files of a ``run`` set in ``out`` (complete or partial): what a new complete set replaces."""
-    return [out / n for n in RUN_FILES + RUN_PARTIAL_FILES] + sorted(out.glob("timeline_*.png"))
+    return [out / n for n in RUN_FILES + RUN_PARTIAL_FILES] + sorted(
+        f for f in out.glob("paired_*.png") if f.name not in RUN_FILES) + sorted(out.glob("timeline_*.png"))
 
 
 def write_partial(where: Optional[Path], write: Callable[[list], None], stop: BaseException, total: int,

@@ -382,7 +382,7 @@ class AgentScore:
 def score_agent(agent: Any, env: Any = None, policies: Sequence[str] = (), scenario: Optional[str] = None,
                 split: str = "test", seeds: Iterable[int] = range(20), env_kwargs: Optional[dict] = None,
                 reference: Optional[str] = None, backend: str = "auto", workers: Optional[int] = None,
-                progress: bool = False, trust_model: bool = False) -> AgentScore:
+                progress: bool = False, trust_model: bool = False, metric: str = "avg_jct") -> AgentScore:
     """Score a trained agent next to the baselines on the same windows, in one call.
 
     Args:
@@ -393,21 +393,22 @@ def score_agent(agent: Any, env: Any = None, policies: Sequence[str] = (), scena
         scenario: default the one the agent was trained on, else the benchmark's (``philly-v1``).
         split, seeds, env_kwargs, backend, workers, progress: as :func:`baselines.evaluate`
             (default: the test split's windows 0-19, as ``cluster-bench run``).
-        reference: the policy of the paired ratios (default: the scenario's yardstick,
-            :mod:`baselines.yardstick`; added when missing).
+        reference: the policy of the paired ratios (default: the scenario's yardstick on ``metric``,
+            :func:`baselines.yardstick.yardstick`; added when missing).
         trust_model: let the agent's file run code when loaded, here and in the episode workers
             (see :func:`load_agent`; only for a file you made or trust).
+        metric: the metric of the table's paired ratio (default average JCT).
     """
     if trust_model and isinstance(agent, (str, Path)):
         warnings.warn(f"{agent}: scored with trust_model=True: {TRUST_RISK}", UserWarning, stacklevel=2)
     with trusted_models(trust_model):
         return _score_agent(agent, env, policies, scenario, split, seeds, env_kwargs, reference, backend, workers,
-                            progress)
+                            progress, metric)
 
 
 def _score_agent(agent: Any, env: Any, policies: Sequence[str], scenario: Optional[str], split: str,
                  seeds: Iterable[int], env_kwargs: Optional[dict], reference: Optional[str], backend: str,
-                 workers: Optional[int], progress: bool) -> AgentScore:
+                 workers: Optional[int], progress: bool, metric: str = "avg_jct") -> AgentScore:
     from baselines.harness.episode import policy_name
     from baselines.harness.report import format_table, summarize
     from baselines.harness.sweep import make_tasks, run_tasks
@@ -434,14 +435,19 @@ def _score_agent(agent: Any, env: Any, policies: Sequence[str], scenario: Option
     if reference is None:
         from baselines.yardstick import yardstick
 
-        reference = yardstick(scenario)
+        reference = yardstick(scenario, metric)
     if reference not in names:
         names.insert(0, reference)
     seeds = list(seeds)
     tasks = make_tasks([spec, *names], [scenario], split, seeds, env_kwargs)
     records = [r.record for r in run_tasks(tasks, backend=backend, workers=workers, progress=progress)]
-    return AgentScore(records=records, summary=summarize(records, reference=reference),
-                      table=format_table(records, reference=reference), agent=policy_name(policy),
+    from baselines.harness.report import PAIRED_METRICS, TABLE_METRICS
+
+    paired = tuple(dict.fromkeys((*PAIRED_METRICS, metric)))
+    shown = tuple(dict.fromkeys((metric, *TABLE_METRICS))) if metric != "avg_jct" else TABLE_METRICS
+    return AgentScore(records=records, summary=summarize(records, reference=reference, paired_metrics=paired),
+                      table=format_table(records, shown, reference=reference, paired_metric=metric),
+                      agent=policy_name(policy),
                       reference=reference)
 
 

@@ -21,6 +21,13 @@ candidates: the first are not named rules, the second read durations.
 A scenario outside the table (a user's own registration) gets the same rule from its cluster:
 :func:`yardstick_for_cluster`. A user's trace or cluster on a base scenario (records named
 ``philly-v1+my_jobs.csv``) gets the base scenario's yardstick.
+
+A table paired on another metric than average JCT (``cluster-bench run --metric``, ``compare
+--metric``) takes that metric's yardstick: :func:`yardstick` with the metric, which answers
+:data:`OBJECTIVE_YARDSTICKS` where it names one and the scenario's yardstick otherwise. Every
+table and plot that pairs (``run``, ``compare``, :func:`baselines.score_agent`,
+:func:`baselines.harness.report.format_table`, :func:`baselines.harness.paired_plots.plot_paired`)
+asks it.
 """
 from __future__ import annotations
 
@@ -63,6 +70,8 @@ OBJECTIVE_YARDSTICKS: dict[str, dict[str, str]] = {
     "philly-tenants-v2": {"tenant_max_slowdown": "ftf", "ftf_max_rho": "ftf", "fairness": "ftf",
                           "quota_violation": "quota"},
 }
+#: The metric of :data:`YARDSTICKS` (and of every table that is not told another): average JCT.
+JCT_METRIC = "avg_jct"
 #: Named rules that read no durations: the candidates for a yardstick.
 DURATION_BLIND_RULES = ("random", "fifo", "fifo-strict", "tiresias", "las", "las-migrate", "gittins")
 
@@ -82,9 +91,14 @@ def yardstick_for_cluster(gpu_types: Sequence[str], reference_gpu: str = "V100")
     return "las-migrate" if speed_spread(gpu_types, reference_gpu) >= DEFAULT_MIGRATE_THRESHOLD else "las"
 
 
-def yardstick(scenario: str) -> str:
-    """The yardstick of ``scenario`` (a registered name, or a record's ``base+file.csv`` name)."""
+def yardstick(scenario: str, metric: str = JCT_METRIC) -> str:
+    """The yardstick of ``scenario`` (a registered name, or a record's ``base+file.csv`` name) on
+    ``metric``: :data:`OBJECTIVE_YARDSTICKS`' rule where it names one for the metric, else the
+    scenario's yardstick (:data:`YARDSTICKS`, or :func:`yardstick_for_cluster`'s rule)."""
     base = base_scenario(scenario)
+    own = OBJECTIVE_YARDSTICKS.get(base, {}).get(metric)
+    if own is not None:
+        return own
     if base in YARDSTICKS:
         return YARDSTICKS[base]
     import cluster_env
@@ -96,12 +110,26 @@ def yardstick(scenario: str) -> str:
     return yardstick_for_cluster(chosen.cluster().gpu_type_names, chosen.world.reference_gpu)
 
 
-def yardstick_of_records(records: Sequence[dict]) -> Optional[str]:
-    """The yardstick of the scenario the records ran on; None when they span several scenarios
-    whose yardsticks differ (a table of them then names each scenario's own)."""
-    names = {yardstick(scenario) for scenario in {str(r.get("scenario", "")) for r in records}}
+def yardstick_of_records(records: Sequence[dict], metric: str = JCT_METRIC) -> Optional[str]:
+    """The yardstick on ``metric`` of the scenario the records ran on (:func:`yardstick`); None
+    when they span several scenarios whose yardsticks differ (a table of them then names each
+    scenario's own)."""
+    names = {yardstick(scenario, metric) for scenario in {str(r.get("scenario", "")) for r in records}}
     return names.pop() if len(names) == 1 else None
 
 
-__all__ = ["DURATION_BLIND_RULES", "OBJECTIVE_RULES", "OBJECTIVE_YARDSTICKS", "YARDSTICKS", "base_scenario", "yardstick", "yardstick_for_cluster",
-           "yardstick_of_records"]
+def yardstick_words(scenario: str, metric: str = JCT_METRIC, owner: str = "") -> str:
+    """What a table or plot calls :func:`yardstick` ``(scenario, metric)``: ``"philly-v1's
+    yardstick"`` on average JCT, ``"philly-tenants-v1's yardstick of tenant_max_slowdown"`` where
+    :data:`OBJECTIVE_YARDSTICKS` names one, and on another metric the scenario's yardstick said to
+    be the average JCT's. ``owner`` replaces ``"<scenario>'s"`` (e.g. ``"the scenario's"``)."""
+    whose = owner or f"{scenario}'s"
+    if metric == JCT_METRIC:
+        return f"{whose} yardstick"
+    if metric in OBJECTIVE_YARDSTICKS.get(base_scenario(scenario), {}):
+        return f"{whose} yardstick of {metric}"
+    return f"{whose} yardstick of average JCT (none is chosen for {metric})"
+
+
+__all__ = ["DURATION_BLIND_RULES", "JCT_METRIC", "OBJECTIVE_RULES", "OBJECTIVE_YARDSTICKS", "YARDSTICKS",
+           "base_scenario", "yardstick", "yardstick_for_cluster", "yardstick_of_records", "yardstick_words"]

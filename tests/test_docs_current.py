@@ -152,7 +152,8 @@ def test_every_named_baseline_in_the_readme_list_and_no_other():
 
 # A policy name in a command of the docs: each must resolve today.
 _POLICIES = re.compile(r"--polic(?:ies|y)[ =]([^\s`]+)")
-_COMPARE = re.compile(r"cluster-bench compare ([^\s`]+) ([^\s`]+)")
+#: ``compare A B``, or ``compare A`` then an option (B is the yardstick then: no second name).
+_COMPARE = re.compile(r"cluster-bench compare ([^\s`-][^\s`]*)(?: ([^\s`-][^\s`]*))?")
 
 
 def _quoted_policy_names() -> set[str]:
@@ -162,7 +163,7 @@ def _quoted_policy_names() -> set[str]:
         for group in _POLICIES.findall(text):
             names.update(group.split(","))
         for a, b in _COMPARE.findall(text):
-            names.update((a, b))
+            names.update(n for n in (a, b) if n)
     # paths, plug-ins of the reader's own package, placeholders and shell variables are not names
     return {n.strip("\\.;:)") for n in names
             if n and not re.search(r"[/:<>${}\[\]]|\.(zip|pt|json)$|^(A|B|P|NAMES|POLICIES|\.\.\.)$", n)}

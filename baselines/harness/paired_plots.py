@@ -59,6 +59,21 @@ def set_policy_ticks(ax, labels: Sequence[str], column_inches: float) -> None:
     ax.set_xticklabels(labels, fontsize=_TICK_FONTS[-1], rotation=90)
 
 
+def paired_title(metric: str, reference: str, where: str = "", role: Optional[str] = None) -> str:
+    """The title of a paired plot: which metric (as ``--metric`` names it; ``avg JCT`` for the
+    default), against which policy, and ``where`` (scenario / split); under it, which yardstick
+    that policy is (``role``: :func:`baselines.yardstick.yardstick_words`) and, for a metric where
+    higher is better, that a ratio above 1 is better: ``"deadline_attainment / las-migrate's per
+    window, philly-slo-v1 / test"`` then ``"(the scenario's yardstick of deadline_attainment;
+    higher is better)"``."""
+    from baselines.harness.stats import lower_is_better
+
+    head = f"{'avg JCT' if metric == DEFAULT_METRIC else metric} / {reference}'s per window"
+    head = f"{head}, {where}" if where else head
+    notes = [*([role] if role else []), *([] if lower_is_better(metric) else ["higher is better"])]
+    return f"{head}\n({'; '.join(notes)})" if notes else head
+
+
 def plot_paired(records: Sequence[dict[str, Any]], path: "str | Path", reference: str = DEFAULT_REFERENCE,
                 metric: str = DEFAULT_METRIC, title: str = "",
                 styles: Optional[Mapping[str, PolicyStyle]] = None) -> Path:
@@ -98,7 +113,11 @@ def plot_paired(records: Sequence[dict[str, Any]], path: "str | Path", reference
     ax.set_xlim(-0.6, max(len(summaries) - 0.4, 0.6))
     ax.set_ylabel(f"{metric_name(metric)} / {reference}'s\n(per window, log scale)")
     n = max((s.n for s in summaries), default=0)
-    ax.set_title(title or f"paired ratio to {reference}: {n} windows, geometric mean and 95% CI")
+    title = title or f"paired ratio to {reference}: {n} windows, geometric mean and 95% CI"
+    longest = max(len(line) for line in title.split("\n"))
+    # A long title (a metric's name and its yardstick) in a smaller font, so that it fits the figure.
+    ax.set_title(title, **({"fontsize": max(7.0, min(12.0, 12.0 * 9.0 * width / (longest * 1.1)))}
+                           if longest > 60 else {}))
     ax.grid(alpha=0.3, axis="y", which="both")
     return save_figure(fig, path)
 

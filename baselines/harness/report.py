@@ -26,8 +26,8 @@ from baselines.harness.gaps import GAP_METRIC, fmt_gap, no_gap_reason, optimalit
 from baselines.harness.metric_labels import table_header
 from cluster_env.core.objectives import OBJECTIVE_KEYS
 from baselines.harness.stats import (DEFAULT_METRIC, DEFAULT_REFERENCE, MIN_VERDICT_WINDOWS, UNIT_WORLD_DRAW,
-                                     PairingError, claim_note, fmt_interval, fmt_ratio, lower_is_better, paired_summary,
-                                     resolve_reference, truncation)
+                                     PairingError, claim_note, direction_note, fmt_interval, fmt_ratio,
+                                     lower_is_better, paired_summary, resolve_reference, truncation)
 
 RECORD_KEYS = ("policy", "scenario", "split", "seed", *METRIC_KEYS, "return", "steps", "wall_s",
                "env", "window", "truncated", "jobs_unfinished", "offered_load", "pending_window",
@@ -42,11 +42,29 @@ SUMMARY_METRICS = (*METRIC_KEYS, *DERIVED_METRICS)
 #: Metrics shown in the printed table (the files have all of them, the preemption count too).
 TABLE_METRICS = ("avg_jct", "p95_jct", "avg_queue_delay", "avg_slowdown", "gpu_utilization", "total_fee",
                  "preemptions_per_job")
-def table_metrics(records: Sequence[dict[str, Any]]) -> tuple[str, ...]:
-    """:data:`TABLE_METRICS`, then the service-objective metrics the records carry (a scenario
-    with classes, deadlines or quotas: :data:`cluster_env.core.objectives.OBJECTIVE_KEYS`)."""
-    extra = tuple(k for k in OBJECTIVE_KEYS if k != "deadline_jobs" and any(k in r for r in records))
-    return TABLE_METRICS + extra
+def has_values(records: Sequence[dict[str, Any]], key: str) -> bool:
+    """Whether some of ``records`` has a value of ``key`` that is not NaN: a metric their scenario
+    measures (``philly-tenants-v1`` has no deadline, so its ``deadline_attainment`` is NaN in
+    every episode; one NaN episode among others is a value of its own and keeps the column). A
+    :data:`DERIVED_METRICS` column has values where its two metrics give one."""
+    for r in records:
+        try:
+            if not math.isnan(metric_value(r, key)):
+                return True
+        except KeyError:             # a record without the metric (or the metrics it derives from)
+            continue
+    return False
+
+
+def table_metrics(records: Sequence[dict[str, Any]], metric: Optional[str] = None) -> tuple[str, ...]:
+    """:data:`TABLE_METRICS`, then the service-objective metrics the records measure (a scenario
+    with classes, deadlines or quotas: :data:`cluster_env.core.objectives.OBJECTIVE_KEYS`; not
+    those NaN in every record, :func:`has_values`); ``metric`` (a table paired on it) first."""
+    extra = tuple(k for k in OBJECTIVE_KEYS if k != "deadline_jobs" and has_values(records, k))
+    metrics = TABLE_METRICS + extra
+    if metric is None:
+        return metrics
+    return (metric, *(m for m in metrics if m != metric))
 
 
 #: Metrics whose paired ratio to the reference the summaries carry (the table shows the first).
@@ -71,7 +89,8 @@ def summarize(records: Sequence[dict[str, Any]], metrics: Iterable[str] = SUMMAR
     ``ratio_M_windows`` distinct windows among them, ``ratio_M_units`` the values the interval
     rests on and ``ratio_M_unit`` what one is (a window, or one window's world draw); NaN when the
     reference did not run on the scenario; ``pairing_error`` says why when windows do not pair).
-    ``reference`` :data:`~baselines.harness.stats.DEFAULT_REFERENCE` is each scenario's yardstick.
+    ``reference`` :data:`~baselines.harness.stats.DEFAULT_REFERENCE` is each scenario's yardstick
+    on the first of ``paired_metrics`` (:func:`baselines.yardstick.yardstick`).
     Each row also has ``fallbacks`` and ``fallback_share`` (of all its episodes' decisions, NaN for
     records without the count) and the gaps of :func:`baselines.harness.gaps.optimality_gap`
     (``gap_best_known``, ``gap_lower_bound`` with ``_lo``/``_hi``, ``optimality_windows``)."""
@@ -94,7 +113,8 @@ def summarize(records: Sequence[dict[str, Any]], metrics: Iterable[str] = SUMMAR
         row.update(fallback_summary(rs))
         scenario_records = [r for r in records if r["scenario"] == scenario]
         if scenario not in references:
-            references[scenario] = resolve_reference(scenario_records, reference)
+            references[scenario] = resolve_reference(scenario_records, reference,
+                                                     paired_metrics[0] if paired_metrics else DEFAULT_METRIC)
         ref = references[scenario]
         has_reference = ref is not None and any(r["policy"] == ref for r in scenario_records)
         row["reference"] = ref if has_reference else None
@@ -160,21 +180,22 @@ def table_caption(records: Sequence[dict[str, Any]], reference: Optional[str] = 
     """The lines above a table: pending window, reference, what a ratio, a win, a gap and the
     fallback share mean."""
     better = "lower" if lower_is_better(metric) else "higher"
-    named = resolve_reference(records, reference)
+    named = resolve_reference(records, reference, metric)
     present = named is not None and any(r["policy"] == named for r in records)
     lines = [f"pending window K={_pending_windows(records)} (jobs a policy sees, oldest first); "
              "means over seeds ± sample std"]
-    from baselines.yardstick import yardstick_of_records
+    from baselines.yardstick import yardstick_of_records, yardstick_words
 
-    what = f"{named}, the scenario's yardstick" if named is not None and named == yardstick_of_records(records) \
-        else named
+    scenario = min((str(r.get("scenario", "")) for r in records), default="")
+    role = yardstick_words(scenario, metric, owner="the scenario's")
+    what = f"{named}, {role}" if named is not None and named == yardstick_of_records(records, metric) else named
     if present:
         lines.append(f"vs {what}: geometric mean over windows of {metric}(policy)/{metric}({named}) "
                      f"[95% bootstrap CI]; wins: windows where the policy's {metric} is {better}")
     elif reference == DEFAULT_REFERENCE and named is None:
         lines.append("no ratios: these scenarios have different yardsticks; name the reference")
     else:
-        yard = " (the scenario's yardstick)" if what != named else ""
+        yard = f" ({role})" if what != named else ""
         lines.append(f"no ratios: the reference policy {named!r}{yard} is not among the policies")
     lines.append("fallback: share of the policy's decisions that the fallback rule played instead of a forbidden "
                  "action (invalid_action='fallback': FIFO's / first-fit's choice)")
@@ -246,7 +267,12 @@ def format_table(records: Sequence[dict[str, Any]], metrics: Sequence[str] = TAB
     wanted = list(dict.fromkeys([*metrics, *(c for c in asked if c not in TABLE_COLUMNS)]))
     measured = [m for m in wanted if m in SUMMARY_METRICS or (records and all(m in r for r in records))]
     rows = summarize(records, measured, reference, paired_metrics=(paired_metric,))
-    named = resolve_reference(records, reference)
+    named = resolve_reference(records, reference, paired_metric)
+    # A metric a scenario does not measure (NaN in every one of its records) shows "-" in its rows.
+    absent = {(scenario, m) for scenario in {r["scenario"] for r in rows} for m in wanted
+              if not has_values([x for x in records if x["scenario"] == scenario], m)}
+    means = {(r["scenario"], r["policy"]): r.get(paired_metric, math.nan) for r in rows}
+    opposite: list[str] = []
     ratio_head = f"{paired_metric} vs {named if named is not None else 'yardstick'}"
     gaps = any(int(r.get("optimality_windows", 0)) for r in rows)
     counts = {int(r.get("optimality_windows", 0)) for r in rows}
@@ -267,6 +293,10 @@ def format_table(records: Sequence[dict[str, Any]], metrics: Sequence[str] = TAB
             d, u = r[f"ratio_{paired_metric}_windows"], r[f"ratio_{paired_metric}_units"]
             wins = f"{round(r[f'win_rate_{paired_metric}'] * u)}/{u}"
             distinct.append(d)
+            if direction_note(means[r["scenario"], r["policy"]], means.get((r["scenario"], r["reference"]), math.nan),
+                              r[f"ratio_{paired_metric}"]):
+                opposite.append(f"{r['scenario']}/{r['policy']}" if len({x["scenario"] for x in rows}) > 1
+                                else r["policy"])
             if r[f"ratio_{paired_metric}_unit"] == UNIT_WORLD_DRAW:
                 draws.append(f"{r['scenario']}/{r['policy']}: {u} world draws of 1 window")
             elif d < n:
@@ -287,7 +317,8 @@ def format_table(records: Sequence[dict[str, Any]], metrics: Sequence[str] = TAB
             "gap_bound": fmt_gap(r.get("gap_lower_bound", math.nan), r.get("gap_lower_bound_lo", math.nan),
                                  r.get("gap_lower_bound_hi", math.nan)) + suffix,
             "fallback": "-" if math.isnan(share) else f"{share:.1%}", "flags": "; ".join(flags),
-            **{m: f"{format_value(r[m])} ± {format_value(r[m + '_std'])}" if m in r else "-" for m in wanted}})
+            **{m: f"{format_value(r[m])} ± {format_value(r[m + '_std'])}"
+               if m in r and (r["scenario"], m) not in absent else "-" for m in wanted}})
     several = len({r["scenario"] for r in rows}) > 1
     flagged = any(t["flags"] for t in table_rows)
     every = ["scenario", "policy", "seeds", first, "ratio", "wins", *(["gap", "gap_bound"] if gaps else []),
@@ -333,6 +364,10 @@ def format_table(records: Sequence[dict[str, Any]], metrics: Sequence[str] = TAB
     if any(r["truncated"] for r in rows):
         notes.append("TRUNCATED: episodes cut by max_steps/max_time are not comparable; "
                      "they are left out of the ratios and their means cover unfinished episodes")
+    if opposite:
+        notes.append(f"MEANS VS RATIO: {paired_metric}: the means differ in direction from the paired geometric mean "
+                     f"for {', '.join(opposite)}: a few windows with large values dominate the mean; the geometric "
+                     "mean weighs each window equally")
     notes += verdict_notes(min(distinct) if distinct else 0, bool(distinct))
     if not markdown:
         notes = [_wrap(note, width) for note in notes]
@@ -382,12 +417,13 @@ def verdict_notes(distinct: int, paired: bool = True) -> list[str]:
 
 
 def write_summary_csv(records: Sequence[dict[str, Any]], path: "str | Path",
-                      reference: Optional[str] = DEFAULT_REFERENCE) -> Path:
-    """One row per (scenario, policy): :func:`summarize`'s means, stds and paired ratios (written
-    atomically)."""
+                      reference: Optional[str] = DEFAULT_REFERENCE,
+                      paired_metrics: Sequence[str] = PAIRED_METRICS) -> Path:
+    """One row per (scenario, policy): :func:`summarize`'s means, stds and paired ratios (of
+    ``paired_metrics``; written atomically)."""
     from baselines.harness.files import atomic_write
 
-    rows = summarize(records, reference=reference)
+    rows = summarize(records, reference=reference, paired_metrics=paired_metrics)
     fields = list(dict.fromkeys(k for r in rows for k in r))
 
     def write(f) -> None:
@@ -411,15 +447,18 @@ def write_csv(records: Sequence[dict[str, Any]], path: "str | Path") -> Path:
     return atomic_write(path, write, newline="")
 
 
-def write_json(records: Sequence[dict[str, Any]], path: "str | Path", **meta: Any) -> Path:
-    """Episodes and their per-policy summary, with ``meta`` (scenario, seeds, versions...);
-    written atomically (a failure, e.g. a full disk, keeps the old file)."""
+def write_json(records: Sequence[dict[str, Any]], path: "str | Path",
+               paired_metrics: Sequence[str] = PAIRED_METRICS, **meta: Any) -> Path:
+    """Episodes and their per-policy summary (paired on ``paired_metrics``), with ``meta``
+    (scenario, seeds, versions...); written atomically (a failure, e.g. a full disk, keeps the old
+    file)."""
     from baselines.harness.files import atomic_write
 
     reference = meta.get("reference", DEFAULT_REFERENCE)
     if reference == DEFAULT_REFERENCE:          # the files name the policy, not the rule that chose it
-        meta = {**meta, "reference": resolve_reference(records, reference)}
-    payload = {"meta": meta, "summary": summarize(records, reference=reference),
+        meta = {**meta, "reference": resolve_reference(records, reference,
+                                                       paired_metrics[0] if paired_metrics else DEFAULT_METRIC)}
+    payload = {"meta": meta, "summary": summarize(records, reference=reference, paired_metrics=paired_metrics),
                "episodes": [dict(r) for r in records]}
     text = json_text(payload)            # standard JSON: NaN is written as null
     return atomic_write(path, lambda f: f.write(text))

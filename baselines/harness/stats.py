@@ -45,15 +45,17 @@ from typing import Any, Iterable, Optional, Sequence
 import numpy as np
 
 from baselines.harness.files import number
+from baselines.yardstick import JCT_METRIC
 
 #: Metrics where a larger value is better; every other metric is better when smaller.
 HIGHER_IS_BETTER = frozenset({"jobs_finished", "gpu_utilization", "fairness", "jobs_per_hour", "deadline_attainment"})
 #: The record fields that identify a window.
 WINDOW_FIELDS = ("scenario", "split", "seed", "env")
-#: A paired table's reference when none is given: each scenario's yardstick
-#: (:mod:`baselines.yardstick`), resolved from the records' scenario.
+#: A paired table's reference when none is given: each scenario's yardstick on the table's metric
+#: (:func:`baselines.yardstick.yardstick`), resolved from the records' scenario.
 DEFAULT_REFERENCE = "yardstick"
-DEFAULT_METRIC = "avg_jct"
+#: The metric a paired table or comparison is on unless told another: average JCT.
+DEFAULT_METRIC = JCT_METRIC
 CONFIDENCE = 0.95
 #: Fewest distinct windows a "better"/"worse" verdict is drawn from (the interval is printed below it).
 MIN_VERDICT_WINDOWS = 10
@@ -197,22 +199,23 @@ def _check_same_windows(policy: str, reference: str, a: dict, b: dict) -> None:
         raise PairingError(f"cannot pair {policy!r} with {reference!r}: " + "; ".join(parts))
 
 
-def resolve_reference(records: Sequence[dict[str, Any]], reference: Optional[str]) -> Optional[str]:
-    """The policy label ``reference`` means: :data:`DEFAULT_REFERENCE` is the yardstick of the
-    records' scenario (:func:`baselines.yardstick.yardstick_of_records`; None when they span
-    scenarios with different yardsticks), anything else itself."""
+def resolve_reference(records: Sequence[dict[str, Any]], reference: Optional[str],
+                      metric: str = DEFAULT_METRIC) -> Optional[str]:
+    """The policy label ``reference`` means: :data:`DEFAULT_REFERENCE` is the yardstick on
+    ``metric`` of the records' scenario (:func:`baselines.yardstick.yardstick_of_records`; None
+    when they span scenarios with different yardsticks), anything else itself."""
     if reference != DEFAULT_REFERENCE:
         return reference
     from baselines.yardstick import yardstick_of_records
 
-    return yardstick_of_records(records)
+    return yardstick_of_records(records, metric)
 
 
 def paired_summary(records: Sequence[dict[str, Any]], policy: str, reference: str = DEFAULT_REFERENCE,
                    metric: str = DEFAULT_METRIC, seed: int = 0) -> PairedSummary:
-    """``policy`` against ``reference`` (default: the scenario's yardstick) on ``metric`` over
-    their common windows (which must be the same set: see :class:`PairingError`)."""
-    resolved = resolve_reference(records, reference)
+    """``policy`` against ``reference`` (default: the scenario's yardstick on ``metric``) on
+    ``metric`` over their common windows (which must be the same set: see :class:`PairingError`)."""
+    resolved = resolve_reference(records, reference, metric)
     if resolved is None:
         raise PairingError("the records span scenarios with different yardsticks: name the reference")
     reference = resolved
@@ -262,6 +265,21 @@ def paired_summary(records: Sequence[dict[str, Any]], policy: str, reference: st
                          truncated, undefined, windows, ratios, distinct, d, unit)
 
 
+def direction_note(mean: float, reference_mean: float, geo_mean: float, who: str = "") -> Optional[str]:
+    """One sentence where the plain means and the geometric mean of the paired ratios point
+    different ways (``mean / reference_mean`` below 1 and ``geo_mean`` above, or the reverse),
+    else None. ``who`` names the rows it is about (a table's), e.g. ``" (quota)"``."""
+    values = (mean, reference_mean, geo_mean)
+    if not all(math.isfinite(v) for v in values) or reference_mean <= 0 or geo_mean <= 0:
+        return None
+    plain = mean / reference_mean
+    if (plain - 1.0) * (geo_mean - 1.0) >= 0.0:     # the same way, or one of them even
+        return None
+    return (f"the means differ in direction from the paired geometric mean{who} (ratio of the means "
+            f"{plain:.4f}, geometric mean of the per-window ratios {geo_mean:.4f}): a few windows with large "
+            "values dominate the mean; the geometric mean weighs each window equally")
+
+
 def verdict(s: PairedSummary) -> str:
     """The one-line verdict of a paired summary: "better"/"worse" only on at least
     :data:`MIN_VERDICT_WINDOWS` distinct windows with an interval that excludes 1; otherwise why
@@ -305,9 +323,9 @@ def paired_table(records: Sequence[dict[str, Any]], reference: str = DEFAULT_REF
                  metric: str = DEFAULT_METRIC, policies: Optional[Sequence[str]] = None,
                  seed: int = 0) -> dict[str, PairedSummary]:
     """:func:`paired_summary` of every policy (in first-seen order; the reference included, at
-    ratio 1) against ``reference``."""
+    ratio 1) against ``reference`` (default: the scenario's yardstick on ``metric``)."""
     names = list(policies) if policies is not None else list(dict.fromkeys(r["policy"] for r in records))
-    reference = resolve_reference(records, reference) or reference
+    reference = resolve_reference(records, reference, metric) or reference
     return {p: paired_summary(records, p, reference, metric, seed) for p in names}
 
 

@@ -27,9 +27,12 @@ LOG_SPAN = 30.0
 
 
 def objective_metrics(records: Sequence[dict[str, Any]]) -> list[str]:
-    """The service-objective metrics every one of ``records`` carries (none: a scenario without
-    classes, deadlines or quotas)."""
-    return [k for k in PLOTTED_OBJECTIVES if records and all(k in r for r in records)]
+    """The service-objective metrics every one of ``records`` carries and some measure (none: a
+    scenario without classes, deadlines or quotas; not one NaN in every record, such as
+    ``deadline_attainment`` on a scenario without deadlines)."""
+    from baselines.harness.report import has_values
+
+    return [k for k in PLOTTED_OBJECTIVES if records and all(k in r for r in records) and has_values(records, k)]
 
 
 def window_gaps(records: Sequence[dict[str, Any]], policy: str) -> list[float]:

@@ -44,6 +44,18 @@ OBJECTIVE_KEYS = ("deadline_jobs", "deadline_attainment", "hp_avg_jct", "be_avg_
                   "ftf_max_rho", "quota_violation")
 
 
+def measured_objective_keys(w: Workload) -> tuple[str, ...]:
+    """The :data:`OBJECTIVE_KEYS` an episode on ``w`` measures (a value, not NaN by construction):
+    none without objectives; ``deadline_jobs`` and ``deadline_attainment`` with deadlines,
+    ``hp_avg_jct`` with classes, ``quota_violation`` with tenant quotas, and ``be_avg_jct``,
+    ``tenant_max_slowdown`` and ``ftf_max_rho`` with any of them."""
+    if not w.has_objectives:
+        return ()
+    has = {"deadline_jobs": w.deadline is not None, "deadline_attainment": w.deadline is not None,
+           "hp_avg_jct": w.job_class is not None, "quota_violation": w.tenant_quota is not None}
+    return tuple(k for k in OBJECTIVE_KEYS if has.get(k, True))
+
+
 def job_classes(w: Workload) -> np.ndarray:
     """(N,) class index per job (every job best-effort when the workload has no classes)."""
     return w.job_class if w.job_class is not None else np.zeros(w.num_jobs, dtype=np.int64)
