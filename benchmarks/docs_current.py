@@ -410,6 +410,37 @@ def chronus_k_by_duration() -> str:
     return "\n".join(rows)
 
 
+def measured_speed_families() -> str:
+    """docs/world_model.md: each Gavel job family's speed over V100 on A100, H800 and T4 under the
+    two measured rules (``cluster_env.world.measured_speeds.family_ratio_table``)."""
+    from cluster_env.world.measured_speeds import family_ratio_table
+
+    rows = ["| family | Sia model | A100 `measured` | A100 `measured-best` | H800 `measured` | "
+            "H800 `measured-best` | T4 `measured` | T4 `measured-best` |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in family_ratio_table():
+        model = f"`{r['model']}`" if r["model"] else "median of the retained"
+        cells = [f"{r[g][rule]:.3f}" for g in ("A100", "H800", "T4") for rule in ("measured", "measured-best")]
+        rows.append(f"| {r['family']} | {model} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def measured_best_models() -> str:
+    """docs/world_model.md: each Sia model's best one-GPU configuration on each server and the two
+    rules' ratios (``cluster_env.world.measured_speeds.best_throughput_table``)."""
+    from cluster_env.world.measured_speeds import best_throughput_table
+
+    table = best_throughput_table()
+    t4 = {r["model"]: r for r in table if r["gpu"] == "T4"}
+    rows = ["| model | V100 best: batch, samples/s | A100 best | A100/V100 best | A100/V100 median | "
+            "T4 best | T4/V100 best | T4/V100 median | retained |", "|---|---|---|---:|---:|---|---:|---:|---|"]
+    for r in (r for r in table if r["gpu"] == "A100"):
+        t = t4[r["model"]]
+        rows.append(f"| {r['model']} | {r['v100_bsz']}, {r['v100_rate']:,.1f} | {r['bsz']}, {r['rate']:,.1f} | "
+                    f"{r['best']:.3f} | {r['median']:.3f} | {t['bsz']}, {t['rate']:,.1f} | {t['best']:.3f} | "
+                    f"{t['median']:.3f} | {'yes' if r['retained'] else 'no (excluded)'} |")
+    return "\n".join(rows)
+
+
 def load_figures() -> dict:
     return json.loads(FIGURES.read_text())
 
@@ -432,6 +463,8 @@ SECTIONS: dict[str, tuple[str, Callable[[], str]]] = {
     "chronus-traces": ("docs/objectives.md", chronus_traces),
     "chronus-k-quantiles": ("docs/objectives.md", chronus_k_quantiles),
     "chronus-k-by-duration": ("docs/objectives.md", chronus_k_by_duration),
+    "measured-speed-families": ("docs/world_model.md", measured_speed_families),
+    "measured-best-models": ("docs/world_model.md", measured_best_models),
 }
 
 

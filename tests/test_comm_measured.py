@@ -1,10 +1,11 @@
 """Communication priced from measured multi-node runs: the fits on Pollux's
-T4 servers and Sia's DGX A100 nodes, recomputed from the shipped files, and the 7+1 / 4+4 splits of
-world model v3."""
+T4 servers (raw profiles) and Sia's DGX A100 nodes (the shipped figures taken from its profile),
+recomputed from the shipped files, and the 7+1 / 4+4 splits of world model v3."""
 from __future__ import annotations
 
 import csv
 import gzip
+import json
 from dataclasses import replace
 
 import numpy as np
@@ -12,10 +13,10 @@ import pytest
 
 from cluster_env.core.config import WorldConfig
 from cluster_env.world.comm_calibration import (
-    POLLUX_NETWORK_GBPS, fit_sync_cost, fit_table, measured_demand, one_gpu_step_time,
+    POLLUX_NETWORK_GBPS, dgx_split_ratios, fit_sync_cost, fit_table, measured_demand, one_gpu_step_time,
 )
 from cluster_env.world.interconnect import communication_demand
-from cluster_env.world.measured_speeds import SIA_DATA_DIR
+from cluster_env.world.measured_speeds import SIA_DATA_DIR, SIA_FIGURES_PATH
 from cluster_env.world.throughputs import JOB_TYPES
 from tests.test_comm_model import _jct_of_last
 
@@ -26,6 +27,11 @@ V3 = replace(WorldConfig(reference_gpu="A100").all_effects_off(), spread_penalty
 def _rows(model: str, server: str):
     with gzip.open(SIA_DATA_DIR / model / f"placements-{server}.csv.gz", "rt") as f:
         return [(r["placement"], int(r["local_bsz"]), float(r["step_time"])) for r in csv.DictReader(f)]
+
+
+def _dgx_figures(model: str) -> dict:
+    """The DGX A100 figures of ``model``, read straight from the shipped JSON."""
+    return json.loads(SIA_FIGURES_PATH.read_text())["figures"][model]["dgx-ext"]
 
 
 def _ring(pieces) -> float:
@@ -45,18 +51,16 @@ def test_g4dn_fit_is_least_squares_on_the_shipped_rows():
 
 
 def test_dgx_fit_is_least_squares_on_the_shipped_rows():
-    # DGX A100 layout: one 200 Gb/s NIC per GPU, 1,600 per node, NVLink 2,400; X over 8-or-fewer
-    # GPUs on one node; two-node rows of 9-16 GPUs have no twin.
-    rows = _rows("deepspeech2", "dgx-ext")
-    single = {(p, b): t for p, b, t in rows}
+    # DGX A100 layout: one 200 Gb/s NIC per GPU, 1,600 per node, NVLink 2,400; X over the same GPU
+    # count on one node (the shipped cross_node rows: two-node rows of at most 8 GPUs with a twin).
+    rows = _dgx_figures("deepspeech2")["cross_node"]
+    assert all(len(p) == 2 and sum(map(int, p)) <= 8 for p, _, _, _ in rows)
     z, x = [], []
-    for p, b, t in rows:
+    for p, b, t, twin in rows:
         pieces = [int(c) for c in p]
-        if len(p) < 2 or sum(pieces) > 8 or (str(sum(pieces)), b) not in single:
-            continue
         bw = min(min(g * 200.0, 1600.0, 2400.0 if g > 1 else np.inf) for g in pieces)
         z.append(_ring(pieces) / bw)
-        x.append(t - single[(str(sum(pieces)), b)])
+        x.append(t - twin)
     z, x = np.array(z), np.array(x)
     fit = fit_sync_cost("deepspeech2", "dgx-ext")
     assert fit["S"] == pytest.approx(max(0.0, float(z @ x / (z @ z))), rel=1e-12)
@@ -120,6 +124,7 @@ def test_v3_splits_on_two_dgx_a100_keep_documented_ranges():
 
 def test_measured_dgx_split_ratio_of_deepspeech2():
     # The direct measurement the fit summarises: 1+7 over 8 on one node, median over batch sizes.
-    rows = {(p, b): t for p, b, t in _rows("deepspeech2", "dgx-ext")}
-    ratios = [rows[("17", b)] / rows[("8", b)] for (p, b) in rows if p == "8" and ("17", b) in rows]
+    ratios = [t / twin for p, _, t, twin in _dgx_figures("deepspeech2")["cross_node"] if p == "17"]
+    assert len(ratios) == 7                                                 # the batch sizes profiled at both
     assert 1.0 < float(np.median(ratios)) < 1.15
+    assert dgx_split_ratios("deepspeech2")["17"] == float(np.median(ratios))

@@ -6,6 +6,7 @@ import csv
 import gzip
 import hashlib
 import io
+import json
 import re
 import statistics
 from dataclasses import replace
@@ -17,8 +18,8 @@ import cluster_env
 from cluster_env.core.config import WorldConfig
 from cluster_env.world.gpu_catalog import gpu_spec
 from cluster_env.world.measured_speeds import (
-    MLPERF_DATA_DIR, MLPERF_SYSTEMS, SIA_DATA_DIR, fallback_speed_types, measured_ratio, mlperf_h100_over_a100,
-    rule_error_table, speed_source,
+    MLPERF_DATA_DIR, MLPERF_SYSTEMS, SIA_DATA_DIR, SIA_FIGURES_PATH, fallback_speed_types, measured_ratio,
+    mlperf_h100_over_a100, rule_error_table, speed_source,
 )
 from cluster_env.world.throughputs import (
     GPU_COUNT_BUCKETS, JOB_TYPES, relative_speed_table, spread_ratio_table, superlinear_entries,
@@ -26,7 +27,10 @@ from cluster_env.world.throughputs import (
 
 
 def _one_gpu(model: str, server: str) -> dict:
-    """{local_bsz: step_time} at placement "1", read straight from the shipped file."""
+    """{local_bsz: step_time} at placement "1", read straight from the shipped file: the raw
+    profile (``aws``) or the figures taken from the unshipped ones (``azure``, ``dgx-ext``)."""
+    if server != "aws":
+        return {b: t for b, t in json.loads(SIA_FIGURES_PATH.read_text())["figures"][model][server]["one_gpu"]}
     with gzip.open(SIA_DATA_DIR / model / f"placements-{server}.csv.gz", "rt") as f:
         return {int(r["local_bsz"]): float(r["step_time"]) for r in csv.DictReader(f) if r["placement"] == "1"}
 
@@ -42,7 +46,10 @@ def _check_sources_md(folder, pattern: str, count: int) -> None:
 
 
 def test_shipped_profiles_match_sources_md():
-    _check_sources_md(SIA_DATA_DIR, "*/*.gz", 18)
+    # Only Pollux's T4 profiles ship raw (Apache-2.0); the V100 and A100 ones are figures
+    # (tests/test_measured_best.py checks those against their provenance).
+    _check_sources_md(SIA_DATA_DIR, "*/*.gz", 6)
+    assert sorted(p.name for p in SIA_DATA_DIR.glob("*/*.gz")) == ["placements-aws.csv.gz"] * 6
 
 
 @pytest.mark.parametrize("gpu,server", [("A100", "dgx-ext"), ("T4", "aws")])
@@ -92,6 +99,8 @@ def test_a_known_step_time_of_each_server():
     # One row of each source, against the upstream file's text (rows 2 of the CIFAR-10 profiles).
     assert _one_gpu("cifar10", "aws")[32] > 0 and _one_gpu("cifar10", "azure")[32] > 0
     assert _one_gpu("imagenet", "aws")[20] == pytest.approx(0.14740917682647706, rel=0, abs=0)
+    # deepspeech2's row 2 on the V100 server: 10,0.2707400321960449,0.0006002559997141361,1
+    assert _one_gpu("deepspeech2", "azure")[10] == 0.2707400321960449
 
 
 def test_derived_types_and_fallbacks_are_named():

@@ -104,8 +104,10 @@ class WorldConfig:
     interconnect: tuple = ()
     gavel_testbed_gbps: float = GAVEL_TESTBED_GBPS
     # Where the speeds of GPU types Gavel did not measure come from: "spec-sheet" (the catalog's
-    # sqrt(compute x bandwidth) rule, every v0-v2 scenario) or "measured" (the Sia/Pollux profiles
-    # where they measure the type, the rule only as a fallback: cluster_env.world.measured_speeds).
+    # sqrt(compute x bandwidth) rule, every v0-v2 scenario), "measured" (the Sia/Pollux profiles
+    # where they measure the type, median over the batch sizes both servers profiled; the rule only
+    # as a fallback: cluster_env.world.measured_speeds) or "measured-best" (the same profiles, each
+    # server at its best one-GPU throughput).
     speeds: str = "spec-sheet"
     # Gavel's consolidated throughputs "raw" (v0-v2) or "capped" (per-GPU throughput never rises
     # with the GPU count: cluster_env.world.throughputs.GAVEL_SHAPES; docs/world_model.md).

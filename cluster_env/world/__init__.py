@@ -22,7 +22,8 @@ from cluster_env.world.throughputs import (
     spread_ratio_table,
 )
 from cluster_env.world.measured_speeds import (
-    SPEED_SOURCES, fallback_speed_types, rule_error_table, speed_source,
+    SPEED_SOURCES, best_throughput_table, fallback_speed_types, family_ratio_table, rule_error_table,
+    speed_source,
 )
 from cluster_env.world.comm_calibration import COMM_SOURCES, fit_table
 from cluster_env.world.throughputs import GAVEL_SHAPES, superlinear_entries
@@ -42,7 +43,7 @@ __all__ = [
     "relative_speed_table", "spread_ratio_table", "comm_intensity", "colocation_contention_fit",
     "measured_throughput",
     "SPEED_SOURCES", "GAVEL_SHAPES", "COMM_SOURCES", "fallback_speed_types", "speed_source",
-    "rule_error_table", "fit_table", "superlinear_entries",
+    "rule_error_table", "best_throughput_table", "family_ratio_table", "fit_table", "superlinear_entries",
     "FluctuationParams", "DEFAULT_FLUCTUATION", "DEDICATED_FLUCTUATION", "NO_FLUCTUATION",
     "SECONDS_PER_ITERATION", "FluctuationProcess", "draw_static_factors",
     "pai_targets", "simulate_worker_statistics",

@@ -5,10 +5,11 @@ demand ``D`` (Gb/s: the bandwidth at which it would communicate as long as it co
 other data it derives ``D`` from Gavel's consolidated/unconsolidated ratio at an *assumed* testbed
 network (10 Gb/s, ``GAVEL_TESTBED_GBPS``). This module measures it instead where a profile exists.
 
-Data: the shipped Sia/Pollux placement profiles (``cluster_env/data/sia``), the same model at
-every placement from one GPU to several servers, at several local batch sizes, on two server
-classes: Pollux's AWS g4dn.12xlarge (4 x T4, one shared NIC, AWS's listed "50 Gigabit":
-:data:`POLLUX_NETWORK_GBPS`; up to 4 servers x 4 GPUs) and Sia's DGX A100 (8 x A100 with NVLink;
+Data: the Sia/Pollux placement profiles (``cluster_env/data/sia``: Pollux's raw; of Sia's DGX A100
+only the figures the fit reads, :func:`cross_node_rows`), the same model at every placement from
+one GPU to several servers, at several local batch sizes, on two server classes: Pollux's AWS
+g4dn.12xlarge (4 x T4, one shared NIC, AWS's listed "50 Gigabit": :data:`POLLUX_NETWORK_GBPS`; up
+to 4 servers x 4 GPUs) and Sia's DGX A100 (8 x A100 with NVLink;
 two nodes, every split of up to 16 GPUs; its network is not stated in the artifact: ASSUMPTION, the
 DGX A100 layout of ``INTERCONNECT_DEFAULTS``, one 200 Gb/s NIC per GPU).
 
@@ -44,11 +45,14 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 
 from cluster_env.world.interconnect_specs import INTERCONNECT_DEFAULTS
-from cluster_env.world.measured_speeds import EXCLUDED_MODELS, MODEL_OF_FAMILY, SIA_MODELS, load_placements
+from cluster_env.world.measured_speeds import (
+    EXCLUDED_MODELS, MODEL_OF_FAMILY, RAW_SERVERS, SIA_MODELS, load_placements, one_gpu_profile, sia_figures,
+)
 
 __all__ = [
     "COMM_SOURCES",
     "POLLUX_NETWORK_GBPS",
+    "cross_node_rows",
     "fit_sync_cost",
     "fit_table",
     "one_gpu_step_time",
@@ -85,33 +89,45 @@ def _piece_bandwidth(server: str, pieces: Sequence[int]) -> float:
 
 
 @functools.lru_cache(maxsize=None)
-def fit_sync_cost(model: str, server: str = "aws") -> Dict[str, float]:
-    """The fit of ``X = a(n) S / b`` on ``model``'s multi-server rows on ``server`` (module
-    docstring): ``X`` is the step time over the step time at the same local batch size on one
-    server: with the same ``n`` GPUs on the 8-GPU DGX (``"n"``; rows wider than one node, 9-16 GPUs,
-    have no twin and are left out), at one GPU on the 4-GPU g4dn (``"1"``: its 5-16-GPU runs have no
-    one-server twin, so ``X`` holds the intra-server part too), ``b``
-    the placement's bottleneck bandwidth (:func:`_piece_bandwidth`), ``S`` (Gb per unit ring
-    factor, the *effective* gradient traffic; clipped at 0) the least-squares fit. Returns ``S``,
-    ``s`` (= S / 50 Gb/s, seconds, for comparison across servers), ``rows``, ``median_error`` and
-    ``p90_error`` (relative error of the predicted step time), ``max_servers``, ``max_gpus``."""
+def cross_node_rows(model: str, server: str = "aws") -> tuple:
+    """``model``'s multi-server rows on ``server`` with their one-server twins, in profile order:
+    ``(placement, local_bsz, step_time, twin_step_time)``. The twin is the same local batch size
+    on one server: with the same ``n`` GPUs on the 8-GPU DGX (placement ``str(n)``; rows of more
+    than 8 GPUs have no twin and are left out), at one GPU on the 4-GPU g4dn (``"1"``: its 5-16-GPU
+    runs have no one-server twin). g4dn: from the shipped raw profile; DGX A100: the shipped
+    figures (:func:`~cluster_env.world.measured_speeds.sia_figures`, ``cross_node``, taken by that
+    rule by ``benchmarks/derive_sia_figures.py``)."""
+    if server not in RAW_SERVERS:
+        return tuple((str(q), int(b), float(t), float(ref))
+                     for q, b, t, ref in sia_figures()[model][server]["cross_node"])
     p = load_placements(model, server)
     place, bsz, step = p["placement"], p["local_bsz"], p["step_time"]
     table = {(q, int(b)): float(t) for q, b, t in zip(place, bsz, step)}
-    z, extra, base, servers, gpus = [], [], [], [], []
+    rows = []
     for q, b, t in zip(place, bsz, step):
-        if len(q) < 2:
+        if len(q) < 2 or ("1", int(b)) not in table:
             continue
+        rows.append((str(q), int(b), float(t), table[("1", int(b))]))
+    return tuple(rows)
+
+
+@functools.lru_cache(maxsize=None)
+def fit_sync_cost(model: str, server: str = "aws") -> Dict[str, float]:
+    """The fit of ``X = a(n) S / b`` on ``model``'s multi-server rows on ``server`` (module
+    docstring): ``X`` is the step time over its one-server twin's (:func:`cross_node_rows`: the
+    same ``n`` GPUs on the 8-GPU DGX, one GPU on the 4-GPU g4dn, so there ``X`` holds the
+    intra-server part too), ``b`` the placement's bottleneck bandwidth (:func:`_piece_bandwidth`),
+    ``S`` (Gb per unit ring factor, the *effective* gradient traffic; clipped at 0) the
+    least-squares fit. Returns ``S``, ``s`` (= S / 50 Gb/s, seconds, for comparison across
+    servers), ``rows``, ``median_error`` and ``p90_error`` (relative error of the predicted step
+    time), ``max_servers``, ``max_gpus``."""
+    z, extra, base, servers, gpus = [], [], [], [], []
+    for q, b, t, ref in cross_node_rows(model, server):
         pieces = [int(c) for c in q]
         n = sum(pieces)
-        if server != "aws" and n > 8:
-            continue    # no one-node twin (and "16" would read as a 1 + 6 placement)
-        ref = "1" if server == "aws" else str(n)
-        if (ref, int(b)) not in table:
-            continue
         z.append(2.0 * (n - 1) / n / _piece_bandwidth(server, pieces))
-        extra.append(float(t) - table[(ref, int(b))])
-        base.append(table[(ref, int(b))])
+        extra.append(t - ref)
+        base.append(ref)
         servers.append(len(q))
         gpus.append(n)
     z, extra, base = np.asarray(z), np.asarray(extra), np.asarray(base)
@@ -130,10 +146,8 @@ def fit_table() -> List[Dict[str, object]]:
 def one_gpu_step_time(model: str, local_bsz: float, server: str = "aws") -> float:
     """``model``'s one-GPU step time (s) at ``local_bsz`` on ``server``, log-log interpolated
     between the profiled batch sizes and clamped to their range."""
-    p = load_placements(model, server)
-    one = p["placement"] == "1"
-    b = p["local_bsz"][one].astype(np.float64)
-    t = p["step_time"][one]
+    bsz, t = one_gpu_profile(model, server)
+    b = bsz.astype(np.float64)
     order = np.argsort(b, kind="stable")
     return float(math.exp(np.interp(math.log(local_bsz), np.log(b[order]), np.log(t[order]))))
 
@@ -170,10 +184,5 @@ def dgx_split_ratios(model: str) -> Dict[str, float]:
     """The direct measurement behind the DGX A100 fit: ``model``'s step time split 1+7 (``"17"``)
     and 4+4 (``"44"``) over two DGX A100 nodes, over its step time on 8 GPUs of one node, median
     over the local batch sizes profiled at both."""
-    p = load_placements(model, "dgx-ext")
-    table = {(q, int(b)): float(t) for q, b, t in zip(p["placement"], p["local_bsz"], p["step_time"])}
-    out = {}
-    for split in ("17", "44"):
-        r = [t / table[("8", b)] for (q, b), t in table.items() if q == split and ("8", b) in table]
-        out[split] = float(np.median(r))
-    return out
+    rows = cross_node_rows(model, "dgx-ext")      # a 1+7 or 4+4 row's twin is its 8 GPUs on one node
+    return {split: float(np.median([t / ref for q, _, t, ref in rows if q == split])) for split in ("17", "44")}

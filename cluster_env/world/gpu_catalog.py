@@ -22,8 +22,9 @@ mix of compute-bound and bandwidth-bound kernels).  "compute" is
 The spec numbers used are the module constants below; :func:`spec_sheet_factor` recomputes the
 rule so a reader (and the tests) can check each factor.
 
-Under ``WorldConfig(speeds="measured")`` (world model v3) the rule is only the fallback for types no
-measurement covers: A100, A800, G3 and T4 take measured ratios per job type, H800 (and
+Under ``WorldConfig(speeds="measured")`` (world model v3) and ``"measured-best"`` the rule is only
+the fallback for types no measurement covers: A100, A800, G3 and T4 take measured ratios per job
+type, H800 (and
 GPU-series-2) measured A100 x MLPerf's H100/A100
 (:mod:`cluster_env.world.measured_speeds`, which also reports the rule's error against them), and
 :func:`cluster_env.world.measured_speeds.fallback_speed_types` names the types still on the rule.

@@ -43,7 +43,7 @@ def speed_fallback_types(gpu_type_names: Sequence[str], speeds: str = "spec-shee
     """The GPU types among ``gpu_type_names`` whose speed comes (in part) from the spec-sheet rule
     (``gpu_catalog``: ``factor = sqrt(compute ratio x bandwidth ratio)`` against a Gavel anchor)
     rather than from a measurement, under ``WorldConfig.speeds`` (``"spec-sheet"``, or
-    ``"measured"``: Sia/Pollux profiles and MLPerf where they cover the type). The decision is
+    ``"measured"`` / ``"measured-best"``: Sia/Pollux profiles and MLPerf where they cover the type). The decision is
     :func:`cluster_env.world.measured_speeds.fallback_speed_types`; names are canonical."""
     from cluster_env.world.measured_speeds import fallback_speed_types
 
@@ -85,11 +85,14 @@ class WorldSummary:
     speed_fallback: tuple[str, ...]
     origin: str
     gavel_shape: str = "raw"           # "capped": Gavel's superlinear multi-GPU entries treated (world model v3)
+    speeds: str = "spec-sheet"         # WorldConfig.speeds: which rule the measured speeds follow
 
     def line(self) -> str:
         """``world: spread allreduce (fewest_machines); stragglers DEDICATED_FLUCTUATION (...); ...``."""
         speeds = ("spec-sheet fallback for " + ", ".join(self.speed_fallback)) if self.speed_fallback \
             else "all measured"
+        if self.speeds == "measured-best":
+            speeds += " (best-throughput rule)"
         if self.gavel_shape == "capped":
             speeds += " (Gavel's table capped)"
         effects = ", ".join(self.effects) if self.effects else "none"
@@ -134,7 +137,7 @@ def world_summary(world: Any, gpu_type_names: Sequence[str], origin: str = "the 
         effects.append(f"restart overhead ({world.restart_overhead:g} s)")
     return WorldSummary(spread=spread, stragglers=stragglers, interconnect=interconnect, effects=tuple(effects),
                         speed_fallback=speed_fallback_types(gpu_type_names, world.speeds), origin=origin,
-                        gavel_shape=world.gavel_shape)
+                        gavel_shape=world.gavel_shape, speeds=world.speeds)
 
 
 __all__ = ["FLUCTUATION_PRESETS", "WorldSummary", "fluctuation_preset_name", "speed_fallback_types",
