@@ -54,6 +54,7 @@ YARDSTICKS: dict[str, str] = {
     "philly-hetero-v4": "las-migrate",
     "philly-tenants-v2": "las-migrate",
     "philly-slo-v2": "las-migrate",
+    "modern-v3": "las-migrate",
 }
 #: Named rules that read no durations and pursue a service objective (docs/objectives.md).
 OBJECTIVE_RULES = ("edf", "tias", "priority", "quota", "ftf")

@@ -212,7 +212,8 @@ _SMALL_SCORES = {"openb-full-v1": ({"fifo", "sjf", "fifo+fastest", "gittins"}, [
 @pytest.mark.parametrize("scenario", ["toy-v0", "philly-v0", "openb-v0", "openb-full-v0",
                                       "philly-v1", "openb-v1", "openb-full-v1", "philly-hetero-v1",
                                       "modern-v1", "philly-hetero-v2", "modern-v2", "philly-hetero-v3",
-                                      "philly-slo-v1", "philly-tenants-v1"])
+                                      "philly-slo-v1", "philly-tenants-v1", "philly-hetero-v4", "philly-slo-v2",
+                                      "philly-tenants-v2", "modern-v3"])
 def test_checked_in_baseline_scores_have_not_moved(scenario):
     assert scenario in packaged_scenarios()
     data = json.loads(packaged_scores_file(scenario).read_text())
