@@ -69,7 +69,7 @@ OBJECTIVE_YARDSTICKS: dict[str, dict[str, str]] = {
                           "quota_violation": "ftf"},
     "philly-slo-v2": {"deadline_attainment": "edf", "hp_avg_jct": "las-migrate", "be_avg_jct": "las-migrate"},
     "philly-tenants-v2": {"tenant_max_slowdown": "ftf", "ftf_max_rho": "ftf", "fairness": "ftf",
-                          "quota_violation": "quota"},
+                          "quota_violation": "ftf"},
 }
 #: The metric of :data:`YARDSTICKS` (and of every table that is not told another): average JCT.
 JCT_METRIC = "avg_jct"

@@ -19,13 +19,16 @@ import cluster_env
 from baselines.harness.evaluate import evaluate
 from baselines.harness.scores import load_scores, packaged_scores_file
 from baselines.yardstick import yardstick
+from cluster_env.scenarios import registry
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from deadline_teeth import miss_pairs  # noqa: E402
 
 #: scenario -> (the scenario it follows, its default load).
-V3 = {"philly-hetero-v4": ("philly-hetero-v3", 1.0), "modern-v3": ("modern-v2", 3.5),
-      "philly-slo-v2": ("philly-slo-v1", 2.5), "philly-tenants-v2": ("philly-tenants-v1", 2.5)}
+V3 = {"philly-hetero-v4": ("philly-hetero-v3", registry.PHILLY_HETERO_V4_LOAD),
+      "modern-v3": ("modern-v2", registry.MODERN_V3_LOAD),
+      "philly-slo-v2": ("philly-slo-v1", registry.OBJECTIVE_V2_LOAD),
+      "philly-tenants-v2": ("philly-tenants-v1", registry.OBJECTIVE_V2_LOAD)}
 #: The waiting share every v3 scenario promises under its yardstick.
 WAITING_SHARE = 0.10
 
@@ -60,7 +63,7 @@ def test_the_yardstick_waits_at_least_the_promised_share_over_thirty_test_window
 
 def test_the_same_load_in_the_total_measure_queues_less_on_the_heavy_tailed_windows():
     # What the capped measure fixes: at philly-hetero-v3's total load 0.8 the yardstick waits far
-    # less than at philly-hetero-v4's capped 1.0 on the same windows.
+    # less than at philly-hetero-v4's default capped load on the same windows.
     old = evaluate("las-migrate", "philly-hetero-v3", "test", range(8), backend="serial")
     new = evaluate("las-migrate", "philly-hetero-v4", "test", range(8), backend="serial")
     assert waiting_share(old) < WAITING_SHARE < waiting_share(new)
