@@ -58,7 +58,7 @@ class ObjectiveOrderer(PreemptivePriority):
                              f"observation={OBJECTIVE_OBSERVATION!r}")
         rows, ids = visible_candidates(obs, info)
         kept, key = self.rank_rows(jobs, rows, ids.astype(np.float64), obs)
-        return kept, key, ids[np.isin(rows, kept)]
+        return kept, key, (ids if kept is rows else ids[np.isin(rows, kept)])     # most keep every row
 
     def rank_rows(self, jobs: np.ndarray, rows: np.ndarray, ids: np.ndarray, obs: dict
                   ) -> tuple[np.ndarray, np.ndarray]:

@@ -7,7 +7,7 @@ on philly-v1 (0.89 of it on 20 windows), an untrained model looks better than FI
 yardstick a ratio below 1 means better than the best rule a scheduler without durations has.
 
 :data:`YARDSTICKS` names it per registered scenario. The choice follows one rule, checked against
-the checked-in scores (``baselines/scores/<scenario>.json``; tests/test_yardstick.py): the
+the checked-in scores (``baselines/scores/<scenario>.json``; tests/test_verdicts.py): the
 yardstick is ``las-migrate`` where the GPU types differ in speed by at least its threshold
 (:func:`baselines.registry.speed_spread`) and it is scored, ``las`` otherwise, unless a
 duration-blind named rule beats it there by a paired 95% interval that excludes 1 (openb-full-v0:
@@ -59,7 +59,7 @@ YARDSTICKS: dict[str, str] = {
 #: Named rules that read no durations and pursue a service objective (docs/objectives.md).
 OBJECTIVE_RULES = ("edf", "tias", "priority", "quota", "ftf")
 #: Per service-objective scenario and objective metric (docs/objectives.md): the duration-blind
-#: named rule (:data:`DURATION_BLIND_RULES` then :data:`OBJECTIVE_RULES`; a tie goes to the first)
+#: named rule (:data:`DURATION_BLIND_RULES` then the :data:`OBJECTIVE_RULES` the file scores; a tie goes to the first)
 #: with the best mean over the checked-in scores (``baselines/scores/<scenario>.json``, test
 #: windows 0-4; tests/test_objectives.py recomputes it): the reference to beat on that metric.
 #: Average JCT keeps :data:`YARDSTICKS`'.
