@@ -26,6 +26,7 @@ TIMES_ENV = "CLUSTER_BENCH_TEST_TIMES"
 #: Tests left out of the quick tier: ``file.py`` (the whole file), ``file.py::test_name`` (every
 #: parametrisation) or ``file.py::test_name[id]`` (one), relative to tests/.
 HEAVY = frozenset({
+    "test_benchmark_discriminates.py::test_size_aware_order_and_placement_beat_fifo_on_philly_hetero_v4",
     "test_scenarios_v3.py::test_the_yardstick_waits_at_least_the_promised_share_over_thirty_test_windows",
     "test_priority_resume.py::test_ray_backend_trains_the_same_weights_as_one_process",
     "test_optimality_bound.py::test_no_compiled_policy_scores_below_the_bound",

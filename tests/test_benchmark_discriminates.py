@@ -1,4 +1,4 @@
-"""The v1 scenarios tell schedulers apart (docs/design.md section 9): paired intervals at the default load.
+"""The v1 and v3 scenarios tell schedulers apart (docs/design.md section 9): paired intervals at the default load.
 
 The fast tests run a few test windows of the two Philly scenarios, where the gaps are large; the
 slow test checks every claim of docs/reference.md ("Default loads, measured") on 20 windows.
@@ -32,11 +32,22 @@ def test_sjf_and_strict_fifo_separate_from_fifo_on_philly_v1():
     assert strict.ci_low > 1.0, strict.describe()
 
 
+def test_size_aware_order_and_placement_beat_fifo_on_philly_hetero_v4():
+    records = _records("philly-hetero-v4", ["fifo", "sjf", "fifo+fastest"], range(5))
+    for policy in ("sjf", "fifo+fastest"):
+        s = paired_summary(records, policy, reference="fifo")
+        assert s.n == 5 and s.ci_high < 1.0, s.describe()
+
+
+#: Heterogeneous scenarios: a heterogeneity-aware placer must beat first-fit there too.
+HETEROGENEOUS = {"philly-hetero-v1", "philly-hetero-v4", "modern-v3", "philly-slo-v2"}
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("scenario", ["philly-v1", "philly-hetero-v1"])
+@pytest.mark.parametrize("scenario", ["philly-v1", "philly-hetero-v1", "philly-hetero-v4", "modern-v3", "philly-slo-v2"])
 def test_literature_orderings_on_20_windows(scenario):
     policies = ["fifo", "sjf", "tiresias", "fifo-strict"]
-    if scenario == "philly-hetero-v1":
+    if scenario in HETEROGENEOUS:
         policies.append("fifo+fastest")
     records = _records(scenario, policies, range(20))
     for policy in ("sjf", "tiresias", "fifo+fastest"):
