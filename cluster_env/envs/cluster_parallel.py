@@ -101,8 +101,9 @@ scheduling options of :class:`cluster_env.core.config.SchedulingConfig` (``preem
 ``(0.8, 1)`` for its most recent fifth; validation and test are unchanged; default all of it);
 ``load`` (the offered load each episode's arrivals are rescaled to, see
 :mod:`cluster_env.scenarios.load`; default: the scenario's); ``load_measure`` (how that load is
-measured: ``"total"``, the default of every scenario, or ``"concurrent"``, the GPUs demanded at once
-during the arrivals, which makes comparable queues on heavy-tailed traces);
+measured; default: the scenario's, ``"total"`` before the v3 scenarios, ``"capped"`` (each job's
+work counted for at most a day) on them; or ``"concurrent"``, the GPUs demanded at once during the
+arrivals);
 ``workload_csv`` / ``cluster_csv`` (and ``workload_columns`` / ``cluster_columns``) for a user's
 own trace and cluster; ``render_mode``; ``observation`` (``"default"``, the layout above, or
 ``"extended"``: five more ``jobs`` columns, a stable tenant encoding, the tenant's finished run
