@@ -49,6 +49,19 @@ demand fitted on measured multi-node runs where a profile covers the job type an
 uses the all-reduce model's own floor); the scenarios they follow keep their worlds, digests and
 scores.
 
+The v3 scenarios state their default load in the capped measure (each job's work counted for at
+most a day, :mod:`cluster_env.scenarios.load`), calibrated so that their yardstick waits at least
+10% of its JCT (docs/reference.md, "The v3 scenarios"):
+
+===================== =====================================================================
+``philly-hetero-v4``  ``philly-hetero-v3`` at capped load 0.75
+``modern-v3``         ``modern-v2`` with the best-throughput measured speeds
+                      (``speeds="measured-best"``) at capped load 12: the flagship modern one
+``philly-slo-v2``     ``philly-hetero-v4``'s world, 300-job windows at capped load 12, 70% of
+                      the jobs with deadlines drawn from Chronus' published Philly distribution
+``philly-tenants-v2`` ``philly-tenants-v1``'s quotas on ``philly-hetero-v4``'s world at capped 12
+===================== =====================================================================
+
 Every scenario name carries a version; any change to a scenario's dynamics, data or spaces
 bumps it.
 """
