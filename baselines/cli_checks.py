@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from baselines.cli_support import UsageError, check_output_folder
+from baselines.yardstick import JCT_METRIC
 
 if TYPE_CHECKING:
     from baselines.harness.resolve import ResolvedPolicy
@@ -45,7 +46,7 @@ def reference_label(reference: str, specs: Sequence[str], labels: Sequence[str])
 
 
 def settle_reference(given: Optional[str], specs: list, labels: list, scenario: str,
-                     flag: str = "--reference", metric: str = "avg_jct") -> "tuple[str, Optional[ResolvedPolicy]]":
+                     flag: str = "--reference", metric: str = JCT_METRIC) -> "tuple[str, Optional[ResolvedPolicy]]":
     """The reference of a run, checked before any episode: ``given`` (a policy of the run, or a
     policy name that resolves), or by default the scenario's yardstick on ``metric``
     (:func:`baselines.yardstick.yardstick`).
@@ -176,7 +177,7 @@ def check_run(args: argparse.Namespace, policies: Sequence[str], env_kwargs: dic
     except TypeError as exc:
         raise UsageError(str(exc), "--env takes KEY=VALUE with the arguments of cluster_env.parallel_env "
                          "(docs/reference.md, Arguments)") from exc
-    metric = getattr(args, "metric", None) or "avg_jct"      # one the run's workload measures
+    metric = getattr(args, "metric", None) or JCT_METRIC     # one the run's workload measures
     check_metric(args.scenario, metric, getattr(env, "unwrapped", env).scenario.workload())
     allow = bool(getattr(args, "allow_env_mismatch", False))
     specs, resolved = list(policies), []

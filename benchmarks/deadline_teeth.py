@@ -32,13 +32,6 @@ import numpy as np  # noqa: E402
 DEADLINE_RULES = ("edf", "edf-clairvoyant", "tias", "priority")
 
 
-def parse_seeds(text: str) -> list[int]:
-    if "-" in text and "," not in text:
-        a, b = text.split("-")
-        return list(range(int(a), int(b) + 1))
-    return [int(x) for x in text.split(",")]
-
-
 def miss_pairs(scenario: str, rules: Sequence[str], seeds: Sequence[int], reference: str,
                backend: str = "auto") -> dict[str, dict]:
     """Per rule: its and the reference's miss rates and average JCTs per window, and the paired
@@ -62,6 +55,7 @@ def miss_pairs(scenario: str, rules: Sequence[str], seeds: Sequence[int], refere
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from baselines.cli import parse_seeds
     from baselines.yardstick import yardstick
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -72,7 +66,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--backend", default="auto")
     args = p.parse_args(argv)
     reference = args.reference or yardstick(args.scenario)
-    seeds = parse_seeds(args.seeds)
+    try:
+        seeds = parse_seeds(args.seeds)
+    except argparse.ArgumentTypeError as e:
+        p.error(f"argument --seeds: {e}")
     pairs = miss_pairs(args.scenario, args.rules.split(","), seeds, reference, args.backend)
     print(f"{args.scenario}, test windows {args.seeds}: missed deadlines against {reference} "
           f"(ratio of summed miss rates, 95% paired bootstrap interval)")

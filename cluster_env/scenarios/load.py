@@ -111,7 +111,7 @@ def capped_gpu_seconds(workload: Workload, cap: float = LOAD_CAP_S) -> float:
 
 def offered_load(workload: Workload, total_gpus: int, measure: str = DEFAULT_LOAD_MEASURE) -> float:
     """The offered load of ``workload`` on a cluster of ``total_gpus`` GPUs under ``measure``
-    (``"total"`` or ``"concurrent"``, see the module doc).
+    (one of :data:`LOAD_MEASURES`, see the module doc).
 
     ``inf`` when every job arrives at the same instant (no arrival span) and they demand work.
     """

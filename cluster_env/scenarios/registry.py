@@ -506,11 +506,11 @@ def _philly_chronus_trace() -> Workload:
 
 
 def _philly_slo_v2() -> Scenario:
-    """philly-slo-v1 with the published deadline distribution (Chronus' Philly traces) on
-    philly-hetero-v4's world at a load where deadline order matters (docs/objectives.md)."""
+    """philly-slo-v1 with the published deadline distribution (Chronus' Philly traces) at a capped
+    load where deadline order matters (docs/objectives.md); its world is philly-hetero-v3's, which
+    philly-hetero-v4 keeps."""
     v1 = _philly_slo_v1()
-    return replace(v1, name="philly-slo-v2", workload=_philly_chronus_trace, world=_philly_hetero_v4().world,
-                   load=OBJECTIVE_V2_LOAD, load_measure=V3_LOAD_MEASURE,
+    return replace(v1, name="philly-slo-v2", workload=_philly_chronus_trace, load=OBJECTIVE_V2_LOAD, load_measure=V3_LOAD_MEASURE,
                    description=(f"philly-hetero-v4's cluster and world, windows of {OBJECTIVE_JOBS_PER_EPISODE} jobs at "
                                 f"capped load {OBJECTIVE_V2_LOAD:g}; {CHRONUS_DEADLINE_SHARE:.0%} high-priority jobs "
                                 f"with deadlines drawn from Chronus' published Philly {CHRONUS_DEADLINE_TRACE} "
@@ -519,10 +519,9 @@ def _philly_slo_v2() -> Scenario:
 
 
 def _philly_tenants_v2() -> Scenario:
-    """philly-tenants-v1's tenants and quotas on philly-hetero-v4's world at a load where quotas bind."""
+    """philly-tenants-v1's tenants and quotas at a capped load where quotas bind (the same world)."""
     v1 = _philly_tenants_v1()
-    return replace(v1, name="philly-tenants-v2", world=_philly_hetero_v4().world, load=OBJECTIVE_V2_LOAD,
-                   load_measure=V3_LOAD_MEASURE,
+    return replace(v1, name="philly-tenants-v2", load=OBJECTIVE_V2_LOAD, load_measure=V3_LOAD_MEASURE,
                    description=(f"philly-tenants-v1's tenants and quotas, windows of {OBJECTIVE_JOBS_PER_EPISODE} "
                                 f"jobs at capped load {OBJECTIVE_V2_LOAD:g}, where quotas bind"))
 
